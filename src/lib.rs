@@ -1,0 +1,9 @@
+//! aurad: a daemon that runs LLM agents declared in files.
+//!
+//! Module map and dependency rules: DESIGN.md section 1. `main.rs` only
+//! parses arguments and calls [`cli::run`]; everything else lives here.
+
+pub mod llm;
+pub mod store;
+pub mod tools;
+pub mod types;

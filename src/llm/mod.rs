@@ -1,0 +1,97 @@
+//! Model providers behind one small trait: a normalised request, a streamed
+//! answer delivered as deltas plus the assembled turn, and errors typed by
+//! what the caller does next (retry or fail). May depend on `types` only.
+
+pub mod openai;
+pub mod retry;
+pub mod test_model;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::types::{Message, ToolCall, ToolSpec, Usage};
+
+/// What the engine asks of a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The model name as the provider knows it (no `provider/` prefix).
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+}
+
+/// A piece of a streamed answer, delivered as it arrives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta {
+    Text(String),
+    Reasoning(String),
+}
+
+/// One complete model answer, assembled from the stream.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelTurn {
+    pub text: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    pub finish_reason: Option<String>,
+}
+
+/// Why a model call failed, sorted by what the caller does about it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// Could not connect or the connection broke before an answer started:
+    /// retry.
+    #[error("connection error: {0}")]
+    Connect(String),
+    /// The provider answered with an error status. 5xx, 429 and 529 are
+    /// retried (honouring `retry_after`); other statuses fail at once.
+    #[error("HTTP {status}: {message}")]
+    Status {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The answer stream broke or could not be parsed after it started:
+    /// fail (text may already have been shown, so it is not replayed).
+    #[error("bad response stream: {0}")]
+    Stream(String),
+    /// The provider is not usable as configured (missing key, bad URL): fail.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl ProviderError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Connect(_) => true,
+            ProviderError::Status { status, .. } => {
+                *status >= 500 || *status == 429 || *status == 408
+            }
+            ProviderError::Stream(_) | ProviderError::Config(_) => false,
+        }
+    }
+
+    /// The wait the provider asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// A model provider. One call = one streamed model answer; retries live in
+/// [`retry`], outside the providers.
+pub trait Provider: Send + Sync {
+    /// Streams one answer, calling `on_delta` for each piece of text as it
+    /// arrives, and returns the assembled turn.
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_delta: &'a mut (dyn FnMut(Delta) + Send),
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>>;
+}

@@ -1,0 +1,74 @@
+//! Tools: the `Tool` trait, the registry of every tool known to a project,
+//! the allow-listed `ToolSet` an agent sees, argument validation against each
+//! tool's JSON Schema, and the built-in tools. May depend on `types` only.
+
+pub mod builtin;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::types::ToolSpec;
+
+/// Default cap on what a tool returns to the model.
+pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
+
+/// What a tool may know about the run that calls it.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The project root: file tools are confined to it, `bash` runs in it.
+    pub root: PathBuf,
+    /// Cancelled when the run is cancelled or times out; long tools stop.
+    pub cancel: CancellationToken,
+    /// Most bytes of output a tool should return.
+    pub output_cap: usize,
+}
+
+/// Why a tool call failed. Every variant becomes an error text for the model
+/// and the run goes on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments are wrong for this tool (beyond what the schema says).
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The tool ran and failed.
+    #[error("{0}")]
+    Failed(String),
+    /// The tool did not finish in time.
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
+    /// The run was cancelled while the tool ran.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool with arguments already validated against its schema.
+    fn call<'a>(
+        &'a self,
+        args: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>>;
+}
+
+/// Cuts `text` to at most `cap` bytes (on a char boundary) and says so.
+pub fn cap_output(mut text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    let total = text.len();
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(&format!(
+        "\n[output cut: {total} bytes, showing the first {end}]"
+    ));
+    text
+}

@@ -1,0 +1,234 @@
+//! Plain shared data with no I/O: messages, tool specs and calls, usage, run
+//! states and the `RunEvent` stream the engine emits. Every module may use it;
+//! it depends on nothing of ours.
+
+use serde::{Deserialize, Serialize};
+
+/// A tool as the model sees it: a name, a description and the JSON Schema of
+/// its arguments (always `type: object`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// One tool call requested by the model. `arguments` is the raw JSON text the
+/// model produced; it is parsed and validated only when the call is executed,
+/// so a malformed call can be reported back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One message of the conversation sent to a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Assistant {
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Message::System {
+            content: content.into(),
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::User {
+            content: content.into(),
+        }
+    }
+
+    /// The text of the message (for assistant messages, without tool calls).
+    pub fn content(&self) -> &str {
+        match self {
+            Message::System { content }
+            | Message::User { content }
+            | Message::Assistant { content, .. }
+            | Message::Tool { content, .. } => content,
+        }
+    }
+}
+
+/// Token usage of one model call or of a whole run. `None` fields were not
+/// reported by the provider: unknown is not zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Adds `other` into `self`; a field stays unknown only while every part
+    /// so far is unknown.
+    pub fn add(&mut self, other: &Usage) {
+        fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            }
+        }
+        self.input_tokens = sum(self.input_tokens, other.input_tokens);
+        self.output_tokens = sum(self.output_tokens, other.output_tokens);
+    }
+}
+
+/// The states of a run (DESIGN.md section 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    TimedOut,
+    BudgetExceeded,
+    Interrupted,
+    Skipped,
+    Missed,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 10] = [
+        RunState::Queued,
+        RunState::Running,
+        RunState::Succeeded,
+        RunState::Failed,
+        RunState::Cancelled,
+        RunState::TimedOut,
+        RunState::BudgetExceeded,
+        RunState::Interrupted,
+        RunState::Skipped,
+        RunState::Missed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Succeeded => "succeeded",
+            RunState::Failed => "failed",
+            RunState::Cancelled => "cancelled",
+            RunState::TimedOut => "timed_out",
+            RunState::BudgetExceeded => "budget_exceeded",
+            RunState::Interrupted => "interrupted",
+            RunState::Skipped => "skipped",
+            RunState::Missed => "missed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        RunState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// True once the run can no longer change.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RunState::Queued | RunState::Running)
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the engine tells the world about a run, in order. The CLI renders
+/// these, the store persists them (text deltas merged per model turn), tests
+/// assert on them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    Started {
+        run_id: String,
+        agent: String,
+        model: String,
+        trigger: String,
+        definition_hash: String,
+        input: String,
+    },
+    /// Streamed answer text.
+    TextDelta { text: String },
+    /// Streamed reasoning ("thinking") text, where the model reports it.
+    ReasoningDelta { text: String },
+    /// A model call failed with a retryable error and will be tried again.
+    ModelRetry {
+        attempt: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    /// Messages were dropped from the context to fit the token budget.
+    ContextTrimmed {
+        dropped_messages: usize,
+        estimated_tokens: usize,
+        budget: usize,
+    },
+    /// One model call finished: the end of a model turn.
+    Usage {
+        iteration: u32,
+        #[serde(flatten)]
+        usage: Usage,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolResult {
+        id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+        duration_ms: u64,
+    },
+    /// The last event of every run.
+    Finished {
+        state: RunState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        usage: Usage,
+    },
+}
+
+impl RunEvent {
+    /// The `type` tag, as stored in the events table.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunEvent::Started { .. } => "started",
+            RunEvent::TextDelta { .. } => "text_delta",
+            RunEvent::ReasoningDelta { .. } => "reasoning_delta",
+            RunEvent::ModelRetry { .. } => "model_retry",
+            RunEvent::ContextTrimmed { .. } => "context_trimmed",
+            RunEvent::Usage { .. } => "usage",
+            RunEvent::ToolCall { .. } => "tool_call",
+            RunEvent::ToolResult { .. } => "tool_result",
+            RunEvent::Finished { .. } => "finished",
+        }
+    }
+}
