@@ -3,7 +3,12 @@
 //! Module map and dependency rules: DESIGN.md section 1. `main.rs` only
 //! parses arguments and calls [`cli::run`]; everything else lives here.
 
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod engine;
 pub mod llm;
+pub mod registry;
 pub mod store;
 pub mod tools;
 pub mod types;

@@ -72,3 +72,6 @@ pub fn cap_output(mut text: String, cap: usize) -> String {
     ));
     text
 }
+
+pub mod registry;
+pub use registry::{ToolOutcome, ToolRegistry, ToolSet, glob_match};

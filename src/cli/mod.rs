@@ -1,0 +1,98 @@
+//! The command line: clap definitions, one file per command, exit codes.
+//! The only module that prints.
+
+mod render;
+mod run;
+mod runs;
+mod validate;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Diagnostic;
+
+pub const EXIT_OK: i32 = 0;
+/// The run ended in any state but `succeeded`, or a command failed.
+pub const EXIT_FAILED: i32 = 1;
+/// Bad configuration or usage.
+pub const EXIT_CONFIG: i32 = 2;
+/// Cancelled by Ctrl-C.
+pub const EXIT_CANCELLED: i32 = 130;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "aurad",
+    version,
+    about = "Runs LLM agents declared in files",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Project root (holds agents/, aurad.yaml); default: the current directory.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one agent now and stream it to the terminal.
+    Run(run::RunArgs),
+    /// Check every file of the project and print all problems.
+    Validate,
+    /// List stored runs, newest first.
+    Runs(runs::RunsArgs),
+    /// Replay a stored run's events.
+    Logs(runs::LogsArgs),
+}
+
+/// Parses the arguments, runs the command, returns the exit code.
+pub fn run(cli: Cli) -> i32 {
+    let root = match project_root(cli.dir.as_deref()) {
+        Ok(root) => root,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_CONFIG;
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run::run(&root, args),
+        Command::Validate => validate::run(&root),
+        Command::Runs(args) => runs::list(&root, args),
+        Command::Logs(args) => runs::logs(&root, args),
+    }
+}
+
+fn project_root(dir: Option<&Path>) -> Result<PathBuf, String> {
+    let dir = dir.unwrap_or(Path::new("."));
+    let root = dir
+        .canonicalize()
+        .map_err(|e| format!("project directory {}: {e}", dir.display()))?;
+    if !root.is_dir() {
+        return Err(format!(
+            "project directory {} is not a directory",
+            dir.display()
+        ));
+    }
+    Ok(root)
+}
+
+fn print_diagnostics(diagnostics: &[Diagnostic]) {
+    let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
+    sorted.sort_by(|a, b| (&a.path, a.line, a.column).cmp(&(&b.path, b.line, b.column)));
+    for d in sorted {
+        eprintln!("{d}");
+    }
+}
+
+/// Opens the project's store, or says why not.
+fn open_store(root: &Path) -> Result<crate::store::Store, String> {
+    let loaded = crate::config::load_one(root, "", &crate::config::process_env);
+    if loaded.has_errors() {
+        print_diagnostics(&loaded.diagnostics);
+        return Err("aurad.yaml has errors".into());
+    }
+    let path = &loaded.project.settings.database;
+    crate::store::Store::open(path).map_err(|e| format!("database {}: {e}", path.display()))
+}

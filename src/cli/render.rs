@@ -1,0 +1,171 @@
+//! Renders a run's events for a person: the answer text streams to stdout;
+//! tool calls, results, retries and the closing line go to stderr, compact,
+//! coloured on a terminal only. `aurad run` and `aurad logs` share it, so a
+//! replay looks like the live run.
+
+use std::io::{IsTerminal, Write};
+
+use crate::types::{RunEvent, RunState, Usage};
+
+pub struct Renderer {
+    color: bool,
+    /// Whether stdout's last character was a newline (or nothing was written).
+    at_line_start: bool,
+    wrote_text: bool,
+    in_reasoning: bool,
+}
+
+impl Renderer {
+    /// Colour when stderr is a terminal and NO_COLOR is unset.
+    pub fn for_terminal() -> Renderer {
+        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Renderer {
+            color,
+            at_line_start: true,
+            wrote_text: false,
+            in_reasoning: false,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// Ends the current stdout line if text was streamed without a newline.
+    fn break_line(&mut self) {
+        if !self.at_line_start {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out);
+            let _ = out.flush();
+            self.at_line_start = true;
+        }
+    }
+
+    fn meta(&mut self, line: String) {
+        self.break_line();
+        self.in_reasoning = false;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    }
+
+    pub fn event(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::Started {
+                run_id,
+                agent,
+                model,
+                ..
+            } => {
+                self.meta(self.paint("2", &format!("▶ {agent} · {model} · run {run_id}")));
+            }
+            RunEvent::TextDelta { text } => {
+                if self.in_reasoning {
+                    self.meta(String::new());
+                }
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                if !text.is_empty() {
+                    self.at_line_start = text.ends_with('\n');
+                    self.wrote_text = true;
+                }
+            }
+            RunEvent::ReasoningDelta { text } => {
+                let mut err = std::io::stderr().lock();
+                if !self.in_reasoning {
+                    let _ = write!(err, "{}", self.paint("2;3", "thinking: "));
+                    self.in_reasoning = true;
+                }
+                let _ = write!(err, "{}", self.paint("2;3", text));
+            }
+            RunEvent::ModelRetry {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                let line = format!(
+                    "! model call failed ({error}); retry {attempt} in {:.1}s",
+                    *delay_ms as f64 / 1000.0
+                );
+                self.meta(self.paint("33", &line));
+            }
+            RunEvent::ContextTrimmed {
+                dropped_messages,
+                estimated_tokens,
+                budget,
+            } => {
+                let line = format!(
+                    "… dropped {dropped_messages} old message(s) to fit the context ({estimated_tokens}/{budget} tokens)"
+                );
+                self.meta(self.paint("2", &line));
+            }
+            RunEvent::Usage { .. } => {}
+            RunEvent::ToolCall {
+                name, arguments, ..
+            } => {
+                let line = format!("→ {name} {}", one_line(arguments, 160));
+                self.meta(self.paint("36", &line));
+            }
+            RunEvent::ToolResult {
+                name,
+                output,
+                is_error,
+                duration_ms,
+                ..
+            } => {
+                let (mark, code) = if *is_error {
+                    ("✗", "31")
+                } else {
+                    ("←", "32")
+                };
+                let line = format!("{mark} {name} ({duration_ms} ms) {}", one_line(output, 160));
+                self.meta(self.paint(code, &line));
+            }
+            RunEvent::Finished { .. } => {}
+        }
+    }
+
+    /// The closing line: run id, state, reason, usage.
+    pub fn finish(&mut self, run_id: &str, state: RunState, reason: Option<&str>, usage: &Usage) {
+        let mut line = format!("run {run_id} {state}");
+        if let Some(reason) = reason {
+            line.push_str(&format!(": {reason}"));
+        }
+        if let Some(tokens) = format_usage(usage) {
+            line.push_str(&format!(" · {tokens}"));
+        }
+        let (mark, code) = if state == RunState::Succeeded {
+            ("✓", "32")
+        } else {
+            ("✗", "31")
+        };
+        self.meta(self.paint(code, &format!("{mark} {line}")));
+    }
+}
+
+/// `1234 in / 56 out tokens`, or `None` when nothing was reported.
+pub fn format_usage(usage: &Usage) -> Option<String> {
+    let show = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+    if usage.input_tokens.is_none() && usage.output_tokens.is_none() {
+        return None;
+    }
+    Some(format!(
+        "{} in / {} out tokens",
+        show(usage.input_tokens),
+        show(usage.output_tokens)
+    ))
+}
+
+/// The text on one line, cut to `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}

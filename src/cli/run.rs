@@ -1,0 +1,151 @@
+//! `aurad run NAME`: load only what this agent needs, run it through the
+//! shared runner, stream it, exit 0 on `succeeded`.
+
+use std::io::Read;
+use std::path::Path;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::render::Renderer;
+use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
+use crate::config;
+use crate::daemon::{RunRequest, execute, prepare};
+use crate::registry;
+use crate::types::RunState;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agent (the file name in agents/ without .yaml).
+    pub name: String,
+    /// The input; `-` reads it from stdin. Default: the agent's `prompt`.
+    #[arg(long, short = 'i', value_name = "TEXT")]
+    pub input: Option<String>,
+    /// Use this model instead of the agent's (`provider/model`, or `test`).
+    #[arg(long, short = 'm', value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Print one JSON event per line instead of the rendering.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(root: &Path, args: RunArgs) -> i32 {
+    let loaded = config::load_one(root, &args.name, &config::process_env);
+    if !loaded.project.agents.contains_key(&args.name) && !loaded.has_errors() {
+        let names = config::agent_names(root);
+        eprintln!(
+            "error: no agent named `{}` in {} (agents: {})",
+            args.name,
+            root.join("agents").display(),
+            if names.is_empty() {
+                "none; create agents/NAME.yaml".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
+        return EXIT_CONFIG;
+    }
+    let (snapshot, diagnostics) = registry::build(loaded);
+    print_diagnostics(&diagnostics);
+    if diagnostics.iter().any(|d| d.is_error()) {
+        return EXIT_CONFIG;
+    }
+    let input = match args.input.as_deref() {
+        Some("-") => {
+            let mut text = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+                eprintln!("error: cannot read the input from stdin: {e}");
+                return EXIT_CONFIG;
+            }
+            Some(text)
+        }
+        other => other.map(str::to_string),
+    };
+    let request = RunRequest {
+        agent: args.name.clone(),
+        input,
+        model: args.model.clone(),
+        trigger: "cli".into(),
+    };
+    let prepared = match prepare(&snapshot, request, &config::process_env) {
+        Ok(p) => p,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_CONFIG;
+        }
+    };
+    let database = &snapshot.project.settings.database;
+    let store = match crate::store::Store::open(database) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: database {}: {e}", database.display());
+            return EXIT_FAILED;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let run_id = prepared.spec.run_id.clone();
+    let json = args.json;
+    let result = runtime.block_on(async {
+        let cancel = CancellationToken::new();
+        let watcher = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("\ncancelling… (Ctrl-C again to quit at once)");
+                    cancel.cancel();
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(EXIT_CANCELLED);
+                    }
+                }
+            })
+        };
+        let mut renderer = Renderer::for_terminal();
+        let result = execute(prepared, &store, cancel, |event| {
+            if json {
+                if let Ok(line) = serde_json::to_string(event) {
+                    println!("{line}");
+                }
+            } else {
+                renderer.event(event);
+            }
+        })
+        .await;
+        watcher.abort();
+        (result, renderer)
+    });
+    let (result, mut renderer) = result;
+    let closed = store.close();
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            eprintln!("error: run {run_id}: the database failed: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    if let Err(e) = closed {
+        eprintln!("error: run {run_id}: closing the database failed: {e}");
+        return EXIT_FAILED;
+    }
+    if !json {
+        renderer.finish(
+            &run_id,
+            outcome.state,
+            outcome.reason.as_deref(),
+            &outcome.usage,
+        );
+    }
+    match outcome.state {
+        RunState::Succeeded => EXIT_OK,
+        RunState::Cancelled => EXIT_CANCELLED,
+        _ => EXIT_FAILED,
+    }
+}

@@ -1,0 +1,173 @@
+//! `aurad runs` and `aurad logs RUN_ID`: read the store, whether or not
+//! anything else is running.
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::render::{Renderer, format_usage};
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, open_store};
+use crate::store::RunFilter;
+use crate::types::{RunEvent, RunState};
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs of this agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Only runs in this state (succeeded, failed, running, ...).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// How many runs to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Print the runs as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The run id, or a unique prefix of it (at least 4 characters).
+    pub run_id: String,
+    /// Print one JSON event per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn list(root: &Path, args: RunsArgs) -> i32 {
+    let state = match args.state.as_deref().map(|s| (s, RunState::parse(s))) {
+        None => None,
+        Some((_, Some(state))) => Some(state),
+        Some((s, None)) => {
+            let valid: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+            eprintln!(
+                "error: unknown state {s:?}; valid states: {}",
+                valid.join(", ")
+            );
+            return EXIT_CONFIG;
+        }
+    };
+    let store = match open_store(root) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let filter = RunFilter {
+        agent: args.agent,
+        state,
+        limit: args.limit,
+    };
+    let runs = match store.list_runs_blocking(&filter) {
+        Ok(runs) => runs,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&runs).unwrap_or_default()
+        );
+        return EXIT_OK;
+    }
+    if runs.is_empty() {
+        eprintln!("no runs yet; start one with `aurad run AGENT`");
+        return EXIT_OK;
+    }
+    println!(
+        "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  TOKENS",
+        "RUN", "AGENT", "STATE", "TRIGGER", "STARTED", "TIME"
+    );
+    for r in runs {
+        let started = r.started_at.as_deref().unwrap_or(&r.created_at);
+        let duration = match (r.started_at.as_deref(), r.finished_at.as_deref()) {
+            (Some(s), Some(f)) => duration_between(s, f),
+            _ => "-".into(),
+        };
+        println!(
+            "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {}",
+            r.id,
+            r.agent,
+            r.state.as_str(),
+            r.trigger,
+            started.get(..19).unwrap_or(started).replace('T', " "),
+            duration,
+            format_usage(&r.usage).unwrap_or_else(|| "-".into())
+        );
+    }
+    EXIT_OK
+}
+
+fn duration_between(start: &str, end: &str) -> String {
+    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    match (parse(start), parse(end)) {
+        (Some(s), Some(e)) => {
+            let ms = (e - s).num_milliseconds().max(0);
+            if ms < 10_000 {
+                format!("{:.2}s", ms as f64 / 1000.0)
+            } else {
+                format!("{}s", ms / 1000)
+            }
+        }
+        _ => "-".into(),
+    }
+}
+
+pub fn logs(root: &Path, args: LogsArgs) -> i32 {
+    let store = match open_store(root) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let run = match store.get_run_blocking(&args.run_id) {
+        Ok(Some(run)) => run,
+        Ok(None) => {
+            eprintln!(
+                "error: no run {:?}; list runs with `aurad runs`",
+                args.run_id
+            );
+            return EXIT_FAILED;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let events = match store.run_events_blocking(&run.id) {
+        Ok(events) => events,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    if args.json {
+        for event in &events {
+            if let Ok(line) = serde_json::to_string(event) {
+                println!("{line}");
+            }
+        }
+        return EXIT_OK;
+    }
+    let mut renderer = Renderer::for_terminal();
+    for event in &events {
+        renderer.event(event);
+    }
+    if !events
+        .iter()
+        .any(|e| matches!(e, RunEvent::Finished { .. }))
+        && run.state == RunState::Running
+    {
+        eprintln!(
+            "(run {} is still marked running: it is in progress, or its process was killed)",
+            run.id
+        );
+    }
+    renderer.finish(&run.id, run.state, run.error.as_deref(), &run.usage);
+    EXIT_OK
+}

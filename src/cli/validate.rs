@@ -1,0 +1,24 @@
+//! `aurad validate`: load everything, print every problem as
+//! `path:line:column: message`, exit 2 on any error.
+
+use std::path::Path;
+
+use super::{EXIT_CONFIG, EXIT_OK, print_diagnostics};
+use crate::config;
+use crate::registry;
+
+pub fn run(root: &Path) -> i32 {
+    let loaded = config::load(root, &config::process_env);
+    let (snapshot, diagnostics) = registry::build(loaded);
+    print_diagnostics(&diagnostics);
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = diagnostics.len() - errors;
+    let agents = snapshot.project.agents.len();
+    if errors > 0 {
+        eprintln!("{errors} error(s), {warnings} warning(s); {agents} agent(s) valid");
+        EXIT_CONFIG
+    } else {
+        eprintln!("ok: {agents} agent(s), {warnings} warning(s)");
+        EXIT_OK
+    }
+}

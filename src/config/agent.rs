@@ -1,0 +1,401 @@
+//! `agents/NAME.yaml`: the raw serde shape (unknown fields refused) and its
+//! conversion into a validated [`Agent`], reporting every problem it finds.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use super::diag::{Diagnostic, locate};
+use super::duration::parse_duration;
+
+/// Fields of DESIGN.md section 2 that later issues implement. They parse, and
+/// are refused with a clear error rather than silently ignored.
+const NOT_YET: &[(&str, &str)] = &[
+    ("skills", "Agent Skills"),
+    ("memory", "long-term memory"),
+    ("schedule", "schedules (aurad serve)"),
+    ("on_overlap", "schedules (aurad serve)"),
+    ("on_missed", "schedules (aurad serve)"),
+    ("catch_up", "schedules (aurad serve)"),
+    ("on_interrupt", "aurad serve"),
+    ("output_schema", "structured output"),
+    ("webhook", "webhooks (aurad serve)"),
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    description: Option<String>,
+    model: Option<String>,
+    system: Option<String>,
+    prompt: Option<String>,
+    #[serde(default)]
+    tools: Vec<String>,
+    #[serde(default)]
+    limits: RawLimits,
+    temperature: Option<f32>,
+    skills: Option<Value>,
+    memory: Option<Value>,
+    schedule: Option<Value>,
+    on_overlap: Option<Value>,
+    on_missed: Option<Value>,
+    catch_up: Option<Value>,
+    on_interrupt: Option<Value>,
+    output_schema: Option<Value>,
+    webhook: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_iterations: Option<u32>,
+    max_tool_calls: Option<u32>,
+    timeout: Option<Value>,
+    max_context_tokens: Option<usize>,
+    max_tokens_per_run: Option<Value>,
+    max_cost_usd_per_day: Option<Value>,
+}
+
+/// Run limits; each ends a run with its own state and reason when reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub max_iterations: u32,
+    pub max_tool_calls: u32,
+    pub timeout: Duration,
+    pub max_context_tokens: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_iterations: 10,
+            max_tool_calls: 50,
+            timeout: Duration::from_secs(600),
+            max_context_tokens: 32_000,
+        }
+    }
+}
+
+/// A validated agent definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agent {
+    /// The file stem.
+    pub name: String,
+    /// The file, relative to the project root.
+    pub path: std::path::PathBuf,
+    pub description: String,
+    /// `provider/model`, or `test` for the built-in offline test model.
+    pub model: String,
+    /// minijinja template of the system prompt.
+    pub system: Option<String>,
+    /// minijinja template of the input of runs started without one.
+    pub prompt: Option<String>,
+    /// Allow-list of tool names; `*` and `?` globs.
+    pub tools: Vec<String>,
+    pub limits: Limits,
+    pub temperature: Option<f32>,
+    /// SHA-256 of the file as written (before interpolation), hex.
+    pub hash: String,
+    /// The interpolated text, for locating later diagnostics.
+    pub text: String,
+}
+
+/// Is `name` a valid agent name (`[a-z0-9][a-z0-9_-]*`)?
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// Parses one agent file's interpolated `text`. Returns the agent when it has
+/// no errors, and every diagnostic found.
+pub fn parse_agent(
+    name: &str,
+    path: &Path,
+    text: &str,
+    hash: String,
+) -> (Option<Agent>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    if text.trim().is_empty() || text.lines().all(|l| l.trim_start().starts_with('#')) {
+        diags.push(Diagnostic::error(
+            path,
+            (1, 1),
+            "the agent file is empty: it needs at least `model:` and a `prompt:` or `system:`",
+        ));
+        return (None, diags);
+    }
+    let raw: RawAgent = match serde_yaml::from_str(text) {
+        Ok(raw) => raw,
+        Err(e) => {
+            diags.push(yaml_diagnostic(path, &e));
+            return (None, diags);
+        }
+    };
+    let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
+
+    for (field, feature) in NOT_YET {
+        let present = match *field {
+            "skills" => raw.skills.is_some(),
+            "memory" => raw.memory.is_some(),
+            "schedule" => raw.schedule.is_some(),
+            "on_overlap" => raw.on_overlap.is_some(),
+            "on_missed" => raw.on_missed.is_some(),
+            "catch_up" => raw.catch_up.is_some(),
+            "on_interrupt" => raw.on_interrupt.is_some(),
+            "output_schema" => raw.output_schema.is_some(),
+            _ => raw.webhook.is_some(),
+        };
+        if present {
+            diags.push(err(
+                &[field],
+                format!("`{field}` is not supported yet ({feature} is not in this build); remove the field"),
+            ));
+        }
+    }
+    for (field, present) in [
+        (
+            "max_tokens_per_run",
+            raw.limits.max_tokens_per_run.is_some(),
+        ),
+        (
+            "max_cost_usd_per_day",
+            raw.limits.max_cost_usd_per_day.is_some(),
+        ),
+    ] {
+        if present {
+            diags.push(err(
+                &["limits", field],
+                format!("`limits.{field}` is not supported yet (budgets are not in this build); remove the field"),
+            ));
+        }
+    }
+
+    let model = match raw.model.as_deref().map(str::trim) {
+        None | Some("") => {
+            diags.push(err(
+                &["model"],
+                "`model` is required: write `model: provider/model` (e.g. openai/gpt-4o-mini) or `model: test`".into(),
+            ));
+            String::new()
+        }
+        Some(m) if m == "test" => m.to_string(),
+        Some(m) => match m.split_once('/') {
+            Some((p, rest)) if !p.is_empty() && !rest.is_empty() => m.to_string(),
+            _ => {
+                diags.push(err(
+                    &["model"],
+                    format!("model {m:?} must be `provider/model`, e.g. openai/{m}, or `test`"),
+                ));
+                String::new()
+            }
+        },
+    };
+    if raw.system.is_none() && raw.prompt.is_none() {
+        diags.push(err(
+            &["model"],
+            "the agent has neither `system` nor `prompt`: give it at least one".into(),
+        ));
+    }
+    for (field, template) in [("system", &raw.system), ("prompt", &raw.prompt)] {
+        if let Some(src) = template
+            && let Err(e) = minijinja::Environment::new().template_from_str(src)
+        {
+            let (line, col) = locate(text, &[field]);
+            let block = text[..]
+                .lines()
+                .nth(line - 1)
+                .is_some_and(|l| l.trim_end().ends_with('|') || l.trim_end().ends_with('>'));
+            let line = line + e.line().unwrap_or(1) - 1 + usize::from(block);
+            diags.push(Diagnostic::error(
+                path,
+                (line, if block { 1 } else { col }),
+                format!(
+                    "template error in `{field}`: {}",
+                    e.detail().unwrap_or("syntax error")
+                ),
+            ));
+        }
+    }
+    for (i, pattern) in raw.tools.iter().enumerate() {
+        if pattern.is_empty()
+            || !pattern
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?'))
+        {
+            diags.push(err(
+                &["tools"],
+                format!("tools[{i}]: {pattern:?} is not a tool name or glob (letters, digits, `_`, `-`, `*`, `?`)"),
+            ));
+        }
+    }
+    let mut limits = Limits::default();
+    let l = &raw.limits;
+    if let Some(n) = l.max_iterations {
+        if n == 0 {
+            diags.push(err(
+                &["limits", "max_iterations"],
+                "`limits.max_iterations` must be at least 1".into(),
+            ));
+        }
+        limits.max_iterations = n;
+    }
+    if let Some(n) = l.max_tool_calls {
+        limits.max_tool_calls = n;
+    }
+    if let Some(n) = l.max_context_tokens {
+        if n < 256 {
+            diags.push(err(
+                &["limits", "max_context_tokens"],
+                format!("`limits.max_context_tokens` is {n}; it must be at least 256"),
+            ));
+        }
+        limits.max_context_tokens = n;
+    }
+    if let Some(v) = &l.timeout {
+        let parsed = match v {
+            Value::Number(n) => n
+                .as_u64()
+                .map(Duration::from_secs)
+                .ok_or_else(|| format!("invalid duration {n}: use e.g. 30s or 10m")),
+            Value::String(s) => parse_duration(s),
+            other => Err(format!("invalid duration {other:?}: use e.g. 30s or 10m")),
+        };
+        match parsed {
+            Ok(d) if d.is_zero() => diags.push(err(
+                &["limits", "timeout"],
+                "`limits.timeout` must be more than 0".into(),
+            )),
+            Ok(d) => limits.timeout = d,
+            Err(msg) => diags.push(err(
+                &["limits", "timeout"],
+                format!("limits.timeout: {msg}"),
+            )),
+        }
+    }
+    if let Some(t) = raw.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        diags.push(err(
+            &["temperature"],
+            format!("temperature {t} is out of range: use 0.0 to 2.0"),
+        ));
+    }
+    if diags.iter().any(Diagnostic::is_error) {
+        return (None, diags);
+    }
+    let agent = Agent {
+        name: name.to_string(),
+        path: path.to_path_buf(),
+        description: raw.description.unwrap_or_default(),
+        model,
+        system: raw.system,
+        prompt: raw.prompt,
+        tools: raw.tools,
+        limits,
+        temperature: raw.temperature,
+        hash,
+        text: text.to_string(),
+    };
+    (Some(agent), diags)
+}
+
+/// A serde/YAML error as a diagnostic at its place, without serde's own
+/// "at line X column Y" suffix.
+pub fn yaml_diagnostic(path: &Path, e: &serde_yaml::Error) -> Diagnostic {
+    let place = e
+        .location()
+        .map(|l| (l.line(), l.column()))
+        .unwrap_or((1, 1));
+    let mut message = e.to_string();
+    if let Some(i) = message.rfind(" at line ") {
+        message.truncate(i);
+    }
+    Diagnostic::error(path, place, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Option<Agent>, Vec<String>) {
+        let (a, d) = parse_agent("a", Path::new("agents/a.yaml"), text, "h".into());
+        (a, d.iter().map(|d| d.to_string()).collect())
+    }
+
+    #[test]
+    fn minimal_agent_gets_defaults() {
+        let (a, d) = parse("model: test\nprompt: hi\n");
+        assert!(d.is_empty(), "{d:?}");
+        let a = a.unwrap();
+        assert_eq!(a.limits, Limits::default());
+        assert_eq!(a.model, "test");
+    }
+
+    #[test]
+    fn unknown_field_lists_valid_ones() {
+        let (a, d) = parse("model: test\nprompt: hi\nmax_stpes: 3\n");
+        assert!(a.is_none());
+        assert!(
+            d[0].starts_with("agents/a.yaml:3:1: unknown field `max_stpes`, expected one of"),
+            "{d:?}"
+        );
+        assert!(d[0].contains("`limits`"));
+    }
+
+    #[test]
+    fn wrong_type_has_place() {
+        let (_, d) = parse("model: test\nprompt: hi\nlimits:\n  max_iterations: lots\n");
+        assert!(d[0].starts_with("agents/a.yaml:4:"), "{d:?}");
+        assert!(d[0].contains("invalid type: string \"lots\""), "{d:?}");
+    }
+
+    #[test]
+    fn reports_every_semantic_problem() {
+        let text = "model: gpt4\nprompt: hi\ntemperature: 7\nlimits: { timeout: 10q }\nschedule: [{cron: '* * * * *'}]\n";
+        let (a, d) = parse(text);
+        assert!(a.is_none());
+        assert_eq!(d.len(), 4, "{d:?}");
+        assert!(
+            d.iter()
+                .any(|m| m.starts_with("agents/a.yaml:5:11: `schedule` is not supported yet")),
+            "{d:?}"
+        );
+        assert!(
+            d.iter().any(
+                |m| m.starts_with("agents/a.yaml:1:8: model \"gpt4\" must be `provider/model`")
+            )
+        );
+        assert!(
+            d.iter()
+                .any(|m| m.starts_with("agents/a.yaml:3:14: temperature 7"))
+        );
+        assert!(
+            d.iter()
+                .any(|m| m
+                    .starts_with("agents/a.yaml:4:20: limits.timeout: invalid duration \"10q\"")),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn template_errors_point_into_the_block() {
+        let (_, d) = parse("model: test\nsystem: |\n  line one\n  {{ broken\n");
+        assert!(
+            d[0].starts_with("agents/a.yaml:4:1: template error in `system`"),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("hello"));
+        assert!(valid_name("a1_b-c"));
+        assert!(!valid_name("Hello"));
+        assert!(!valid_name("-x"));
+        assert!(!valid_name(""));
+    }
+}

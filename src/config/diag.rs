@@ -1,0 +1,151 @@
+//! Diagnostics: one problem found while loading the project, with its place
+//! (`path:line:column`) and a message that says what to do.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// The file, relative to the project root where possible.
+    pub path: PathBuf,
+    /// 1-based; 0 when the problem is about the whole file.
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl Diagnostic {
+    pub fn error(path: &Path, (line, column): (usize, usize), message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Error,
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    pub fn warning(path: &Path, place: (usize, usize), message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(path, place, message)
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.column.max(1))?;
+        }
+        let label = match self.severity {
+            Severity::Error => "",
+            Severity::Warning => "warning: ",
+        };
+        write!(f, ": {label}{}", self.message)
+    }
+}
+
+/// Finds where a (possibly nested) key's value starts in a YAML text, for
+/// diagnostics raised after deserialisation. `keys` is the path from the top
+/// level, e.g. `["limits", "timeout"]`. Works for block and flow style; falls
+/// back to the nearest key found, then to the top of the file.
+pub fn locate(text: &str, keys: &[&str]) -> (usize, usize) {
+    let mut from = 0usize;
+    let mut found = (1, 1);
+    for key in keys {
+        match find_key(text, from, key) {
+            Some(offset) => {
+                from = offset + key.len();
+                found = offset_to_place(text, value_start(text, from));
+            }
+            None => break,
+        }
+    }
+    found
+}
+
+/// The offset of `key` followed by `:` at or after `from`, at a key position
+/// (line start after indentation, after `{`, `,` or `- `).
+fn find_key(text: &str, from: usize, key: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut search = from;
+    while let Some(rel) = text.get(search..)?.find(key) {
+        let at = search + rel;
+        let after = at + key.len();
+        let quoted = at > 0
+            && matches!(bytes[at - 1], b'"' | b'\'')
+            && bytes.get(after) == Some(&bytes[at - 1]);
+        let end = if quoted { after + 1 } else { after };
+        let begin = if quoted { at - 1 } else { at };
+        let before_ok = text[..begin]
+            .chars()
+            .rev()
+            .find(|c| *c != ' ' && *c != '\t')
+            .is_none_or(|c| matches!(c, '\n' | '{' | ',' | '-'));
+        let colon_ok = text[end..].trim_start_matches([' ', '\t']).starts_with(':');
+        if before_ok && colon_ok {
+            return Some(begin);
+        }
+        search = after;
+    }
+    None
+}
+
+fn value_start(text: &str, after_key: usize) -> usize {
+    let rest = &text[after_key..];
+    let colon = rest.find(':').map(|c| c + 1).unwrap_or(0);
+    let value = &rest[colon..];
+    let skipped = value.len() - value.trim_start_matches([' ', '\t', '"', '\'']).len();
+    after_key + colon + skipped
+}
+
+/// Converts a byte offset into a 1-based (line, column in characters).
+pub fn offset_to_place(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_nested_block_and_flow_keys() {
+        let text = "model: x\nlimits:\n  max_iterations: 3\n  timeout: 10q\n";
+        assert_eq!(locate(text, &["limits", "timeout"]), (4, 12));
+        let flow = "model: x\nlimits: { timeout: 5, max_tool_calls: 2 }\n";
+        assert_eq!(locate(flow, &["limits", "max_tool_calls"]), (2, 39));
+        assert_eq!(locate(text, &["model"]), (1, 8));
+        assert_eq!(locate(text, &["nothing"]), (1, 1));
+    }
+
+    #[test]
+    fn key_inside_a_value_is_not_a_key() {
+        let text = "system: \"the model: is\"\nmodel: y\n";
+        assert_eq!(locate(text, &["model"]), (2, 8));
+    }
+
+    #[test]
+    fn display_has_place() {
+        let d = Diagnostic::error(Path::new("agents/a.yaml"), (3, 5), "bad");
+        assert_eq!(d.to_string(), "agents/a.yaml:3:5: bad");
+        let w = Diagnostic::warning(Path::new("aurad.yaml"), (0, 0), "hm");
+        assert_eq!(w.to_string(), "aurad.yaml: warning: hm");
+    }
+}

@@ -1,0 +1,231 @@
+//! Reading the project's files: `${ENV}` interpolation, the `Raw*` serde
+//! shapes, conversion into validated types, and diagnostics with places.
+//! Loading never stops at the first problem: every file is read and every
+//! problem reported. Depends on `types` only.
+
+pub mod agent;
+pub mod diag;
+pub mod duration;
+pub mod interp;
+pub mod settings;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+pub use agent::{Agent, Limits};
+pub use diag::{Diagnostic, Severity};
+pub use settings::{ProviderConfig, ProviderKind, Settings};
+
+/// Looks up an environment variable; passed in so tests need no global state.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment as an [`EnvLookup`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The validated project. Agents with errors are left out (their
+/// diagnostics say why).
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub root: PathBuf,
+    pub settings: Settings,
+    pub agents: BTreeMap<String, Agent>,
+}
+
+#[derive(Debug)]
+pub struct Loaded {
+    pub project: Project,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Loaded {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Loads `aurad.yaml` and every agent.
+pub fn load(root: &Path, env: EnvLookup) -> Loaded {
+    let (settings, mut diagnostics) = load_settings(root, env);
+    let mut agents = BTreeMap::new();
+    let dir = root.join("agents");
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            diagnostics.push(Diagnostic::error(
+                Path::new("agents"),
+                (0, 0),
+                format!("cannot read the directory: {e}"),
+            ));
+            Vec::new()
+        }
+    };
+    files.sort();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for file in files {
+        let Some(name) = agent_file_name(&file) else {
+            continue;
+        };
+        let rel = relative(root, &file);
+        if let Some(first) = seen.get(&name) {
+            diagnostics.push(Diagnostic::error(
+                &rel,
+                (0, 0),
+                format!(
+                    "agent `{name}` is also defined by {}; keep one of the two files",
+                    first.display()
+                ),
+            ));
+            continue;
+        }
+        seen.insert(name.clone(), rel);
+        let (agent, diags) = load_agent_file(root, &file, &name, env);
+        diagnostics.extend(diags);
+        if let Some(agent) = agent {
+            agents.insert(name, agent);
+        }
+    }
+    Loaded {
+        project: Project {
+            root: root.to_path_buf(),
+            settings,
+            agents,
+        },
+        diagnostics,
+    }
+}
+
+/// Loads `aurad.yaml` and the one agent `name`, for commands that need only
+/// it. The agent is absent from the project when it has errors or no file.
+pub fn load_one(root: &Path, name: &str, env: EnvLookup) -> Loaded {
+    let (settings, mut diagnostics) = load_settings(root, env);
+    let mut agents = BTreeMap::new();
+    for ext in ["yaml", "yml"] {
+        let file = root.join("agents").join(format!("{name}.{ext}"));
+        if file.is_file() {
+            let (agent, diags) = load_agent_file(root, &file, name, env);
+            diagnostics.extend(diags);
+            if let Some(agent) = agent {
+                agents.insert(name.to_string(), agent);
+            }
+            break;
+        }
+    }
+    Loaded {
+        project: Project {
+            root: root.to_path_buf(),
+            settings,
+            agents,
+        },
+        diagnostics,
+    }
+}
+
+/// The names of the agent files present, valid or not.
+pub fn agent_names(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("agents"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().and_then(|e| agent_file_name(&e.path())))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn agent_file_name(file: &Path) -> Option<String> {
+    let ext = file.extension()?.to_str()?;
+    if !matches!(ext, "yaml" | "yml") {
+        return None;
+    }
+    Some(file.file_stem()?.to_str()?.to_string())
+}
+
+fn load_settings(root: &Path, env: EnvLookup) -> (Settings, Vec<Diagnostic>) {
+    let file = root.join("aurad.yaml");
+    let rel = PathBuf::from("aurad.yaml");
+    match read_interpolated(&file, &rel, env) {
+        Ok(None) => (Settings::defaults(root), Vec::new()),
+        Ok(Some((text, _))) => settings::parse_settings(root, &rel, &text),
+        Err(diags) => (Settings::defaults(root), diags),
+    }
+}
+
+fn load_agent_file(
+    root: &Path,
+    file: &Path,
+    name: &str,
+    env: EnvLookup,
+) -> (Option<Agent>, Vec<Diagnostic>) {
+    let rel = relative(root, file);
+    if !agent::valid_name(name) {
+        return (
+            None,
+            vec![Diagnostic::error(
+                &rel,
+                (0, 0),
+                format!(
+                    "agent name {name:?} (the file name) must match [a-z0-9][a-z0-9_-]*; rename the file"
+                ),
+            )],
+        );
+    }
+    match read_interpolated(file, &rel, env) {
+        Ok(None) => (
+            None,
+            vec![Diagnostic::error(
+                &rel,
+                (0, 0),
+                "the file disappeared while loading",
+            )],
+        ),
+        Ok(Some((text, hash))) => agent::parse_agent(name, &rel, &text, hash),
+        Err(diags) => (None, diags),
+    }
+}
+
+/// Reads a file and interpolates it. `Ok(None)`: the file does not exist.
+/// Returns the text and the SHA-256 of the bytes as written.
+fn read_interpolated(
+    file: &Path,
+    rel: &Path,
+    env: EnvLookup,
+) -> Result<Option<(String, String)>, Vec<Diagnostic>> {
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(vec![Diagnostic::error(
+                rel,
+                (0, 0),
+                format!("cannot read the file: {e}"),
+            )]);
+        }
+    };
+    let hash = format!("{:x}", Sha256::digest(&bytes));
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let place = diag::offset_to_place(
+            &String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
+            usize::MAX,
+        );
+        vec![Diagnostic::error(rel, place, "the file is not valid UTF-8")]
+    })?;
+    interp::interpolate(&text, env)
+        .map(|t| Some((t, hash)))
+        .map_err(|errors| {
+            errors
+                .into_iter()
+                .map(|e| Diagnostic::error(rel, (e.line, e.column), e.message))
+                .collect()
+        })
+}
+
+fn relative(root: &Path, file: &Path) -> PathBuf {
+    file.strip_prefix(root).unwrap_or(file).to_path_buf()
+}

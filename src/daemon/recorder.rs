@@ -1,0 +1,84 @@
+//! Turns the engine's event stream into what the store keeps: text and
+//! reasoning deltas merged per model turn (never one row per token), and
+//! commits grouped at step boundaries (a model turn, tool calls, a tool
+//! result, the end).
+
+use crate::types::RunEvent;
+
+/// Accumulates events between commits.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pending: Vec<RunEvent>,
+}
+
+impl Recorder {
+    /// Adds an event, merging it into the previous one when both are deltas
+    /// of the same kind.
+    pub fn push(&mut self, event: RunEvent) {
+        match (self.pending.last_mut(), event) {
+            (Some(RunEvent::TextDelta { text: acc }), RunEvent::TextDelta { text }) => {
+                acc.push_str(&text)
+            }
+            (Some(RunEvent::ReasoningDelta { text: acc }), RunEvent::ReasoningDelta { text }) => {
+                acc.push_str(&text)
+            }
+            (_, event) => self.pending.push(event),
+        }
+    }
+
+    /// True when the last event closes a step, so the batch should be
+    /// committed (unless more events are already waiting).
+    pub fn at_boundary(&self) -> bool {
+        matches!(
+            self.pending.last(),
+            Some(
+                RunEvent::Started { .. }
+                    | RunEvent::Usage { .. }
+                    | RunEvent::ToolCall { .. }
+                    | RunEvent::ToolResult { .. }
+                    | RunEvent::ModelRetry { .. }
+                    | RunEvent::Finished { .. }
+            )
+        )
+    }
+
+    pub fn take(&mut self) -> Vec<RunEvent> {
+        std::mem::take(&mut self.pending)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_deltas_per_turn() {
+        let mut r = Recorder::default();
+        for t in ["a", "b", "c"] {
+            r.push(RunEvent::TextDelta { text: t.into() });
+        }
+        assert!(!r.at_boundary());
+        r.push(RunEvent::Usage {
+            iteration: 1,
+            usage: Default::default(),
+        });
+        assert!(r.at_boundary());
+        r.push(RunEvent::TextDelta { text: "d".into() });
+        assert_eq!(
+            r.take(),
+            vec![
+                RunEvent::TextDelta { text: "abc".into() },
+                RunEvent::Usage {
+                    iteration: 1,
+                    usage: Default::default()
+                },
+                RunEvent::TextDelta { text: "d".into() },
+            ]
+        );
+        assert!(r.is_empty());
+    }
+}

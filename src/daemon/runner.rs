@@ -1,0 +1,185 @@
+//! One run from request to stored outcome: resolve the agent from a
+//! snapshot (model, provider, tools, rendered templates), claim the run row
+//! before the first model call, drive the engine, commit its events as each
+//! step completes, record the final state.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::EnvLookup;
+use crate::engine::{self, Parts, RunOutcome, RunSpec};
+use crate::llm::Provider;
+use crate::llm::retry::RetryPolicy;
+use crate::registry::{Snapshot, provider_for};
+use crate::store::{NewRun, Store, StoreError, new_run_id};
+use crate::tools::ToolSet;
+use crate::types::{RunEvent, RunState};
+
+use super::recorder::Recorder;
+
+/// A request to run an agent.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    pub agent: String,
+    /// The input; `None` renders the agent's `prompt`.
+    pub input: Option<String>,
+    /// Overrides the agent's model (`--model`).
+    pub model: Option<String>,
+    /// What started the run: `cli`, `schedule`, `api`, `webhook`.
+    pub trigger: String,
+}
+
+/// A run resolved and ready to start.
+pub struct PreparedRun {
+    pub spec: RunSpec,
+    pub provider: Arc<dyn Provider>,
+    pub tools: ToolSet,
+    pub retry: RetryPolicy,
+}
+
+/// Resolves `request` against `snapshot`. Errors say what to do.
+pub fn prepare(
+    snapshot: &Snapshot,
+    request: RunRequest,
+    env: EnvLookup,
+) -> Result<PreparedRun, String> {
+    let project = &snapshot.project;
+    let Some(agent) = project.agents.get(&request.agent) else {
+        let names: Vec<&str> = project.agents.keys().map(String::as_str).collect();
+        return Err(format!(
+            "no agent named `{}` in agents/ (agents: {})",
+            request.agent,
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
+    };
+    let model = request.model.clone().unwrap_or_else(|| agent.model.clone());
+    let (provider, model_name) = provider_for(&model, &project.settings, env)?;
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let input = match request.input {
+        Some(input) => input,
+        None => match &agent.prompt {
+            Some(prompt) => render(prompt, &agent.name, &now, "")
+                .map_err(|e| format!("{}: cannot render `prompt`: {e}", agent.path.display()))?,
+            None => {
+                return Err(format!(
+                    "agent `{}` has no `prompt`, so a run needs an input: pass --input TEXT (or --input - to read stdin)",
+                    agent.name
+                ));
+            }
+        },
+    };
+    let system = agent
+        .system
+        .as_deref()
+        .map(|s| render(s, &agent.name, &now, &input))
+        .transpose()
+        .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
+    let spec = RunSpec {
+        run_id: new_run_id(),
+        agent: agent.name.clone(),
+        model,
+        model_name,
+        trigger: request.trigger,
+        definition_hash: agent.hash.clone(),
+        system,
+        input,
+        limits: agent.limits.clone(),
+        temperature: agent.temperature,
+        root: project.root.clone(),
+    };
+    Ok(PreparedRun {
+        spec,
+        provider,
+        tools: snapshot.tools.select(&agent.tools),
+        retry: RetryPolicy::default(),
+    })
+}
+
+/// Renders a prompt template with `agent`, `now`, `input` and `vars`.
+fn render(template: &str, agent: &str, now: &str, input: &str) -> Result<String, String> {
+    let env = minijinja::Environment::new();
+    let vars = std::collections::BTreeMap::<String, String>::new();
+    env.render_str(
+        template,
+        minijinja::context! { agent => agent, now => now, input => input, vars => vars },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Runs `prepared` to its end: claims the run row, streams events to
+/// `on_event` as they happen and to the store at each step, records the final
+/// state. A store failure after the claim does not stop the run; the first
+/// one is returned after the run is over.
+pub async fn execute(
+    prepared: PreparedRun,
+    store: &Store,
+    cancel: CancellationToken,
+    mut on_event: impl FnMut(&RunEvent) + Send,
+) -> Result<RunOutcome, StoreError> {
+    let PreparedRun {
+        spec,
+        provider,
+        tools,
+        retry,
+    } = prepared;
+    store
+        .claim_run(NewRun {
+            id: spec.run_id.clone(),
+            agent: spec.agent.clone(),
+            trigger: spec.trigger.clone(),
+            input: spec.input.clone(),
+            model: spec.model.clone(),
+            definition_hash: spec.definition_hash.clone(),
+            owner: format!("pid:{}", std::process::id()),
+        })
+        .await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let parts = Parts {
+        provider: provider.as_ref(),
+        tools: &tools,
+        retry,
+    };
+    let engine = engine::run(&spec, parts, cancel, tx);
+    let record = async {
+        let mut recorder = Recorder::default();
+        let mut first_error: Option<StoreError> = None;
+        while let Some(event) = rx.recv().await {
+            on_event(&event);
+            recorder.push(event);
+            if recorder.at_boundary() && rx.is_empty() {
+                let batch = recorder.take();
+                if let Err(e) = store.append_events(&spec.run_id, batch).await {
+                    tracing::error!(run = %spec.run_id, "cannot store run events: {e}");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if !recorder.is_empty()
+            && let Err(e) = store.append_events(&spec.run_id, recorder.take()).await
+        {
+            first_error.get_or_insert(e);
+        }
+        first_error
+    };
+    let (outcome, store_error) = tokio::join!(engine, record);
+    let state = outcome.state;
+    debug_assert!(state != RunState::Running);
+    store
+        .finish_run(
+            &spec.run_id,
+            state,
+            outcome.reason.clone(),
+            outcome.output.clone(),
+            outcome.usage,
+        )
+        .await?;
+    match store_error {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}

@@ -1,0 +1,283 @@
+//! The one ReAct loop every run goes through, whatever started it: assemble
+//! the context, trim it, call the model (streaming), run the tool calls,
+//! feed the results back, repeat until an answer or a limit. It emits typed
+//! [`RunEvent`]s and never touches the store or the registry: it is handed
+//! resolved parts. May depend on `llm`, `tools`, `config` (limits) and `types`.
+
+pub mod context;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Limits;
+use crate::config::duration::format_duration;
+use crate::llm::retry::{RetryPolicy, stream_with_retry};
+use crate::llm::{ChatRequest, Delta, Provider, ProviderError};
+use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
+use crate::types::{Message, RunEvent, RunState, Usage};
+
+/// Everything about one run that the engine needs, already resolved.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub run_id: String,
+    pub agent: String,
+    /// The model as the user named it (`openai/gpt-4o-mini`, `test`).
+    pub model: String,
+    /// The model name sent to the provider.
+    pub model_name: String,
+    pub trigger: String,
+    pub definition_hash: String,
+    /// The rendered system prompt.
+    pub system: Option<String>,
+    /// The rendered input.
+    pub input: String,
+    pub limits: Limits,
+    pub temperature: Option<f32>,
+    /// The project root: where tools run.
+    pub root: PathBuf,
+}
+
+/// The parts a run uses.
+pub struct Parts<'a> {
+    pub provider: &'a dyn Provider,
+    pub tools: &'a ToolSet,
+    pub retry: RetryPolicy,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    pub state: RunState,
+    pub reason: Option<String>,
+    pub output: Option<String>,
+    pub usage: Usage,
+    pub iterations: u32,
+}
+
+/// Runs the loop to its end. `cancel` ends it as `cancelled`; the run's own
+/// timeout ends it as `timed_out`. The last event sent is always
+/// [`RunEvent::Finished`], with the same state and reason as the outcome.
+pub async fn run(
+    spec: &RunSpec,
+    parts: Parts<'_>,
+    cancel: CancellationToken,
+    events: UnboundedSender<RunEvent>,
+) -> RunOutcome {
+    let _ = events.send(RunEvent::Started {
+        run_id: spec.run_id.clone(),
+        agent: spec.agent.clone(),
+        model: spec.model.clone(),
+        trigger: spec.trigger.clone(),
+        definition_hash: spec.definition_hash.clone(),
+        input: spec.input.clone(),
+    });
+    // One token for the whole run: cancelled by the caller or by the timeout.
+    let token = cancel.child_token();
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let timer = {
+        let (token, timed_out, timeout) = (token.clone(), timed_out.clone(), spec.limits.timeout);
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(timeout) => {
+                    timed_out.store(true, Ordering::SeqCst);
+                    token.cancel();
+                }
+                _ = token.cancelled() => {}
+            }
+        })
+    };
+    let mut state = LoopState {
+        spec,
+        parts: &parts,
+        token: token.clone(),
+        events: &events,
+        usage: Usage::default(),
+        iterations: 0,
+    };
+    let end = state.run_loop().await;
+    let (usage, iterations) = (state.usage, state.iterations);
+    token.cancel();
+    let _ = timer.await;
+    let (run_state, reason, output) = match end {
+        End::Answer(text) => (RunState::Succeeded, None, Some(text)),
+        End::Failed(reason) => (RunState::Failed, Some(reason), None),
+        End::Stopped if timed_out.load(Ordering::SeqCst) => (
+            RunState::TimedOut,
+            Some(format!(
+                "the run exceeded its timeout of {}",
+                format_duration(spec.limits.timeout)
+            )),
+            None,
+        ),
+        End::Stopped => (RunState::Cancelled, Some("cancelled".into()), None),
+    };
+    let _ = events.send(RunEvent::Finished {
+        state: run_state,
+        reason: reason.clone(),
+        output: output.clone(),
+        usage,
+    });
+    RunOutcome {
+        state: run_state,
+        reason,
+        output,
+        usage,
+        iterations,
+    }
+}
+
+enum End {
+    Answer(String),
+    Failed(String),
+    /// The run's token fired: cancelled or timed out.
+    Stopped,
+}
+
+struct LoopState<'a> {
+    spec: &'a RunSpec,
+    parts: &'a Parts<'a>,
+    token: CancellationToken,
+    events: &'a UnboundedSender<RunEvent>,
+    usage: Usage,
+    iterations: u32,
+}
+
+impl LoopState<'_> {
+    async fn run_loop(&mut self) -> End {
+        let spec = self.spec;
+        let mut messages = Vec::new();
+        if let Some(system) = spec.system.as_deref().filter(|s| !s.trim().is_empty()) {
+            messages.push(Message::system(system));
+        }
+        messages.push(Message::user(spec.input.clone()));
+        let tools = self.parts.tools.specs();
+        let tools_tokens =
+            context::estimate_text(&serde_json::to_string(&tools).unwrap_or_default());
+        let budget = spec.limits.max_context_tokens.saturating_sub(tools_tokens);
+        let ctx = ToolContext {
+            root: spec.root.clone(),
+            cancel: self.token.clone(),
+            output_cap: DEFAULT_OUTPUT_CAP,
+        };
+        let mut tool_calls_made: u32 = 0;
+        loop {
+            if self.iterations >= spec.limits.max_iterations {
+                return End::Failed(format!(
+                    "reached max_iterations ({}) without a final answer; raise limits.max_iterations or simplify the task",
+                    spec.limits.max_iterations
+                ));
+            }
+            self.iterations += 1;
+            let trimmed = context::trim(&messages, budget);
+            if trimmed.dropped > 0 {
+                self.emit(RunEvent::ContextTrimmed {
+                    dropped_messages: trimmed.dropped,
+                    estimated_tokens: trimmed.estimated_tokens,
+                    budget,
+                });
+            }
+            let request = ChatRequest {
+                model: spec.model_name.clone(),
+                messages: trimmed.messages,
+                tools: tools.clone(),
+                temperature: spec.temperature,
+                max_tokens: None,
+            };
+            let turn = {
+                let events = self.events.clone();
+                let mut on_delta = move |d: Delta| {
+                    let _ = events.send(match d {
+                        Delta::Text(text) => RunEvent::TextDelta { text },
+                        Delta::Reasoning(text) => RunEvent::ReasoningDelta { text },
+                    });
+                };
+                let events = self.events.clone();
+                let mut on_retry = move |attempt: u32, delay: Duration, e: &ProviderError| {
+                    let _ = events.send(RunEvent::ModelRetry {
+                        attempt,
+                        delay_ms: delay.as_millis() as u64,
+                        error: e.to_string(),
+                    });
+                };
+                let call = stream_with_retry(
+                    self.parts.provider,
+                    &request,
+                    &self.parts.retry,
+                    &mut on_delta,
+                    &mut on_retry,
+                );
+                tokio::select! {
+                    biased;
+                    _ = self.token.cancelled() => return End::Stopped,
+                    turn = call => turn,
+                }
+            };
+            let turn = match turn {
+                Ok(turn) => turn,
+                Err(e) => return End::Failed(format!("model call failed: {e}")),
+            };
+            self.usage.add(&turn.usage);
+            self.emit(RunEvent::Usage {
+                iteration: self.iterations,
+                usage: turn.usage,
+            });
+            if turn.tool_calls.is_empty() {
+                return End::Answer(turn.text);
+            }
+            let calls = turn.tool_calls;
+            tool_calls_made = tool_calls_made.saturating_add(calls.len() as u32);
+            if tool_calls_made > spec.limits.max_tool_calls {
+                return End::Failed(format!(
+                    "reached max_tool_calls ({}): the model asked for {} more; raise limits.max_tool_calls if the task needs them",
+                    spec.limits.max_tool_calls,
+                    calls.len()
+                ));
+            }
+            messages.push(Message::Assistant {
+                content: turn.text,
+                tool_calls: calls.clone(),
+            });
+            for call in &calls {
+                self.emit(RunEvent::ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                });
+            }
+            let running =
+                futures::future::join_all(calls.iter().map(|c| self.parts.tools.execute(c, &ctx)));
+            let outcomes = tokio::select! {
+                outcomes = running => outcomes,
+                // Tools see the token and stop; give them a moment to clean up.
+                _ = async { self.token.cancelled().await; tokio::time::sleep(Duration::from_secs(5)).await } => return End::Stopped,
+            };
+            if self.token.is_cancelled() {
+                return End::Stopped;
+            }
+            for (call, outcome) in calls.iter().zip(outcomes) {
+                self.emit(RunEvent::ToolResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    output: outcome.output.clone(),
+                    is_error: outcome.is_error,
+                    duration_ms: outcome.duration_ms,
+                });
+                messages.push(Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: outcome.output,
+                    is_error: outcome.is_error,
+                });
+            }
+        }
+    }
+
+    fn emit(&self, event: RunEvent) {
+        let _ = self.events.send(event);
+    }
+}

@@ -1,0 +1,103 @@
+//! Schema migrations, numbered by their place in [`MIGRATIONS`] and tracked in
+//! `PRAGMA user_version`. Each runs in its own `BEGIN IMMEDIATE` transaction
+//! that also bumps the version, so a failed migration leaves the database as
+//! it was, and two processes opening the same file never both apply one.
+//!
+//! To change the schema, append a migration; never edit a released one.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Durability, StoreError, set_durability, sql};
+
+/// One schema step: version = its index in [`MIGRATIONS`] + 1.
+pub(super) struct Migration {
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+pub(super) const MIGRATIONS: &[Migration] = &[Migration {
+    name: "runs and events",
+    sql: r#"
+CREATE TABLE runs (
+    id              TEXT PRIMARY KEY NOT NULL,
+    agent           TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    "trigger"       TEXT NOT NULL,
+    input           TEXT NOT NULL,
+    model           TEXT NOT NULL,
+    definition_hash TEXT NOT NULL,
+    owner           TEXT,
+    created_at      TEXT NOT NULL,
+    started_at      TEXT,
+    finished_at     TEXT,
+    error           TEXT,
+    output          TEXT,
+    input_tokens    INTEGER,
+    output_tokens   INTEGER
+);
+CREATE INDEX runs_agent_created ON runs(agent, created_at);
+CREATE INDEX runs_state_created ON runs(state, created_at);
+CREATE INDEX runs_created ON runs(created_at);
+
+CREATE TABLE events (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq    INTEGER NOT NULL,
+    at     TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    data   TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"#,
+}];
+
+/// Brings the schema up to [`MIGRATIONS`].
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    migrate_with(conn, MIGRATIONS)
+}
+
+fn user_version(conn: &Connection) -> Result<i64, StoreError> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(sql("reading the schema version"))
+}
+
+/// Applies the migrations of `list` the database lacks. Reading the version
+/// takes no write lock, so opening an up-to-date database stays cheap.
+pub(super) fn migrate_with(conn: &mut Connection, list: &[Migration]) -> Result<(), StoreError> {
+    let known = list.len() as i64;
+    let found = user_version(conn)?;
+    if found > known {
+        return Err(StoreError::NewerSchema { found, known });
+    }
+    if found == known {
+        return Ok(());
+    }
+    set_durability(conn, Durability::Full)?;
+    for (index, migration) in list.iter().enumerate() {
+        let version = index as i64 + 1;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql("starting a schema migration"))?;
+        // Re-read under the write lock: another process may have migrated.
+        let current = user_version(&tx)?;
+        if current > known {
+            return Err(StoreError::NewerSchema {
+                found: current,
+                known,
+            });
+        }
+        if current >= version {
+            continue;
+        }
+        tx.execute_batch(migration.sql).map_err(|e| {
+            StoreError::sqlite(
+                &format!("schema migration {version} ({}) failed", migration.name),
+                e,
+            )
+        })?;
+        tx.pragma_update(None, "user_version", version)
+            .map_err(sql("recording the schema version"))?;
+        tx.commit().map_err(sql("committing a schema migration"))?;
+        tracing::debug!(version, name = migration.name, "applied schema migration");
+    }
+    set_durability(conn, Durability::Normal)
+}

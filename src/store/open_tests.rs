@@ -1,0 +1,203 @@
+//! Store tests of opening, migrations, durability settings and shutdown,
+//! each on a real SQLite file in a temporary directory.
+
+use super::migrations::{MIGRATIONS, Migration, migrate_with};
+use super::tests::{db, new_run, raw, text, user_version};
+use super::*;
+use crate::types::{RunState, Usage};
+
+#[test]
+fn migrations_apply_once_and_reopen_is_idempotent() {
+    let (_dir, path) = db();
+    Store::open(&path).unwrap().close().unwrap();
+    assert_eq!(user_version(&path), MIGRATIONS.len() as i64);
+    let mode: String = raw(&path)
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    raw(&path)
+        .execute(
+            "INSERT INTO runs (id, agent, state, \"trigger\", input, model, definition_hash, created_at)
+             VALUES ('marker', 'a', 'running', 'cli', '', 'm', 'h', '2020-01-01T00:00:00.000Z')",
+            [],
+        )
+        .unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(user_version(&path), MIGRATIONS.len() as i64);
+    let run = store.get_run_blocking("marker").unwrap().unwrap();
+    assert_eq!(run.state, RunState::Running);
+    store.close().unwrap();
+}
+
+#[test]
+fn later_migrations_apply_and_failed_ones_roll_back() {
+    let (_dir, path) = db();
+    Store::open(&path).unwrap().close().unwrap();
+    let mut conn = raw(&path);
+    let more = [
+        Migration {
+            name: "runs and events",
+            sql: MIGRATIONS[0].sql,
+        },
+        Migration {
+            name: "extra",
+            sql: "CREATE TABLE extra (x INTEGER);",
+        },
+        Migration {
+            name: "broken",
+            sql: "CREATE TABLE half (x); SELECT no_such_function();",
+        },
+    ];
+    let err = migrate_with(&mut conn, &more).unwrap_err();
+    assert!(
+        err.to_string().contains("schema migration 3 (broken)"),
+        "{err}"
+    );
+    assert_eq!(user_version(&path), 2);
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(tables.contains(&"extra".to_string()));
+    assert!(!tables.contains(&"half".to_string()), "{tables:?}");
+}
+
+#[test]
+fn newer_schema_is_refused() {
+    let (_dir, path) = db();
+    raw(&path).pragma_update(None, "user_version", 99).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    let known = MIGRATIONS.len() as i64;
+    assert_eq!(err, StoreError::NewerSchema { found: 99, known });
+    let message = err.to_string();
+    assert!(
+        message.contains("created by a newer aurad (schema 99, this build knows 1)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn not_a_database_says_what_to_do() {
+    let (_dir, path) = db();
+    std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+    let err = Store::open(&path).unwrap_err().to_string();
+    assert!(err.contains("not a usable aurad database"), "{err}");
+}
+
+#[test]
+fn open_creates_missing_directories() {
+    let (dir, _) = db();
+    let path = dir.path().join("data/sub/aurad.db");
+    Store::open(&path).unwrap().close().unwrap();
+    assert!(path.exists());
+}
+
+#[test]
+fn dropping_the_store_flushes_pending_work() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let clone = store.clone();
+    let id = new_run_id();
+    let sent = id.clone();
+    // Sent without waiting for the reply, then every handle is dropped.
+    store
+        .submit(Box::new(move |conn| {
+            conn.execute(
+                "INSERT INTO runs (id, agent, state, \"trigger\", input, model, definition_hash, created_at)
+                 VALUES (?1, 'a', 'running', 'cli', '', 'm', 'h', '2020-01-01T00:00:00.000Z')",
+                [sent],
+            )
+            .unwrap();
+        }))
+        .unwrap();
+    drop(store);
+    drop(clone);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.get_run_blocking(&id).unwrap().unwrap().state,
+        RunState::Running
+    );
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn close_flushes_and_later_calls_fail_cleanly() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let clone = store.clone();
+    let run = new_run("a");
+    store.claim_run(run.clone()).await.unwrap();
+    store.append_events(&run.id, vec![text("x")]).await.unwrap();
+    store.close().unwrap();
+    assert_eq!(clone.claim_run(new_run("b")).await, Err(StoreError::Closed));
+    assert_eq!(clone.get_run_blocking(&run.id), Err(StoreError::Closed));
+    clone.close().unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.run_events_blocking(&run.id).unwrap(), vec![text("x")]);
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn a_panicking_job_is_an_error_and_the_store_keeps_working() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let result: Result<(), StoreError> = store.call(|_| panic!("boom")).await;
+    assert!(matches!(result, Err(StoreError::Internal(_))));
+    store.claim_run(new_run("a")).await.unwrap();
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn claims_and_final_states_commit_with_full_sync_events_with_normal() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let synchronous = || {
+        store.call(|conn| {
+            conn.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0))
+                .map_err(sql("reading PRAGMA synchronous"))
+        })
+    };
+    let (full, normal) = (2, 1);
+    let run = new_run("a");
+    store.claim_run(run.clone()).await.unwrap();
+    assert_eq!(synchronous().await.unwrap(), full);
+    store.append_events(&run.id, vec![text("x")]).await.unwrap();
+    assert_eq!(synchronous().await.unwrap(), normal);
+    store
+        .finish_run(&run.id, RunState::Succeeded, None, None, Usage::default())
+        .await
+        .unwrap();
+    assert_eq!(synchronous().await.unwrap(), full);
+    let (fk, timeout): (i64, i64) = store
+        .call(|conn| {
+            let fk = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0));
+            let timeout = conn.query_row("PRAGMA busy_timeout", [], |r| r.get(0));
+            Ok((fk.map_err(sql("fk"))?, timeout.map_err(sql("timeout"))?))
+        })
+        .await
+        .unwrap();
+    assert_eq!((fk, timeout), (1, 5000));
+    store.close().unwrap();
+}
+
+/// The daemon spawns runs as tokio tasks: every async method's future must
+/// be `Send`, and `Store` must be shareable.
+#[test]
+fn futures_are_send_and_store_is_sync() {
+    fn send<T: Send>(_: &T) {}
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<Store>();
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let filter = RunFilter::default();
+    send(&store.claim_run(new_run("a")));
+    send(&store.append_events("x", vec![]));
+    send(&store.finish_run("x", RunState::Failed, None, None, Usage::default()));
+    send(&store.list_runs(&filter));
+    send(&store.get_run("x"));
+    send(&store.run_events("x"));
+    store.close().unwrap();
+}

@@ -1,0 +1,236 @@
+//! The registry of every tool a project knows, and the allow-listed
+//! [`ToolSet`] one agent sees. A `ToolSet` validates each call's arguments
+//! against the tool's JSON Schema before running it and turns every failure
+//! into error text for the model.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use super::{Tool, ToolContext, ToolError, cap_output};
+use crate::types::{ToolCall, ToolSpec};
+
+/// Every tool known to the project, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        let tools = tools
+            .into_iter()
+            .map(|t| (t.spec().name.clone(), t))
+            .collect();
+        ToolRegistry { tools }
+    }
+
+    /// The built-in tools.
+    pub fn builtin() -> Self {
+        ToolRegistry::new(super::builtin::all())
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// The tools matching any of `patterns`, in name order.
+    pub fn select(&self, patterns: &[String]) -> ToolSet {
+        let entries = self
+            .tools
+            .values()
+            .filter(|t| patterns.iter().any(|p| glob_match(p, &t.spec().name)))
+            .map(|t| Entry {
+                tool: t.clone(),
+                validator: OnceLock::new(),
+            })
+            .collect();
+        ToolSet { entries }
+    }
+
+    /// The patterns that match no known tool.
+    pub fn unmatched<'a>(&self, patterns: &'a [String]) -> Vec<&'a str> {
+        patterns
+            .iter()
+            .filter(|p| !self.tools.keys().any(|n| glob_match(p, n)))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// Shell-style glob with `*` (any run) and `?` (one character).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+struct Entry {
+    tool: Arc<dyn Tool>,
+    /// Compiled on first use, so start-up pays nothing for unused tools.
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+/// The result of one tool call, as it goes back to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub output: String,
+    pub is_error: bool,
+    pub duration_ms: u64,
+}
+
+/// The tools one agent may use. The model is shown only these, and a call
+/// to any other name is refused without running anything.
+#[derive(Default)]
+pub struct ToolSet {
+    entries: Vec<Entry>,
+}
+
+impl ToolSet {
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.entries.iter().map(|e| e.tool.spec().clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Validates and runs one call. Never fails: every problem becomes an
+    /// error outcome whose text tells the model what to do.
+    pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> ToolOutcome {
+        let started = Instant::now();
+        let result = self.run(call, ctx).await;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        match result {
+            Ok(output) => ToolOutcome {
+                output: cap_output(output, ctx.output_cap),
+                is_error: false,
+                duration_ms,
+            },
+            Err(message) => ToolOutcome {
+                output: cap_output(message, ctx.output_cap),
+                is_error: true,
+                duration_ms,
+            },
+        }
+    }
+
+    async fn run(&self, call: &ToolCall, ctx: &ToolContext) -> Result<String, String> {
+        let Some(entry) = self
+            .entries
+            .iter()
+            .find(|e| e.tool.spec().name == call.name)
+        else {
+            let names: Vec<&str> = self
+                .entries
+                .iter()
+                .map(|e| e.tool.spec().name.as_str())
+                .collect();
+            return Err(if names.is_empty() {
+                format!(
+                    "error: tool `{}` is not available: this agent has no tools; answer without calling tools",
+                    call.name
+                )
+            } else {
+                format!(
+                    "error: tool `{}` is not available to this agent; available tools: {}",
+                    call.name,
+                    names.join(", ")
+                )
+            });
+        };
+        let raw = call.arguments.trim();
+        let args: serde_json::Value = if raw.is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_json::from_str(raw).map_err(|e| {
+                format!("error: the arguments of `{}` are not valid JSON ({e}); send one JSON object matching the tool's schema", call.name)
+            })?
+        };
+        if !args.is_object() {
+            return Err(format!(
+                "error: the arguments of `{}` must be a JSON object, got {args}",
+                call.name
+            ));
+        }
+        let validator = entry.validator.get_or_init(|| {
+            jsonschema::validator_for(&entry.tool.spec().parameters).map_err(|e| e.to_string())
+        });
+        match validator {
+            Err(e) => {
+                return Err(format!(
+                    "error: tool `{}` has an invalid schema ({e}); it cannot be called",
+                    call.name
+                ));
+            }
+            Ok(v) => {
+                let problems: Vec<String> = v
+                    .iter_errors(&args)
+                    .take(10)
+                    .map(|e| {
+                        let at = e.instance_path().to_string();
+                        if at.is_empty() {
+                            e.to_string()
+                        } else {
+                            format!("at {at}: {e}")
+                        }
+                    })
+                    .collect();
+                if !problems.is_empty() {
+                    return Err(format!(
+                        "error: invalid arguments for `{}`: {}; fix them and call again",
+                        call.name,
+                        problems.join("; ")
+                    ));
+                }
+            }
+        }
+        entry.tool.call(args, ctx).await.map_err(|e| match e {
+            ToolError::InvalidArguments(m) => {
+                format!("error: invalid arguments for `{}`: {m}", call.name)
+            }
+            other => format!("error: {other}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("bash", "bash"));
+        assert!(!glob_match("bash", "bash2"));
+        assert!(glob_match("github_*", "github_create_issue"));
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("read_?ile", "read_file"));
+        assert!(glob_match("*_file", "write_file"));
+        assert!(!glob_match("*_file", "list_dir"));
+        assert!(glob_match("a*b*c", "aXbYbZc"));
+    }
+}

@@ -1,0 +1,356 @@
+//! The real `aurad` binary on fixture projects: validate, run (with the
+//! built-in test model and with the mock server), runs, logs, and a run
+//! killed mid-way whose stored events survive.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use aurad::store::{RunFilter, Store};
+use aurad::types::{RunEvent, RunState};
+use predicates::prelude::*;
+use support::mock_llm::{MockLlm, Reply};
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn project_with_mock(mock: &MockLlm, agent: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    std::fs::write(
+        dir.path().join("aurad.yaml"),
+        format!(
+            "providers:\n  mock: {{ kind: openai, base_url: \"{}\" }}\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("agents/a.yaml"), agent).unwrap();
+    dir
+}
+
+#[test]
+fn validate_reports_every_problem_with_its_place() {
+    let assert = cargo_bin_cmd!("aurad")
+        .args(["validate", "--dir"])
+        .arg(fixture("broken"))
+        .env_remove("AURAD_FIXTURE_UNSET_VAR")
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    let expected = [
+        "agents/bad_duration.yaml:3:20: limits.timeout: invalid duration \"10q\"",
+        "agents/missing_env.yaml:2:20: environment variable AURAD_FIXTURE_UNSET_VAR is not set",
+        "agents/unknown_field.yaml:3:1: unknown field `max_stpes`, expected one of `description`, `model`",
+        "agents/unknown_provider.yaml:1:8: unknown provider `nope` in model \"nope/some-model\"; known providers: local, openai, test",
+        "agents/unknown_tool.yaml:3:8: tools: unknown tool \"bsh\"; known tools: bash, calculator",
+        "agents/wrong_type.yaml:4:19: limits.max_iterations: invalid type: string \"lots\", expected u32",
+        "aurad.yaml:3:16: unknown provider kind \"cohere\"",
+    ];
+    for line in expected {
+        assert!(
+            stderr.lines().any(|l| l.starts_with(line)),
+            "missing {line:?} in:\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("7 error(s), 0 warning(s); 1 agent(s) valid"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn validate_passes_on_the_example_project_with_dir_before_the_command() {
+    cargo_bin_cmd!("aurad")
+        .arg("--dir")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .arg("validate")
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("ok: 2 agent(s)"));
+}
+
+#[test]
+fn run_with_the_test_model_needs_no_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("agents/hello.yaml"),
+        dir.path().join("agents/hello.yaml"),
+    )
+    .unwrap();
+    cargo_bin_cmd!("aurad")
+        .args(["run", "hello", "--model", "test", "--dir"])
+        .arg(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "test model: called 2 tool(s).\n- calculator: ok: 14\n- current_time: ok: ",
+        ))
+        .stderr(predicate::str::contains(
+            "→ calculator {\"expression\":\"2 * (3 + 4)\"}",
+        ))
+        .stderr(predicate::str::is_match("✓ run [0-9a-f-]{36} succeeded").unwrap());
+}
+
+#[test]
+fn a_missing_key_is_a_clear_error() {
+    cargo_bin_cmd!("aurad")
+        .arg("--dir")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .args(["run", "hello"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("OPENAI_API_KEY is not set")
+                .and(predicate::str::contains("--model test")),
+        );
+}
+
+#[test]
+fn an_unknown_agent_lists_the_known_ones() {
+    cargo_bin_cmd!("aurad")
+        .arg("--dir")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .args(["run", "helo"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("no agent named `helo`")
+                .and(predicate::str::contains("agents: hello, shell")),
+        );
+}
+
+#[test]
+fn run_streams_then_runs_and_logs_show_it() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::ToolCalls(vec![(
+        "call_1".into(),
+        "calculator".into(),
+        r#"{"expression":"6*7"}"#.into(),
+    )]));
+    mock.push(Reply::Text("The answer is 42.".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [calculator]\n");
+    let out = cargo_bin_cmd!("aurad")
+        .args(["run", "a", "--input", "what is 6*7?", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stdout("The answer is 42.\n")
+        .stderr(predicate::str::contains("← calculator").and(predicate::str::contains("42")))
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let run_id = stderr
+        .lines()
+        .last()
+        .unwrap()
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .to_string();
+
+    cargo_bin_cmd!("aurad")
+        .args(["runs", "--agent", "a", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains(&run_id)
+                .and(predicate::str::contains("succeeded"))
+                .and(predicate::str::contains("20 in / 10 out tokens")),
+        );
+
+    cargo_bin_cmd!("aurad")
+        .args(["logs", &run_id[..8], "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stdout("The answer is 42.\n")
+        .stderr(predicate::str::contains(
+            "→ calculator {\"expression\":\"6*7\"}",
+        ))
+        .stderr(predicate::str::contains(format!(
+            "✓ run {run_id} succeeded"
+        )));
+
+    let json = cargo_bin_cmd!("aurad")
+        .args(["logs", &run_id, "--json", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let kinds: Vec<String> = String::from_utf8(json)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "started",
+            "usage",
+            "tool_call",
+            "tool_result",
+            "text_delta",
+            "usage",
+            "finished"
+        ]
+    );
+}
+
+#[test]
+fn run_json_prints_one_event_per_line_and_a_failed_run_exits_non_zero() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Raw {
+        status: 401,
+        headers: vec![],
+        body: r#"{"error":{"message":"Incorrect API key provided"}}"#.into(),
+    });
+    let dir = project_with_mock(&mock, "model: mock/m\nprompt: hello\n");
+    let out = cargo_bin_cmd!("aurad")
+        .args(["run", "a", "--json", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let events: Vec<RunEvent> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(matches!(&events[0], RunEvent::Started { input, .. } if input == "hello"));
+    match events.last().unwrap() {
+        RunEvent::Finished { state, reason, .. } => {
+            assert_eq!(*state, RunState::Failed);
+            assert!(
+                reason
+                    .as_deref()
+                    .unwrap()
+                    .contains("Incorrect API key provided")
+            );
+        }
+        other => panic!("last event {other:?}"),
+    }
+}
+
+#[test]
+fn input_from_stdin() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Text("ok".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    cargo_bin_cmd!("aurad")
+        .args(["run", "a", "--input", "-", "--dir"])
+        .arg(dir.path())
+        .write_stdin("from stdin\n")
+        .assert()
+        .code(0);
+    assert_eq!(mock.requests()[0].messages()[1]["content"], "from stdin\n");
+}
+
+#[test]
+fn events_of_a_killed_run_survive() {
+    // First turn: a tool call that takes long; the process is killed during it.
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::ToolCalls(vec![(
+        "c1".into(),
+        "bash".into(),
+        r#"{"command":"sleep 60"}"#.into(),
+    )]));
+    mock.set_fallback(Reply::Hang);
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [bash]\n");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin!("aurad"))
+        .args(["run", "a", "--input", "go", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = dir.path().join("aurad.db");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let run_id = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the tool call never reached the store"
+        );
+        if db.exists()
+            && let Ok(store) = Store::open(&db)
+            && let Ok(runs) = store.list_runs_blocking(&RunFilter {
+                agent: None,
+                state: None,
+                limit: 1,
+            })
+            && let Some(run) = runs.first()
+            && let Ok(events) = store.run_events_blocking(&run.id)
+            && events
+                .iter()
+                .any(|e| matches!(e, RunEvent::ToolCall { .. }))
+        {
+            break run.id.clone();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let store = Store::open(&db).unwrap();
+    let run = store.get_run_blocking(&run_id).unwrap().unwrap();
+    assert_eq!(run.state, RunState::Running);
+    let events = store.run_events_blocking(&run_id).unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["started", "usage", "tool_call"]);
+}
+
+#[test]
+fn ctrl_c_cancels_the_run_and_records_it() {
+    let mock = MockLlm::start_in_thread();
+    mock.set_fallback(Reply::Hang);
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let child = Command::new(assert_cmd::cargo::cargo_bin!("aurad"))
+        .args(["run", "a", "--input", "go", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(mock.wait_for_requests(1, Duration::from_secs(30)));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("cancelled"), "{stderr}");
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    let runs = store
+        .list_runs_blocking(&RunFilter {
+            agent: None,
+            state: None,
+            limit: 1,
+        })
+        .unwrap();
+    assert_eq!(runs[0].state, RunState::Cancelled);
+}
