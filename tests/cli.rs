@@ -13,26 +13,12 @@ use aurad::store::{RunFilter, Store};
 use aurad::types::{RunEvent, RunState};
 use predicates::prelude::*;
 use support::mock_llm::{MockLlm, Reply};
+use support::project::project_with_mock;
 
 fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
-}
-
-fn project_with_mock(mock: &MockLlm, agent: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("agents")).unwrap();
-    std::fs::write(
-        dir.path().join("aurad.yaml"),
-        format!(
-            "providers:\n  mock: {{ kind: openai, base_url: \"{}\" }}\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("agents/a.yaml"), agent).unwrap();
-    dir
 }
 
 #[test]

@@ -12,6 +12,7 @@ use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
 use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
+use support::project::project_with_mock;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -22,18 +23,9 @@ struct Project {
 
 impl Project {
     fn new(mock: &MockLlm, agent: &str) -> Project {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("agents")).unwrap();
-        std::fs::write(
-            dir.path().join("aurad.yaml"),
-            format!(
-                "providers:\n  mock: {{ kind: openai, base_url: \"{}\" }}\n",
-                mock.base_url()
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("agents/a.yaml"), agent).unwrap();
-        Project { dir }
+        Project {
+            dir: project_with_mock(mock, agent),
+        }
     }
 
     async fn run(

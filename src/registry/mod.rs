@@ -133,9 +133,16 @@ pub fn provider_for(
                     "{var} is not set: export your API key, or try the agent offline with `--model test`"
                 ));
             }
-            let client = reqwest::Client::builder()
+            let mut builder = reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(10))
-                .read_timeout(std::time::Duration::from_secs(300))
+                .read_timeout(std::time::Duration::from_secs(300));
+            if base_url.starts_with("http://") {
+                // A plain-HTTP endpoint (Ollama, vLLM, a local proxy) never
+                // needs TLS: skip loading the system's root certificates,
+                // which costs milliseconds at every start.
+                builder = builder.tls_certs_only(std::iter::empty());
+            }
+            let client = builder
                 .build()
                 .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
             Ok((

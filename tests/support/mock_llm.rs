@@ -89,6 +89,8 @@ pub struct Recorded {
     pub headers: Vec<(String, String)>,
     /// The body as JSON; `Null` when empty, a JSON string when not JSON.
     pub body: Value,
+    /// When the whole request had arrived.
+    pub received_at: std::time::Instant,
 }
 
 static NO_MESSAGES: Vec<Value> = Vec::new();

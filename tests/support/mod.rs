@@ -3,3 +3,4 @@
 #![allow(dead_code)]
 
 pub mod mock_llm;
+pub mod project;

@@ -57,22 +57,19 @@ async fn drain(mut pipe: impl AsyncRead + Unpin, keep: usize, stop: Cancellation
     cap
 }
 
-/// The arguments of `kill` for the whole process group `pgid`, run by
-/// bash's builtin (no libc needed; bash is there since the tool needs it).
-fn kill_args(pgid: u32) -> [String; 2] {
-    ["-c".into(), format!("kill -KILL -- -{pgid} 2>/dev/null")]
-}
-
-async fn kill_group(pgid: u32) {
-    let status = Command::new("bash")
-        .args(kill_args(pgid))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await;
-    if let Err(e) = status {
-        tracing::warn!(pgid, error = %e, "could not kill the process group of a bash tool call");
+/// Sends SIGKILL to the whole process group `pgid`. A group that is already
+/// empty (ESRCH) is fine.
+fn kill_group_now(pgid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    // SAFETY: killpg only sends a signal; it touches no memory of ours.
+    let rc = unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            tracing::warn!(pgid, error = %e, "could not kill the process group of a bash tool call");
+        }
     }
 }
 
@@ -83,15 +80,7 @@ struct GroupGuard(Option<u32>);
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.0.take() {
-            // Off the async threads; the thread waits so `kill` is reaped.
-            std::thread::spawn(move || {
-                let _ = std::process::Command::new("bash")
-                    .args(kill_args(pgid))
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
-            });
+            kill_group_now(pgid);
         }
     }
 }
@@ -195,7 +184,7 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
         _ = tokio::time::sleep(timeout) => End::TimedOut,
         _ = ctx.cancel.cancelled() => End::Cancelled,
     };
-    kill_group(pgid).await;
+    kill_group_now(pgid);
     guard.0 = None;
     let status = match end {
         End::Exited(status) => {

@@ -70,6 +70,7 @@ pub(super) async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
         path,
         headers,
         body,
+        received_at: std::time::Instant::now(),
     })
 }
 

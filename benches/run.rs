@@ -1,0 +1,229 @@
+//! `cargo bench --bench run`: the figures of BENCHMARKS.md.
+//!
+//! (a) a whole `aurad run` process, start to exit, against a mock that answers
+//!     instantly, with an agent whose model calls `bash` (`echo hi`) three
+//!     times before answering;
+//! (b) process start to the first request reaching the mock;
+//! (c) the engine's own time per iteration, in process, with an in-memory
+//!     provider and tool (so neither HTTP nor a process is counted);
+//! (d) peak RSS of the `aurad run` process (getrusage of the children).
+//!
+//! `AURAD_BENCH_RUNS` sets the number of processes (default 50).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use aurad::config::Limits;
+use aurad::engine::{Parts, RunSpec};
+use aurad::llm::retry::RetryPolicy;
+use aurad::llm::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use aurad::tools::{Tool, ToolContext, ToolError, ToolRegistry};
+use aurad::types::{Message, ToolCall, ToolSpec};
+use futures::future::BoxFuture;
+use support::mock_llm::{MockLlm, Reply};
+use tokio_util::sync::CancellationToken;
+
+fn main() {
+    let runs: usize = std::env::var("AURAD_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    process_bench(runs);
+    engine_bench();
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn summary(name: &str, mut values: Vec<f64>, unit: &str) {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "{name:<44} median {:>8.2} {unit}  p90 {:>8.2} {unit}  min {:>8.2} {unit}  max {:>8.2} {unit}  (n={})",
+        percentile(&values, 0.5),
+        percentile(&values, 0.9),
+        values[0],
+        values[values.len() - 1],
+        values.len()
+    );
+}
+
+fn process_bench(runs: usize) {
+    let exe = env!("CARGO_BIN_EXE_aurad");
+    let mock = MockLlm::start_in_thread();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    std::fs::write(
+        dir.path().join("aurad.yaml"),
+        format!(
+            "providers:\n  mock: {{ kind: openai, base_url: \"{}\" }}\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("agents/bench.yaml"),
+        "model: mock/m\nsystem: Be brief.\nprompt: Say hi three times.\ntools: [bash]\n",
+    )
+    .unwrap();
+    let mut whole = Vec::new();
+    let mut first_request = Vec::new();
+    for i in 0..runs + 3 {
+        for k in 0..3 {
+            mock.push(Reply::ToolCalls(vec![(
+                format!("call_{k}"),
+                "bash".into(),
+                r#"{"command":"echo hi"}"#.into(),
+            )]));
+        }
+        mock.push(Reply::Text("hi hi hi".into()));
+        let before = mock.requests().len();
+        let start = Instant::now();
+        let status = Command::new(exe)
+            .args(["run", "bench", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        let elapsed = start.elapsed();
+        assert!(status.success(), "aurad run failed");
+        let requests = mock.requests();
+        assert_eq!(requests.len(), before + 4);
+        if i >= 3 {
+            // The first three runs warm the page cache and the database file.
+            whole.push(elapsed.as_secs_f64() * 1000.0);
+            first_request.push(
+                requests[before]
+                    .received_at
+                    .duration_since(start)
+                    .as_secs_f64()
+                    * 1000.0,
+            );
+        }
+    }
+    summary("(a) aurad run, start to exit", whole, "ms");
+    summary(
+        "(b) start to first request at the mock",
+        first_request,
+        "ms",
+    );
+    println!(
+        "{:<44} {:>8.1} MB",
+        "(d) peak RSS of aurad run (max over runs)",
+        max_child_rss_kb() as f64 / 1024.0
+    );
+}
+
+/// The largest peak RSS of any child waited for, in KiB.
+fn max_child_rss_kb() -> i64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we pass.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    usage.ru_maxrss
+}
+
+/// A provider that answers at once: `tool_turns` turns of one tool call each,
+/// then a text answer.
+struct InstantProvider {
+    tool_turns: usize,
+}
+
+impl Provider for InstantProvider {
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_delta: &'a mut (dyn FnMut(Delta) + Send),
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(async move {
+            let done = request
+                .messages
+                .iter()
+                .filter(|m| matches!(m, Message::Tool { .. }))
+                .count();
+            if done < self.tool_turns {
+                Ok(ModelTurn {
+                    tool_calls: vec![ToolCall {
+                        id: format!("c{done}"),
+                        name: "echo".into(),
+                        arguments: r#"{"text":"hi"}"#.into(),
+                    }],
+                    ..ModelTurn::default()
+                })
+            } else {
+                on_delta(Delta::Text("hi hi hi".into()));
+                Ok(ModelTurn {
+                    text: "hi hi hi".into(),
+                    ..ModelTurn::default()
+                })
+            }
+        })
+    }
+}
+
+struct EchoTool(ToolSpec);
+
+impl Tool for EchoTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn call<'a>(
+        &'a self,
+        args: serde_json::Value,
+        _: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move { Ok(args["text"].as_str().unwrap_or_default().to_string()) })
+    }
+}
+
+fn engine_bench() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let echo = EchoTool(ToolSpec {
+        name: "echo".into(),
+        description: "Echo".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+    });
+    let registry = ToolRegistry::new(vec![Arc::new(echo)]);
+    let tools = registry.select(&["echo".to_string()]);
+    let provider = InstantProvider { tool_turns: 3 };
+    let spec = RunSpec {
+        run_id: "bench".into(),
+        agent: "bench".into(),
+        model: "mock/m".into(),
+        model_name: "m".into(),
+        trigger: "bench".into(),
+        definition_hash: "h".into(),
+        system: Some("Be brief.".into()),
+        input: "Say hi three times.".into(),
+        limits: Limits::default(),
+        temperature: None,
+        root: std::env::temp_dir(),
+    };
+    let runs = 5000;
+    let mut per_iteration = Vec::new();
+    runtime.block_on(async {
+        for _ in 0..runs {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let parts = Parts {
+                provider: &provider,
+                tools: &tools,
+                retry: RetryPolicy::default(),
+            };
+            let start = Instant::now();
+            let outcome = aurad::engine::run(&spec, parts, CancellationToken::new(), tx).await;
+            while rx.try_recv().is_ok() {}
+            let elapsed = start.elapsed();
+            assert_eq!(outcome.iterations, 4);
+            per_iteration.push(elapsed.as_secs_f64() * 1_000_000.0 / 4.0);
+        }
+    });
+    summary("(c) engine time per iteration", per_iteration, "µs");
+}
