@@ -8,6 +8,7 @@ pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod llm;
+pub mod mcp;
 pub mod registry;
 pub mod store;
 pub mod tools;

@@ -16,6 +16,24 @@ pub fn interpolate(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, Vec<InterpError>> {
+    interpolate_with(text, lookup, Escape::None)
+}
+
+/// How substituted values are written into the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Escape {
+    /// As they are (YAML: values may not contain newlines).
+    None,
+    /// As the inside of a JSON string (`"` and `\` escaped), for `mcp.json`,
+    /// where `${VAR}` only stands inside strings.
+    JsonString,
+}
+
+pub fn interpolate_with(
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    escape: Escape,
+) -> Result<String, Vec<InterpError>> {
     let mut out = String::with_capacity(text.len());
     let mut errors = Vec::new();
     for (index, line) in text.split_inclusive('\n').enumerate() {
@@ -23,7 +41,7 @@ pub fn interpolate(
             out.push_str(line);
             continue;
         }
-        interpolate_line(line, index + 1, lookup, &mut out, &mut errors);
+        interpolate_line(line, index + 1, lookup, escape, &mut out, &mut errors);
     }
     if errors.is_empty() {
         Ok(out)
@@ -36,6 +54,7 @@ fn interpolate_line(
     line: &str,
     line_no: usize,
     lookup: &dyn Fn(&str) -> Option<String>,
+    escape: Escape,
     out: &mut String,
     errors: &mut Vec<InterpError>,
 ) {
@@ -64,10 +83,16 @@ fn interpolate_line(
                 }
                 Some(close) => {
                     match expand(&body[..close], lookup) {
-                        Ok(value) if value.contains('\n') => error(format!(
-                            "the value of `${{{}}}` contains a newline, which could change the file's structure; use a single-line value",
-                            &body[..close]
-                        )),
+                        Ok(value) if value.contains('\n') && escape == Escape::None => {
+                            error(format!(
+                                "the value of `${{{}}}` contains a newline, which could change the file's structure; use a single-line value",
+                                &body[..close]
+                            ))
+                        }
+                        Ok(value) if escape == Escape::JsonString => {
+                            let quoted = serde_json::to_string(&value).unwrap_or_default();
+                            out.push_str(&quoted[1..quoted.len() - 1]);
+                        }
                         Ok(value) => out.push_str(&value),
                         Err(message) => error(message),
                     }
@@ -150,6 +175,14 @@ mod tests {
         assert!(messages[0].contains("newline"));
         assert!(messages[1].contains("not a valid variable reference"));
         assert!(messages[2].contains("unclosed"));
+    }
+
+    #[test]
+    fn json_escaping_keeps_the_document_valid() {
+        let env = |_: &str| Some("a \"quoted\" \\ value".to_string());
+        let text = interpolate_with("{\"k\": \"${X}\"}", &env, Escape::JsonString).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["k"], "a \"quoted\" \\ value");
     }
 
     #[test]

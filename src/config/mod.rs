@@ -7,6 +7,8 @@ pub mod agent;
 pub mod diag;
 pub mod duration;
 pub mod interp;
+pub mod mcp;
+pub mod plugins;
 pub mod settings;
 
 use std::collections::BTreeMap;
@@ -150,7 +152,7 @@ fn agent_file_name(file: &Path) -> Option<String> {
 fn load_settings(root: &Path, env: EnvLookup) -> (Settings, Vec<Diagnostic>) {
     let file = root.join("aurad.yaml");
     let rel = PathBuf::from("aurad.yaml");
-    match read_interpolated(&file, &rel, env) {
+    match read_interpolated(&file, &rel, env, interp::Escape::None) {
         Ok(None) => (Settings::defaults(root), Vec::new()),
         Ok(Some((text, _))) => settings::parse_settings(root, &rel, &text),
         Err(diags) => (Settings::defaults(root), diags),
@@ -176,7 +178,7 @@ fn load_agent_file(
             )],
         );
     }
-    match read_interpolated(file, &rel, env) {
+    match read_interpolated(file, &rel, env, interp::Escape::None) {
         Ok(None) => (
             None,
             vec![Diagnostic::error(
@@ -192,10 +194,11 @@ fn load_agent_file(
 
 /// Reads a file and interpolates it. `Ok(None)`: the file does not exist.
 /// Returns the text and the SHA-256 of the bytes as written.
-fn read_interpolated(
+pub(crate) fn read_interpolated(
     file: &Path,
     rel: &Path,
     env: EnvLookup,
+    escape: interp::Escape,
 ) -> Result<Option<(String, String)>, Vec<Diagnostic>> {
     let bytes = match std::fs::read(file) {
         Ok(b) => b,
@@ -216,7 +219,7 @@ fn read_interpolated(
         );
         vec![Diagnostic::error(rel, place, "the file is not valid UTF-8")]
     })?;
-    interp::interpolate(&text, env)
+    interp::interpolate_with(&text, env, escape)
         .map(|t| Some((t, hash)))
         .map_err(|errors| {
             errors

@@ -3,6 +3,8 @@
 //! tool's JSON Schema, and the built-in tools. May depend on `types` only.
 
 pub mod builtin;
+pub mod plugin;
+pub mod process;
 
 use std::path::PathBuf;
 use std::time::Duration;
