@@ -34,7 +34,7 @@ impl Project {
         cancel: CancellationToken,
     ) -> (RunOutcome, Vec<RunEvent>, Store) {
         let loaded = aurad::config::load(self.dir.path(), &|_| None);
-        let (snapshot, diags) = aurad::registry::build(loaded);
+        let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
         assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
         let request = RunRequest {
             agent: "a".into(),
@@ -395,30 +395,43 @@ async fn a_client_error_fails_at_once_with_the_providers_message() {
 }
 
 #[tokio::test]
-async fn the_context_is_trimmed_but_tool_groups_stay_whole() {
+async fn the_context_is_trimmed_but_the_task_and_tool_groups_stay_whole() {
     let mock = MockLlm::start().await;
     mock.push(Reply::ToolCalls(vec![(
         "c1".into(),
+        "read_file".into(),
+        r#"{"path": "big.txt"}"#.into(),
+    )]));
+    mock.push(Reply::ToolCalls(vec![(
+        "c2".into(),
         "current_time".into(),
         "{}".into(),
     )]));
     mock.push(Reply::Text("done".into()));
     let project = Project::new(
         &mock,
-        "model: mock/m\nsystem: s\ntools: [current_time]\nlimits: { max_context_tokens: 400 }\n",
+        "model: mock/m\nsystem: s\ntools: [read_file, current_time]\nlimits: { max_context_tokens: 600 }\n",
     );
-    let big_input = "word ".repeat(400); // about 500 tokens
-    let (outcome, events, _) = project.run(&big_input, CancellationToken::new()).await;
-    assert_eq!(outcome.state, RunState::Succeeded);
-    assert!(events.iter().any(|e| matches!(
-        e,
-        RunEvent::ContextTrimmed {
-            dropped_messages: 1,
-            ..
-        }
-    )));
-    let second = mock.requests()[1].messages().clone();
-    let roles: Vec<&str> = second.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "assistant", "tool"]);
-    assert_eq!(second[2]["tool_call_id"], "c1");
+    std::fs::write(project.dir.path().join("big.txt"), "word ".repeat(600)).unwrap(); // about 750 tokens
+    let (outcome, events, _) = project
+        .run("summarise big.txt", CancellationToken::new())
+        .await;
+    assert_eq!(outcome.state, RunState::Succeeded, "{:?}", outcome.reason);
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            RunEvent::ContextTrimmed {
+                dropped_messages: 2,
+                ..
+            }
+        )),
+        "{events:#?}"
+    );
+    let requests = mock.requests();
+    let third = requests[2].messages();
+    let roles: Vec<&str> = third.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+    assert_eq!(third[1]["content"], "summarise big.txt");
+    assert_eq!(third[2]["tool_calls"][0]["id"], "c2");
+    assert_eq!(third[3]["tool_call_id"], "c2");
 }

@@ -304,8 +304,8 @@ async fn rate_limit_retry_after_is_parsed_and_honoured() {
     assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
     assert!(err.to_string().contains("slow down"), "{err}");
 
-    // More than a minute: give up at once instead of waiting.
-    mock.push(limited("120"));
+    // More than MAX_RETRY_AFTER (10 minutes): give up at once instead of waiting.
+    mock.push(limited("3600"));
     let before = mock.request_count();
     let (result, _, retries) = call_retrying(&p, &request("x")).await;
     assert!(matches!(

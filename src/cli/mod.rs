@@ -1,6 +1,7 @@
 //! The command line: clap definitions, one file per command, exit codes.
 //! The only module that prints.
 
+mod mcp;
 mod render;
 mod run;
 mod runs;
@@ -45,6 +46,10 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// Replay a stored run's events.
     Logs(runs::LogsArgs),
+    /// Connect the MCP servers of mcp.json and show their state and tools.
+    Mcp(mcp::McpArgs),
+    /// List every tool (built-in, tools.d, MCP) with its source and schema.
+    Tools(mcp::ToolsArgs),
 }
 
 /// Parses the arguments, runs the command, returns the exit code.
@@ -61,6 +66,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Validate => validate::run(&root),
         Command::Runs(args) => runs::list(&root, args),
         Command::Logs(args) => runs::logs(&root, args),
+        Command::Mcp(args) => mcp::mcp(&root, args),
+        Command::Tools(args) => mcp::tools(&root, args),
     }
 }
 
@@ -88,11 +95,11 @@ fn print_diagnostics(diagnostics: &[Diagnostic]) {
 
 /// Opens the project's store, or says why not.
 fn open_store(root: &Path) -> Result<crate::store::Store, String> {
-    let loaded = crate::config::load_one(root, "", &crate::config::process_env);
-    if loaded.has_errors() {
-        print_diagnostics(&loaded.diagnostics);
+    let (settings, diagnostics) = crate::config::load_settings(root, &crate::config::process_env);
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        print_diagnostics(&diagnostics);
         return Err("aurad.yaml has errors".into());
     }
-    let path = &loaded.project.settings.database;
+    let path = &settings.database;
     crate::store::Store::open(path).map_err(|e| format!("database {}: {e}", path.display()))
 }

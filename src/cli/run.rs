@@ -1,7 +1,7 @@
 //! `aurad run NAME`: load only what this agent needs, run it through the
 //! shared runner, stream it, exit 0 on `succeeded`.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use clap::Args;
@@ -45,11 +45,45 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         );
         return EXIT_CONFIG;
     }
-    let (snapshot, diagnostics) = registry::build(loaded);
+    let (mut snapshot, diagnostics) = registry::build(loaded, &config::process_env);
     print_diagnostics(&diagnostics);
     if diagnostics.iter().any(|d| d.is_error()) {
         return EXIT_CONFIG;
     }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    // Only the MCP servers this agent's allow-list can reach are started.
+    let patterns = snapshot.project.agents[&args.name].tools.clone();
+    let servers = registry::servers_for(&patterns, &snapshot.project.mcp_servers);
+    let mcp = if servers.is_empty() {
+        None
+    } else {
+        let (manager, diagnostics) =
+            runtime.block_on(registry::connect_mcp(&mut snapshot, servers));
+        print_diagnostics(&diagnostics);
+        for status in manager.status() {
+            if !matches!(status.state, crate::mcp::ServerState::Connected) {
+                eprintln!(
+                    "warning: MCP server `{}` is {}; its tools are not available to this run",
+                    status.name,
+                    super::mcp::describe_state(&status.state)
+                );
+            }
+        }
+        if diagnostics.iter().any(|d| d.is_error()) {
+            runtime.block_on(manager.shutdown());
+            return EXIT_CONFIG;
+        }
+        Some(manager)
+    };
     let input = match args.input.as_deref() {
         Some("-") => {
             let mut text = String::new();
@@ -67,10 +101,16 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         model: args.model.clone(),
         trigger: "cli".into(),
     };
+    let stop_mcp = |runtime: &tokio::runtime::Runtime| {
+        if let Some(manager) = &mcp {
+            runtime.block_on(manager.shutdown());
+        }
+    };
     let prepared = match prepare(&snapshot, request, &config::process_env) {
         Ok(p) => p,
         Err(message) => {
             eprintln!("error: {message}");
+            stop_mcp(&runtime);
             return EXIT_CONFIG;
         }
     };
@@ -79,16 +119,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: database {}: {e}", database.display());
-            return EXIT_FAILED;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            stop_mcp(&runtime);
             return EXIT_FAILED;
         }
     };
@@ -96,23 +127,19 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
     let json = args.json;
     let result = runtime.block_on(async {
         let cancel = CancellationToken::new();
-        let watcher = {
-            let cancel = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("\ncancelling… (Ctrl-C again to quit at once)");
-                    cancel.cancel();
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        std::process::exit(EXIT_CANCELLED);
-                    }
-                }
-            })
-        };
+        let watcher = tokio::spawn(watch_signals(
+            cancel.clone(),
+            store.clone(),
+            run_id.clone(),
+            mcp.clone(),
+        ));
         let mut renderer = Renderer::for_terminal();
         let result = execute(prepared, &store, cancel, |event| {
             if json {
                 if let Ok(line) = serde_json::to_string(event) {
-                    println!("{line}");
+                    // A closed pipe (`| head`) must not abort the run.
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
                 }
             } else {
                 renderer.event(event);
@@ -122,6 +149,9 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         watcher.abort();
         (result, renderer)
     });
+    stop_mcp(&runtime);
+    // A tool stuck in a blocking call must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     let (result, mut renderer) = result;
     let closed = store.close();
     let outcome = match result {
@@ -148,4 +178,44 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         RunState::Cancelled => EXIT_CANCELLED,
         _ => EXIT_FAILED,
     }
+}
+
+/// Ctrl-C or SIGTERM cancels the run (recorded `cancelled`); a second one
+/// records the run as cancelled as best it can within a second and exits.
+async fn watch_signals(
+    cancel: CancellationToken,
+    store: crate::store::Store,
+    run_id: String,
+    mcp: Option<crate::mcp::McpManager>,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    let mut interrupt = match signal(SignalKind::interrupt()) {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("\ncancelling… (press Ctrl-C again to quit at once)");
+    cancel.cancel();
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = term.recv() => {}
+    }
+    let finish = store.finish_run(
+        &run_id,
+        RunState::Cancelled,
+        Some("cancelled (the process was stopped at once)".into()),
+        None,
+        Default::default(),
+    );
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), finish).await;
+    if let Some(manager) = mcp {
+        manager.kill_now();
+    }
+    std::process::exit(EXIT_CANCELLED);
 }

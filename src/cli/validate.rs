@@ -9,7 +9,7 @@ use crate::registry;
 
 pub fn run(root: &Path) -> i32 {
     let loaded = config::load(root, &config::process_env);
-    let (snapshot, diagnostics) = registry::build(loaded);
+    let (snapshot, diagnostics) = registry::build(loaded, &config::process_env);
     print_diagnostics(&diagnostics);
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;

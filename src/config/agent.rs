@@ -205,10 +205,10 @@ pub fn parse_agent(
             && let Err(e) = minijinja::Environment::new().template_from_str(src)
         {
             let (line, col) = locate(text, &[field]);
-            let block = text[..]
+            let block = text
                 .lines()
                 .nth(line - 1)
-                .is_some_and(|l| l.trim_end().ends_with('|') || l.trim_end().ends_with('>'));
+                .is_some_and(super::interp::is_block_header);
             let line = line + e.line().unwrap_or(1) - 1 + usize::from(block);
             diags.push(Diagnostic::error(
                 path,

@@ -36,7 +36,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "d" | "days" => number * 86400.0,
             _ => return Err(bad()),
         };
-        total += Duration::from_secs_f64(seconds);
+        total = Duration::try_from_secs_f64(seconds)
+            .ok()
+            .and_then(|d| total.checked_add(d))
+            .ok_or_else(|| format!("duration {text:?} is too long"))?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -72,6 +75,16 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
+        assert!(
+            parse_duration("999999999999999d")
+                .unwrap_err()
+                .contains("too long")
+        );
+        assert!(
+            parse_duration("18446744073709551615s1s")
+                .unwrap_err()
+                .contains("too long")
+        );
         for bad in ["", "ten", "10x", "m", "1h 2q"] {
             let err = parse_duration(bad).unwrap_err();
             assert!(err.contains("invalid duration"), "{bad}: {err}");

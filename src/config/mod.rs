@@ -35,6 +35,10 @@ pub struct Project {
     pub root: PathBuf,
     pub settings: Settings,
     pub agents: BTreeMap<String, Agent>,
+    /// Tool plugins of `tools.d/` (those without errors).
+    pub plugins: Vec<plugins::PluginConfig>,
+    /// MCP servers of `mcp.json` (those without errors).
+    pub mcp_servers: Vec<mcp::McpServerConfig>,
 }
 
 #[derive(Debug)]
@@ -91,14 +95,7 @@ pub fn load(root: &Path, env: EnvLookup) -> Loaded {
             agents.insert(name, agent);
         }
     }
-    Loaded {
-        project: Project {
-            root: root.to_path_buf(),
-            settings,
-            agents,
-        },
-        diagnostics,
-    }
+    with_tools(root, settings, agents, diagnostics, env)
 }
 
 /// Loads `aurad.yaml` and the one agent `name`, for commands that need only
@@ -117,11 +114,28 @@ pub fn load_one(root: &Path, name: &str, env: EnvLookup) -> Loaded {
             break;
         }
     }
+    with_tools(root, settings, agents, diagnostics, env)
+}
+
+/// Completes a load with `tools.d/` and `mcp.json`.
+fn with_tools(
+    root: &Path,
+    settings: Settings,
+    agents: BTreeMap<String, Agent>,
+    mut diagnostics: Vec<Diagnostic>,
+    env: EnvLookup,
+) -> Loaded {
+    let (plugins, plugin_diags) = plugins::load_plugins(root, env);
+    let (mcp_servers, mcp_diags) = mcp::load_mcp(root, env);
+    diagnostics.extend(plugin_diags);
+    diagnostics.extend(mcp_diags);
     Loaded {
         project: Project {
             root: root.to_path_buf(),
             settings,
             agents,
+            plugins,
+            mcp_servers,
         },
         diagnostics,
     }
@@ -149,10 +163,11 @@ fn agent_file_name(file: &Path) -> Option<String> {
     Some(file.file_stem()?.to_str()?.to_string())
 }
 
-fn load_settings(root: &Path, env: EnvLookup) -> (Settings, Vec<Diagnostic>) {
+/// Loads `aurad.yaml` alone (defaults when it is absent).
+pub fn load_settings(root: &Path, env: EnvLookup) -> (Settings, Vec<Diagnostic>) {
     let file = root.join("aurad.yaml");
     let rel = PathBuf::from("aurad.yaml");
-    match read_interpolated(&file, &rel, env, interp::Escape::None) {
+    match read_interpolated(&file, &rel, env, interp::Escape::Yaml) {
         Ok(None) => (Settings::defaults(root), Vec::new()),
         Ok(Some((text, _))) => settings::parse_settings(root, &rel, &text),
         Err(diags) => (Settings::defaults(root), diags),
@@ -178,7 +193,7 @@ fn load_agent_file(
             )],
         );
     }
-    match read_interpolated(file, &rel, env, interp::Escape::None) {
+    match read_interpolated(file, &rel, env, interp::Escape::Yaml) {
         Ok(None) => (
             None,
             vec![Diagnostic::error(

@@ -9,12 +9,15 @@ use crate::types::RunEvent;
 #[derive(Debug, Default)]
 pub struct Recorder {
     pending: Vec<RunEvent>,
+    /// A step boundary is among the pending events.
+    boundary: bool,
 }
 
 impl Recorder {
     /// Adds an event, merging it into the previous one when both are deltas
     /// of the same kind.
     pub fn push(&mut self, event: RunEvent) {
+        self.boundary |= is_boundary(&event);
         match (self.pending.last_mut(), event) {
             (Some(RunEvent::TextDelta { text: acc }), RunEvent::TextDelta { text }) => {
                 acc.push_str(&text)
@@ -26,29 +29,34 @@ impl Recorder {
         }
     }
 
-    /// True when the last event closes a step, so the batch should be
+    /// True when a completed step is pending, so the batch should be
     /// committed (unless more events are already waiting).
     pub fn at_boundary(&self) -> bool {
-        matches!(
-            self.pending.last(),
-            Some(
-                RunEvent::Started { .. }
-                    | RunEvent::Usage { .. }
-                    | RunEvent::ToolCall { .. }
-                    | RunEvent::ToolResult { .. }
-                    | RunEvent::ModelRetry { .. }
-                    | RunEvent::Finished { .. }
-            )
-        )
+        self.boundary
     }
 
     pub fn take(&mut self) -> Vec<RunEvent> {
+        self.boundary = false;
         std::mem::take(&mut self.pending)
     }
 
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
+}
+
+/// Events that close a step: a model turn, a tool call or result, a retry,
+/// the start and the end.
+fn is_boundary(event: &RunEvent) -> bool {
+    matches!(
+        event,
+        RunEvent::Started { .. }
+            | RunEvent::Usage { .. }
+            | RunEvent::ToolCall { .. }
+            | RunEvent::ToolResult { .. }
+            | RunEvent::ModelRetry { .. }
+            | RunEvent::Finished { .. }
+    )
 }
 
 #[cfg(test)]
@@ -68,6 +76,8 @@ mod tests {
         });
         assert!(r.at_boundary());
         r.push(RunEvent::TextDelta { text: "d".into() });
+        // A later non-boundary event does not hide the pending boundary.
+        assert!(r.at_boundary());
         assert_eq!(
             r.take(),
             vec![

@@ -150,8 +150,10 @@ pub async fn execute(
         let mut first_error: Option<StoreError> = None;
         while let Some(event) = rx.recv().await {
             on_event(&event);
+            // The last batch (with `finished`) is committed with the final state.
+            let last = matches!(event, RunEvent::Finished { .. });
             recorder.push(event);
-            if recorder.at_boundary() && rx.is_empty() {
+            if !last && recorder.at_boundary() && rx.is_empty() {
                 let batch = recorder.take();
                 if let Err(e) = store.append_events(&spec.run_id, batch).await {
                     tracing::error!(run = %spec.run_id, "cannot store run events: {e}");
@@ -159,19 +161,15 @@ pub async fn execute(
                 }
             }
         }
-        if !recorder.is_empty()
-            && let Err(e) = store.append_events(&spec.run_id, recorder.take()).await
-        {
-            first_error.get_or_insert(e);
-        }
-        first_error
+        (recorder.take(), first_error)
     };
-    let (outcome, store_error) = tokio::join!(engine, record);
+    let (outcome, (last_batch, store_error)) = tokio::join!(engine, record);
     let state = outcome.state;
     debug_assert!(state != RunState::Running);
     store
-        .finish_run(
+        .finish_run_with_events(
             &spec.run_id,
+            last_batch,
             state,
             outcome.reason.clone(),
             outcome.output.clone(),

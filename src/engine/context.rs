@@ -1,7 +1,8 @@
 //! Context trimming: before every model call the conversation is cut to the
-//! token budget. System messages and the newest two messages always stay;
-//! the oldest go first; an assistant message with tool calls and the tool
-//! results that answer it stay or go together.
+//! token budget. System messages, the first user message (the run's task)
+//! and the newest two messages always stay; the oldest go first; an
+//! assistant message with tool calls and the tool results that answer it stay
+//! or go together.
 
 use crate::types::Message;
 
@@ -50,7 +51,7 @@ pub struct Trimmed {
 }
 
 /// Trims `messages` to `budget` estimated tokens. When even the kept minimum
-/// (system messages and the groups holding the newest two messages) is over
+/// (system messages, the task and the groups holding the newest two messages) is over
 /// the budget, that minimum is returned: the model may still accept it.
 pub fn trim(messages: &[Message], budget: usize) -> Trimmed {
     let total = estimate(messages);
@@ -63,10 +64,14 @@ pub fn trim(messages: &[Message], budget: usize) -> Trimmed {
     }
     // Groups of non-system messages: an assistant message with tool calls
     // and the tool messages that follow it form one group.
+    let task = messages
+        .iter()
+        .position(|m| matches!(m, Message::User { .. }));
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         match m {
             Message::System { .. } => {}
+            Message::User { .. } if Some(i) == task => {}
             Message::Tool { .. }
                 if !groups.is_empty() && is_call_group(messages, groups.last().unwrap()) =>
             {
@@ -166,8 +171,10 @@ mod tests {
         });
         let t = trim(&m, 60);
         assert_eq!(t.messages[0], Message::system("sys"));
-        assert_eq!(t.messages.len(), 3, "{:?}", t.messages);
-        assert_eq!(t.dropped, 4);
+        // The task (first user message) stays; the whole call group goes.
+        assert_eq!(t.messages[1], Message::user(big));
+        assert_eq!(t.messages.len(), 4, "{:?}", t.messages);
+        assert_eq!(t.dropped, 3);
     }
 
     fn arb_conversation() -> impl Strategy<Value = Vec<Message>> {
@@ -195,6 +202,10 @@ mod tests {
             let kept_non_system: Vec<&Message> = t.messages.iter().filter(|m| !matches!(m, Message::System { .. })).collect();
             for last in non_system.iter().rev().take(2) {
                 prop_assert!(kept_non_system.contains(last));
+            }
+            // The task stays.
+            if let Some(task) = messages.iter().find(|m| matches!(m, Message::User { .. })) {
+                prop_assert!(t.messages.contains(task));
             }
             // Every tool message follows its assistant call message.
             for (i, m) in t.messages.iter().enumerate() {

@@ -227,7 +227,15 @@ impl LoopState<'_> {
                 usage: turn.usage,
             });
             if turn.tool_calls.is_empty() {
-                return End::Answer(turn.text);
+                return match turn.finish_reason.as_deref() {
+                    Some("length") => End::Failed(
+                        "the answer was cut off at the model's output limit (finish_reason: length)".into(),
+                    ),
+                    Some("content_filter") => End::Failed(
+                        "the provider's content filter stopped the answer (finish_reason: content_filter)".into(),
+                    ),
+                    _ => End::Answer(turn.text),
+                };
             }
             let calls = turn.tool_calls;
             tool_calls_made = tool_calls_made.saturating_add(calls.len() as u32);
@@ -256,9 +264,9 @@ impl LoopState<'_> {
                 // Tools see the token and stop; give them a moment to clean up.
                 _ = async { self.token.cancelled().await; tokio::time::sleep(Duration::from_secs(5)).await } => return End::Stopped,
             };
-            if self.token.is_cancelled() {
-                return End::Stopped;
-            }
+            // Results are recorded even when the run was stopped meanwhile:
+            // a tool that finished may have had effects.
+            let stopped = self.token.is_cancelled();
             for (call, outcome) in calls.iter().zip(outcomes) {
                 self.emit(RunEvent::ToolResult {
                     id: call.id.clone(),
@@ -273,6 +281,9 @@ impl LoopState<'_> {
                     content: outcome.output,
                     is_error: outcome.is_error,
                 });
+            }
+            if stopped {
+                return End::Stopped;
             }
         }
     }

@@ -95,8 +95,10 @@ impl OpenAiProvider {
         let mut assembler = Assembler::default();
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| match e {
+                // A broken connection is retried like one that never
+                // opened; the retry layer refuses once text was shown.
                 eventsource_stream::EventStreamError::Transport(e) => {
-                    ProviderError::Stream(format!("stream broken: {}", error_chain(&e)))
+                    ProviderError::Connect(format!("stream broken: {}", error_chain(&e)))
                 }
                 other => ProviderError::Stream(other.to_string()),
             })?;
@@ -261,8 +263,7 @@ fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
             .map(str::trim)
     };
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+        && (0.0..1e12).contains(&ms)
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }

@@ -1,17 +1,21 @@
 //! Builds the immutable [`Snapshot`] a run works from: the validated project,
-//! the tools it can reach and the providers its agents name, with the
-//! cross-checks that need more than one file (tool allow-lists against known
-//! tools, models against providers). May depend on `config`, `llm`, `tools`.
+//! the tools it can reach (built-in, `tools.d` plugins, MCP servers) and the
+//! providers its agents name, with the cross-checks that need more than one
+//! file (tool allow-lists against known tools, name collisions, models
+//! against providers). May depend on `config`, `llm`, `tools`, `mcp`.
 
 use std::sync::Arc;
 
 use crate::config::diag::locate;
+use crate::config::mcp::McpServerConfig;
 use crate::config::settings::{DEFAULT_OPENAI_BASE_URL, LATER_PROVIDERS};
 use crate::config::{Agent, Diagnostic, EnvLookup, Loaded, Project, ProviderKind, Settings};
 use crate::llm::Provider;
 use crate::llm::openai::OpenAiProvider;
 use crate::llm::test_model::TestModel;
-use crate::tools::ToolRegistry;
+use crate::mcp::McpManager;
+use crate::tools::plugin::PluginTool;
+use crate::tools::{ToolRegistry, glob_could_extend};
 
 /// Everything a run needs, fixed at load time.
 #[derive(Clone)]
@@ -22,15 +26,21 @@ pub struct Snapshot {
 
 /// Builds the snapshot and adds the cross-file diagnostics to `loaded`'s.
 /// Agents with cross-file errors are removed from the snapshot.
-pub fn build(loaded: Loaded) -> (Snapshot, Vec<Diagnostic>) {
+pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     let Loaded {
         mut project,
         mut diagnostics,
     } = loaded;
-    let tools = ToolRegistry::builtin();
+    let mut tools = ToolRegistry::builtin();
+    for plugin in &project.plugins {
+        let tool = PluginTool::new(plugin.clone(), &project.root);
+        if let Err(message) = tools.add(Arc::new(tool)) {
+            diagnostics.push(Diagnostic::error(&plugin.path, (1, 1), message));
+        }
+    }
     let mut broken = Vec::new();
     for agent in project.agents.values() {
-        let diags = check_agent(agent, &project.settings, &tools);
+        let diags = check_agent(agent, &project.settings, &tools, &project.mcp_servers, env);
         if diags.iter().any(Diagnostic::is_error) {
             broken.push(agent.name.clone());
         }
@@ -43,7 +53,13 @@ pub fn build(loaded: Loaded) -> (Snapshot, Vec<Diagnostic>) {
 }
 
 /// Checks what one agent refers to: its provider and its tools.
-pub fn check_agent(agent: &Agent, settings: &Settings, tools: &ToolRegistry) -> Vec<Diagnostic> {
+pub fn check_agent(
+    agent: &Agent,
+    settings: &Settings,
+    tools: &ToolRegistry,
+    servers: &[McpServerConfig],
+    env: EnvLookup,
+) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
     if let Err(message) = check_model(&agent.model, settings) {
         diags.push(Diagnostic::error(
@@ -52,7 +68,28 @@ pub fn check_agent(agent: &Agent, settings: &Settings, tools: &ToolRegistry) -> 
             message,
         ));
     }
+    if let Some((provider, _)) = agent.model.split_once('/')
+        && provider != "openai"
+        && let Some(var) = settings
+            .providers
+            .get(provider)
+            .and_then(|p| p.api_key_env.as_ref())
+        && env(var).is_none_or(|v| v.is_empty())
+    {
+        diags.push(Diagnostic::warning(
+            &agent.path,
+            locate(&agent.text, &["model"]),
+            format!("{var} is not set: runs of this agent will fail until it is (api_key_env of provider `{provider}`)"),
+        ));
+    }
     for pattern in tools.unmatched(&agent.tools) {
+        // MCP tools are known only once their server is connected.
+        if servers
+            .iter()
+            .any(|s| glob_could_extend(pattern, &format!("{}_", s.name)))
+        {
+            continue;
+        }
         let known: Vec<&str> = tools.names().collect();
         let place = locate(&agent.text, &["tools"]);
         if pattern.contains(['*', '?']) {
@@ -127,6 +164,14 @@ pub fn provider_for(
                 .as_deref()
                 .and_then(env)
                 .filter(|k| !k.is_empty());
+            if api_key.is_none()
+                && name != "openai"
+                && let Some(var) = &config.api_key_env
+            {
+                return Err(format!(
+                    "{var} is not set (the api_key_env of provider `{name}` in aurad.yaml): export the key"
+                ));
+            }
             if api_key.is_none() && base_url == DEFAULT_OPENAI_BASE_URL {
                 let var = config.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
                 return Err(format!(
@@ -151,4 +196,47 @@ pub fn provider_for(
             ))
         }
     }
+}
+
+/// The MCP servers whose tools (`<server>_<tool>`) an allow-list can reach,
+/// so a run starts only those.
+pub fn servers_for(patterns: &[String], servers: &[McpServerConfig]) -> Vec<McpServerConfig> {
+    servers
+        .iter()
+        .filter(|s| {
+            let prefix = format!("{}_", s.name);
+            patterns.iter().any(|p| glob_could_extend(p, &prefix))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Starts `servers` and adds their tools to the snapshot. Name collisions
+/// (between MCP tools, or with built-in and plugin tools) are errors naming
+/// both; the colliding MCP tool is left out.
+pub async fn connect_mcp(
+    snapshot: &mut Snapshot,
+    servers: Vec<McpServerConfig>,
+) -> (McpManager, Vec<Diagnostic>) {
+    let places: Vec<(String, (usize, usize))> = servers
+        .iter()
+        .map(|s| (s.name.clone(), (s.line, s.column)))
+        .collect();
+    let manager = McpManager::start(servers).await;
+    let mcp_json = std::path::Path::new("mcp.json");
+    let mut diagnostics: Vec<Diagnostic> = manager
+        .conflicts()
+        .into_iter()
+        .map(|c| Diagnostic::error(mcp_json, (0, 0), c))
+        .collect();
+    for tool in manager.tools() {
+        if let Err(message) = snapshot.tools.add(tool) {
+            let place = places
+                .iter()
+                .find(|(name, _)| message.contains(&format!("mcp server {name} (")))
+                .map_or((0, 0), |(_, p)| *p);
+            diagnostics.push(Diagnostic::error(mcp_json, place, message));
+        }
+    }
+    (manager, diagnostics)
 }

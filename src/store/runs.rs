@@ -89,13 +89,30 @@ impl Store {
         output: Option<String>,
         usage: Usage,
     ) -> Result<(), StoreError> {
+        self.finish_run_with_events(run_id, Vec::new(), state, error, output, usage)
+            .await
+    }
+
+    /// Appends the run's last events and records its final state in one
+    /// transaction committed with `synchronous=FULL`, so the stored events
+    /// (ending with `finished`) and the row's state never disagree.
+    pub async fn finish_run_with_events(
+        &self,
+        run_id: &str,
+        events: Vec<RunEvent>,
+        state: RunState,
+        error: Option<String>,
+        output: Option<String>,
+        usage: Usage,
+    ) -> Result<(), StoreError> {
         if !state.is_final() {
             return Err(StoreError::Invalid(format!(
                 "run {run_id}: cannot finish a run as `{state}`, which is not a final state"
             )));
         }
+        let rows = encode_events(run_id, &events)?;
         let run_id = run_id.to_owned();
-        self.call(move |conn| finish(conn, &run_id, state, error, output, usage))
+        self.call(move |conn| finish(conn, &run_id, &rows, state, error, output, usage))
             .await
     }
 
@@ -208,6 +225,18 @@ fn append(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| StoreError::sqlite(&context("begin"), e))?;
+    insert_events(&tx, run_id, rows)?;
+    tx.commit()
+        .map_err(|e| StoreError::sqlite(&context("commit"), e))
+}
+
+/// Inserts `rows` after the run's last stored event, inside `tx`.
+fn insert_events(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: &str,
+    rows: &[(&'static str, String)],
+) -> Result<(), StoreError> {
+    let context = |what: &str| format!("run {run_id}: cannot store events ({what})");
     let (exists, last): (bool, Option<i64>) = tx
         .query_row(
             "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1),
@@ -236,20 +265,27 @@ fn append(
                 .map_err(|e| StoreError::sqlite(&context("insert"), e))?;
         }
     }
-    tx.commit()
-        .map_err(|e| StoreError::sqlite(&context("commit"), e))
+    Ok(())
 }
 
 fn finish(
     conn: &mut Connection,
     run_id: &str,
+    rows: &[(&'static str, String)],
     state: RunState,
     error: Option<String>,
     output: Option<String>,
     usage: Usage,
 ) -> Result<(), StoreError> {
     set_durability(conn, Durability::Full)?;
-    let changed = conn
+    let context = format!("run {run_id}: cannot record its final state");
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| StoreError::sqlite(&context, e))?;
+    if !rows.is_empty() {
+        insert_events(&tx, run_id, rows)?;
+    }
+    let changed = tx
         .execute(
             "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4, output = ?5,
                              input_tokens = ?6, output_tokens = ?7
@@ -264,15 +300,13 @@ fn finish(
                 tokens_to_sql(usage.output_tokens)
             ],
         )
-        .map_err(|e| {
-            StoreError::sqlite(&format!("run {run_id}: cannot record its final state"), e)
-        })?;
+        .map_err(|e| StoreError::sqlite(&context, e))?;
     if changed == 0 {
         return Err(StoreError::NotFound(format!(
             "run {run_id} does not exist; claim a run before finishing it"
         )));
     }
-    Ok(())
+    tx.commit().map_err(|e| StoreError::sqlite(&context, e))
 }
 
 const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,

@@ -50,6 +50,12 @@ pub enum ToolError {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
 
+    /// Where the tool comes from, for `aurad tools`: `builtin`,
+    /// `plugin tools.d/x.yaml`, `mcp server x`.
+    fn source(&self) -> String {
+        "builtin".to_string()
+    }
+
     /// Runs the tool with arguments already validated against its schema.
     fn call<'a>(
         &'a self,
@@ -76,4 +82,4 @@ pub fn cap_output(mut text: String, cap: usize) -> String {
 }
 
 pub mod registry;
-pub use registry::{ToolOutcome, ToolRegistry, ToolSet, glob_match};
+pub use registry::{ToolOutcome, ToolRegistry, ToolSet, glob_could_extend, glob_match};

@@ -1,1 +1,327 @@
-//! (being written)
+//! Running one program in a process group of its own, for the tools that run
+//! programs (`bash`, `tools.d` command plugins). The program gets optional
+//! stdin bytes, a working directory and extra environment; stdout and stderr
+//! are drained concurrently into bounded buffers (a chatty program can
+//! neither block on a full pipe nor fill memory). When the direct child
+//! exits, times out or the run is cancelled, the whole group is killed with
+//! SIGKILL, so background processes (`sleep 100 &`) can neither outlive the
+//! call nor keep it waiting on their open pipes; a drop guard does the same
+//! if the call's future is dropped. Depends on tokio, tokio-util and libc.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+/// How long the pipes may stay open once the group was killed (a process
+/// that left the group can hold them); then reading stops.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for the killed direct child to be reaped.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+
+/// Which bytes of a stream to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// The first N bytes (the rest is read and thrown away).
+    Head(usize),
+    /// The last N bytes (for error tails).
+    Tail(usize),
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// The program: a path, or a bare name looked up in `PATH`.
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Added to (or overriding) the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Written to the program's stdin, which is then closed. `None`: stdin is
+    /// `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    pub keep_stdout: Keep,
+    pub keep_stderr: Keep,
+    /// The program's whole group is killed after this long.
+    pub timeout: Duration,
+    /// Cancelling it kills the group at once.
+    pub cancel: CancellationToken,
+}
+
+impl ProcessSpec {
+    /// `program` in `cwd` with no arguments, no stdin, 64 KiB kept of each
+    /// stream, a 60 s timeout and a token nobody cancels.
+    pub fn new(program: impl Into<OsString>, cwd: impl Into<PathBuf>) -> Self {
+        ProcessSpec {
+            program: program.into(),
+            args: Vec::new(),
+            cwd: cwd.into(),
+            env: Vec::new(),
+            stdin: None,
+            keep_stdout: Keep::Head(64 * 1024),
+            keep_stderr: Keep::Head(64 * 1024),
+            timeout: Duration::from_secs(60),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// What was read from one pipe: the bytes kept (see [`Keep`]) and how many
+/// there were in all.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Captured {
+    pub kept: Vec<u8>,
+    pub total: usize,
+}
+
+impl Captured {
+    /// Whether bytes were thrown away.
+    pub fn was_cut(&self) -> bool {
+        self.total > self.kept.len()
+    }
+}
+
+/// How the program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The direct child exited (or was killed by a signal from elsewhere).
+    Exited(ExitStatus),
+    /// The timeout passed; the group was killed.
+    TimedOut,
+    /// The cancellation token fired; the group was killed.
+    Cancelled,
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessOutput {
+    pub ended: Ended,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+impl ProcessOutput {
+    /// The exit status, when the child exited by itself.
+    pub fn status(&self) -> Option<ExitStatus> {
+        match self.ended {
+            Ended::Exited(status) => Some(status),
+            _ => None,
+        }
+    }
+
+    /// The exit code, when the child exited normally.
+    pub fn code(&self) -> Option<i32> {
+        self.status().and_then(|s| s.code())
+    }
+
+    /// The signal that killed the child, when one did.
+    pub fn signal(&self) -> Option<i32> {
+        self.status().and_then(|s| s.signal())
+    }
+
+    /// Exited with code 0.
+    pub fn success(&self) -> bool {
+        self.status().is_some_and(|s| s.success())
+    }
+}
+
+/// Why [`run`] could not run the program to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The program could not be started (not found, not executable, ...).
+    #[error("{0}")]
+    Spawn(std::io::Error),
+    /// Waiting for the program failed.
+    #[error("could not wait for the program: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Runs `spec` to its end; see the module docs. If the token is already
+/// cancelled, nothing is started.
+pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
+    if spec.cancel.is_cancelled() {
+        return Ok(ProcessOutput {
+            ended: Ended::Cancelled,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+        });
+    }
+    let mut child = Command::new(&spec.program)
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(ProcessError::Spawn)?;
+    let pgid = child.id().ok_or_else(|| {
+        ProcessError::Wait(std::io::Error::other(
+            "the program exited before it could be watched",
+        ))
+    })?;
+    let mut guard = GroupGuard(Some(pgid));
+    let stop = CancellationToken::new();
+    let _stop_readers = stop.clone().drop_guard();
+
+    // stdin is written concurrently with reading, so a big input cannot
+    // deadlock against a full stdout pipe. A program that does not read it
+    // makes the write fail with EPIPE, which is fine.
+    let _writer = child.stdin.take().zip(spec.stdin).map(|(mut pipe, bytes)| {
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            if let Err(e) = pipe.write_all(&bytes).await
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                tracing::debug!(error = %e, "could not write a program's stdin");
+            }
+            // Dropping the pipe closes it: the program sees end of input.
+        }))
+    });
+    let pipes = child.stdout.take().zip(child.stderr.take());
+    let (stdout, stderr) = pipes.ok_or_else(|| {
+        ProcessError::Wait(std::io::Error::other("the program has no output pipes"))
+    })?;
+    let out_task = tokio::spawn(drain(stdout, spec.keep_stdout, stop.clone()));
+    let err_task = tokio::spawn(drain(stderr, spec.keep_stderr, stop.clone()));
+
+    let ended = tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => Ended::Exited(status),
+            Err(e) => {
+                kill_group_now(pgid);
+                guard.0 = None;
+                return Err(ProcessError::Wait(e));
+            }
+        },
+        _ = tokio::time::sleep(spec.timeout) => Ended::TimedOut,
+        _ = spec.cancel.cancelled() => Ended::Cancelled,
+    };
+    kill_group_now(pgid);
+    guard.0 = None;
+    if !matches!(ended, Ended::Exited(_)) {
+        let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
+    }
+
+    let readers = async { (out_task.await, err_task.await) };
+    tokio::pin!(readers);
+    let (out, err) = tokio::select! {
+        r = &mut readers => r,
+        _ = tokio::time::sleep(PIPE_GRACE) => {
+            stop.cancel();
+            readers.await
+        }
+    };
+    Ok(ProcessOutput {
+        ended,
+        stdout: out.unwrap_or_default(),
+        stderr: err.unwrap_or_default(),
+    })
+}
+
+/// Reads `pipe` to its end (or until `stop`), keeping the bytes `keep` says
+/// and throwing the rest away.
+async fn drain(mut pipe: impl AsyncRead + Unpin, keep: Keep, stop: CancellationToken) -> Captured {
+    let mut cap = Captured::default();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            n = pipe.read(&mut buf) => n,
+        };
+        match n {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                cap.total += n;
+                keep_bytes(&mut cap.kept, &buf[..n], keep);
+            }
+        }
+    }
+    cap
+}
+
+fn keep_bytes(kept: &mut Vec<u8>, chunk: &[u8], keep: Keep) {
+    match keep {
+        Keep::Head(max) => {
+            let room = max.saturating_sub(kept.len()).min(chunk.len());
+            kept.extend_from_slice(&chunk[..room]);
+        }
+        Keep::Tail(max) => {
+            if chunk.len() >= max {
+                kept.clear();
+                kept.extend_from_slice(&chunk[chunk.len() - max..]);
+            } else {
+                let excess = (kept.len() + chunk.len()).saturating_sub(max);
+                kept.drain(..excess);
+                kept.extend_from_slice(chunk);
+            }
+        }
+    }
+}
+
+/// Sends SIGKILL to the whole process group `pgid`. A group that is already
+/// empty (ESRCH) is fine.
+pub fn kill_group_now(pgid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    // SAFETY: killpg only sends a signal; it touches no memory of ours.
+    let rc = unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            tracing::warn!(pgid, error = %e, "could not kill the process group of a tool call");
+        }
+    }
+}
+
+/// Kills the process group if the call is dropped before it cleaned up
+/// (e.g. the engine gave up on the run).
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            kill_group_now(pgid);
+        }
+    }
+}
+
+/// A short name for common signals (`SIGKILL`), or `signal N`.
+pub fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        _ => return format!("signal {signal}"),
+    };
+    format!("signal {signal} ({name})")
+}
+
+#[cfg(test)]
+#[path = "process_tests.rs"]
+mod tests;

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use futures::FutureExt;
+
 use super::{Tool, ToolContext, ToolError, cap_output};
 use crate::types::{ToolCall, ToolSpec};
 
@@ -28,6 +30,26 @@ impl ToolRegistry {
     /// The built-in tools.
     pub fn builtin() -> Self {
         ToolRegistry::new(super::builtin::all())
+    }
+
+    /// Adds a tool. A name already taken is refused with a message naming
+    /// both sources; the first one stays.
+    pub fn add(&mut self, tool: Arc<dyn Tool>) -> Result<(), String> {
+        let name = tool.spec().name.clone();
+        if let Some(existing) = self.tools.get(&name) {
+            return Err(format!(
+                "tool name `{name}` is taken twice: by {} and by {}; rename one of them",
+                existing.source(),
+                tool.source()
+            ));
+        }
+        self.tools.insert(name, tool);
+        Ok(())
+    }
+
+    /// Every tool, in name order.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -83,6 +105,47 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
         }
     }
     p[pi..].iter().all(|c| *c == '*')
+}
+
+/// Could `pattern` match some name `PREFIX` followed by at least one more
+/// character? Used to start only the MCP servers (`<server>_*` names) an
+/// agent's allow-list can reach.
+pub fn glob_could_extend(pattern: &str, prefix: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let closure = |states: &mut Vec<usize>| {
+        let mut i = 0;
+        while i < states.len() {
+            let s = states[i];
+            if s < p.len() && p[s] == '*' && !states.contains(&(s + 1)) {
+                states.push(s + 1);
+            }
+            i += 1;
+        }
+    };
+    let mut states = vec![0];
+    closure(&mut states);
+    for c in prefix.chars() {
+        let mut next = Vec::new();
+        for &s in &states {
+            if s < p.len() {
+                let to = match p[s] {
+                    '*' => Some(s),
+                    '?' => Some(s + 1),
+                    pc if pc == c => Some(s + 1),
+                    _ => None,
+                };
+                if let Some(t) = to.filter(|t| !next.contains(t)) {
+                    next.push(t);
+                }
+            }
+        }
+        states = next;
+        closure(&mut states);
+        if states.is_empty() {
+            return false;
+        }
+    }
+    states.iter().any(|&s| s < p.len())
 }
 
 struct Entry {
@@ -209,7 +272,22 @@ impl ToolSet {
                 }
             }
         }
-        entry.tool.call(args, ctx).await.map_err(|e| match e {
+        // A panicking tool is a failed call, not a dead run.
+        let result = std::panic::AssertUnwindSafe(entry.tool.call(args, ctx))
+            .catch_unwind()
+            .await
+            .map_err(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                ToolError::Failed(format!(
+                    "the tool crashed ({what}); this is a bug in the tool"
+                ))
+            })
+            .and_then(|r| r);
+        result.map_err(|e| match e {
             ToolError::InvalidArguments(m) => {
                 format!("error: invalid arguments for `{}`: {m}", call.name)
             }
@@ -232,5 +310,17 @@ mod tests {
         assert!(glob_match("*_file", "write_file"));
         assert!(!glob_match("*_file", "list_dir"));
         assert!(glob_match("a*b*c", "aXbYbZc"));
+    }
+
+    #[test]
+    fn prefix_reachability() {
+        assert!(glob_could_extend("filesystem_*", "filesystem_"));
+        assert!(glob_could_extend("*", "github_"));
+        assert!(glob_could_extend("github_create_issue", "github_"));
+        assert!(!glob_could_extend("github_create_issue", "gitlab_"));
+        assert!(!glob_could_extend("bash", "bash_"));
+        assert!(glob_could_extend("*_read", "fs_"));
+        assert!(glob_could_extend("f?_*", "fs_"));
+        assert!(!glob_could_extend("fs_", "fs_"));
     }
 }

@@ -181,11 +181,14 @@ impl Assembler {
         let index = match piece.get("index").and_then(Value::as_u64) {
             Some(i) => i,
             None => {
-                // No index: a new id starts a new call, anything else
-                // continues the last one.
-                let known = !id.is_empty() && self.calls.values().any(|c| c.id == id);
-                match self.last_index {
-                    Some(last) if id.is_empty() || known => last,
+                // No index: a known id continues its own call, a new id
+                // starts a new call, no id continues the last one.
+                let known = (!id.is_empty())
+                    .then(|| self.calls.iter().find(|(_, c)| c.id == id).map(|(k, _)| *k))
+                    .flatten();
+                match (known, self.last_index) {
+                    (Some(own), _) => own,
+                    (None, Some(last)) if id.is_empty() => last,
                     _ => self.calls.keys().next_back().map_or(0, |k| k + 1),
                 }
             }

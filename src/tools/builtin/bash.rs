@@ -2,88 +2,24 @@
 //! group of its own, capturing stdout and stderr with bounded buffers. When
 //! the command ends, times out or the run is cancelled, the whole group is
 //! killed, so background processes (`sleep 100 &`) can neither outlive the
-//! call nor keep it waiting on their open pipes.
+//! call nor keep it waiting on their open pipes. The process handling lives
+//! in `tools::process`; this file holds the tool's schema and how its output
+//! is rendered for the model.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
 
 use super::{optional_u64, required_str};
+use crate::tools::process::{self, Captured, Ended, Keep, ProcessError, ProcessSpec};
 use crate::tools::{Tool, ToolContext, ToolError, cap_output};
 use crate::types::ToolSpec;
 
 const DEFAULT_TIMEOUT_SECS: u64 = 60;
 const MAX_TIMEOUT_SECS: u64 = 600;
-/// How long the pipes may stay open once the group was killed (a process
-/// that left the group can hold them); then reading stops.
-const PIPE_GRACE: Duration = Duration::from_secs(2);
-/// How long to wait for the killed direct child to be reaped.
-const REAP_GRACE: Duration = Duration::from_secs(5);
-
-/// What was read from one pipe: its first bytes and how many there were.
-#[derive(Debug, Default)]
-struct Captured {
-    kept: Vec<u8>,
-    total: usize,
-}
-
-/// Reads `pipe` to its end (or until `stop`), keeping at most `keep` bytes
-/// and throwing the rest away, so a chatty command can never block on a
-/// full pipe nor fill memory.
-async fn drain(mut pipe: impl AsyncRead + Unpin, keep: usize, stop: CancellationToken) -> Captured {
-    let mut cap = Captured::default();
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = tokio::select! {
-            biased;
-            _ = stop.cancelled() => break,
-            n = pipe.read(&mut buf) => n,
-        };
-        match n {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                cap.total += n;
-                let room = keep.saturating_sub(cap.kept.len()).min(n);
-                cap.kept.extend_from_slice(&buf[..room]);
-            }
-        }
-    }
-    cap
-}
-
-/// Sends SIGKILL to the whole process group `pgid`. A group that is already
-/// empty (ESRCH) is fine.
-fn kill_group_now(pgid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    // SAFETY: killpg only sends a signal; it touches no memory of ours.
-    let rc = unsafe { libc::killpg(pgid, libc::SIGKILL) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ESRCH) {
-            tracing::warn!(pgid, error = %e, "could not kill the process group of a bash tool call");
-        }
-    }
-}
-
-/// Kills the process group if the call is dropped before it cleaned up
-/// (e.g. the engine gave up on the run).
-struct GroupGuard(Option<u32>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            kill_group_now(pgid);
-        }
-    }
-}
 
 /// stdout, then stderr under a `[stderr]` line, within about `cap` bytes;
 /// when both do not fit, stderr keeps up to half.
@@ -136,83 +72,35 @@ fn describe_failure(status: ExitStatus) -> Option<String> {
     }
 }
 
-enum End {
-    Exited(std::io::Result<ExitStatus>),
-    TimedOut,
-    Cancelled,
-}
-
 async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<String, ToolError> {
-    if ctx.cancel.is_cancelled() {
-        return Err(ToolError::Cancelled);
-    }
-    let mut child = Command::new("bash")
-        .arg("-c")
-        .arg(command)
-        .current_dir(&ctx.root)
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            ToolError::Failed(format!(
-                "could not start bash in {}: {e}",
-                ctx.root.display()
-            ))
-        })?;
-    let pgid = child
-        .id()
-        .ok_or_else(|| ToolError::Failed("bash exited before it could be watched".into()))?;
-    let mut guard = GroupGuard(Some(pgid));
-    let stop = CancellationToken::new();
-    let _stop_readers = stop.clone().drop_guard();
     // One byte over the cap tells `render` the output was cut.
-    let keep = ctx.output_cap.saturating_add(1);
-    let pipes = child.stdout.take().zip(child.stderr.take());
-    let (stdout, stderr) =
-        pipes.ok_or_else(|| ToolError::Failed("bash has no output pipes".into()))?;
-    let out_task = tokio::spawn(drain(stdout, keep, stop.clone()));
-    let err_task = tokio::spawn(drain(stderr, keep, stop.clone()));
-
-    let end = tokio::select! {
-        status = child.wait() => End::Exited(status),
-        _ = tokio::time::sleep(timeout) => End::TimedOut,
-        _ = ctx.cancel.cancelled() => End::Cancelled,
+    let keep = Keep::Head(ctx.output_cap.saturating_add(1));
+    let spec = ProcessSpec {
+        args: vec!["-c".into(), command.into()],
+        env: vec![
+            ("PAGER".into(), "cat".into()),
+            ("GIT_PAGER".into(), "cat".into()),
+            ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+        ],
+        keep_stdout: keep,
+        keep_stderr: keep,
+        timeout,
+        cancel: ctx.cancel.clone(),
+        ..ProcessSpec::new("bash", &ctx.root)
     };
-    kill_group_now(pgid);
-    guard.0 = None;
-    let status = match end {
-        End::Exited(status) => {
-            status.map_err(|e| ToolError::Failed(format!("could not wait for bash: {e}")))?
-        }
-        End::TimedOut | End::Cancelled => {
-            let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
-            return Err(match end {
-                End::TimedOut => ToolError::TimedOut(timeout),
-                _ => ToolError::Cancelled,
-            });
-        }
+    let output = process::run(spec).await.map_err(|e| match e {
+        ProcessError::Spawn(e) => ToolError::Failed(format!(
+            "could not start bash in {}: {e}",
+            ctx.root.display()
+        )),
+        ProcessError::Wait(e) => ToolError::Failed(format!("could not wait for bash: {e}")),
+    })?;
+    let status = match output.ended {
+        Ended::Exited(status) => status,
+        Ended::TimedOut => return Err(ToolError::TimedOut(timeout)),
+        Ended::Cancelled => return Err(ToolError::Cancelled),
     };
-
-    let readers = async { (out_task.await, err_task.await) };
-    tokio::pin!(readers);
-    let (out, err) = tokio::select! {
-        r = &mut readers => r,
-        _ = tokio::time::sleep(PIPE_GRACE) => {
-            stop.cancel();
-            readers.await
-        }
-    };
-    let text = render(
-        &out.unwrap_or_default(),
-        &err.unwrap_or_default(),
-        ctx.output_cap,
-    );
+    let text = render(&output.stdout, &output.stderr, ctx.output_cap);
     match describe_failure(status) {
         None => Ok(text),
         Some(why) => Err(ToolError::Failed(format!("{why}. Output:\n{text}"))),
@@ -289,6 +177,7 @@ impl Tool for BashTool {
 mod tests {
     use super::*;
     use tempfile::TempDir;
+    use tokio_util::sync::CancellationToken;
 
     fn setup(cap: usize) -> (TempDir, ToolContext) {
         let dir = tempfile::tempdir().unwrap();

@@ -143,6 +143,12 @@ fn read_lines(
             "{shown:?} is a directory; use list_dir to see its entries"
         )));
     }
+    if !meta.is_file() {
+        // A FIFO or device could block the read forever.
+        return Err(ToolError::Failed(format!(
+            "{shown:?} is not a regular file (a pipe, socket or device); it cannot be read"
+        )));
+    }
     let size = meta.len();
     let mut reader = BufReader::new(File::open(file).map_err(|e| io_err("open", shown, e))?);
     let mut sample = Vec::new();

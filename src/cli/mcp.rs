@@ -1,0 +1,233 @@
+//! `aurad mcp` and `aurad tools`: connect the MCP servers of `mcp.json` and
+//! show their state, and list every tool an agent would see with its source
+//! and schema.
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::render::one_line;
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
+use crate::config;
+use crate::mcp::ServerState;
+use crate::registry;
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Print the servers as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Only the tools this agent may use (its `tools:` allow-list).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Print the tools as a JSON array with their schemas.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
+pub fn mcp(root: &Path, args: McpArgs) -> i32 {
+    let (servers, diagnostics) = config::mcp::load_mcp(root, &config::process_env);
+    print_diagnostics(&diagnostics);
+    if diagnostics.iter().any(|d| d.is_error()) {
+        return EXIT_CONFIG;
+    }
+    if servers.is_empty() {
+        eprintln!(
+            "no MCP servers: add them to {}",
+            root.join("mcp.json").display()
+        );
+        return EXIT_OK;
+    }
+    let Some(rt) = runtime() else {
+        return EXIT_FAILED;
+    };
+    let status = rt.block_on(async {
+        let manager = crate::mcp::McpManager::start(servers).await;
+        let status = manager.status();
+        let conflicts = manager.conflicts();
+        manager.shutdown().await;
+        (status, conflicts)
+    });
+    let (status, conflicts) = status;
+    for c in &conflicts {
+        eprintln!("mcp.json: {c}");
+    }
+    let all_up = status
+        .iter()
+        .all(|s| matches!(s.state, ServerState::Connected));
+    if args.json {
+        let list: Vec<serde_json::Value> = status
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "transport": s.transport,
+                    "state": state_word(&s.state),
+                    "reason": state_reason(&s.state),
+                    "protocol_version": s.protocol_version,
+                    "server_info": s.server_info,
+                    "tools": s.tools.iter().map(|(name, spec)| serde_json::json!({
+                        "name": name, "original_name": spec.name, "description": spec.description, "parameters": spec.parameters,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&list).unwrap_or_default()
+        );
+    } else {
+        for s in &status {
+            println!("{}  {}", s.name, describe_state(&s.state));
+            println!("  transport: {}", s.transport);
+            if let Some(v) = &s.protocol_version {
+                println!(
+                    "  protocol:  {v}{}",
+                    s.server_info
+                        .as_ref()
+                        .map(|i| format!(" ({i})"))
+                        .unwrap_or_default()
+                );
+            }
+            for (name, spec) in &s.tools {
+                println!("  - {name}: {}", one_line(&spec.description, 100));
+            }
+        }
+    }
+    if all_up && conflicts.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// `connected`, `failed: reason`, `restarting: reason (attempt 2, retry in 1.0s)`.
+pub(super) fn describe_state(state: &ServerState) -> String {
+    match state_reason(state) {
+        Some(reason) => format!("{}: {reason}", state_word(state)),
+        None => state_word(state).to_string(),
+    }
+}
+
+fn state_word(state: &ServerState) -> &'static str {
+    match state {
+        ServerState::Connecting => "connecting",
+        ServerState::Connected => "connected",
+        ServerState::Failed { .. } => "failed",
+        ServerState::Restarting { .. } => "restarting",
+    }
+}
+
+fn state_reason(state: &ServerState) -> Option<String> {
+    match state {
+        ServerState::Failed { reason } => Some(reason.clone()),
+        ServerState::Restarting {
+            attempt,
+            reason,
+            retry_in,
+        } => Some(format!(
+            "{reason} (attempt {attempt}, retry in {:.1}s)",
+            retry_in.as_secs_f64()
+        )),
+        _ => None,
+    }
+}
+
+pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
+    let loaded = config::load(root, &config::process_env);
+    let (mut snapshot, diagnostics) = registry::build(loaded, &config::process_env);
+    print_diagnostics(&diagnostics);
+    if diagnostics.iter().any(|d| d.is_error()) {
+        return EXIT_CONFIG;
+    }
+    let patterns: Option<Vec<String>> = match &args.agent {
+        None => None,
+        Some(name) => match snapshot.project.agents.get(name) {
+            Some(agent) => Some(agent.tools.clone()),
+            None => {
+                eprintln!("error: no agent named `{name}`");
+                return EXIT_CONFIG;
+            }
+        },
+    };
+    let servers = match &patterns {
+        None => snapshot.project.mcp_servers.clone(),
+        Some(p) => registry::servers_for(p, &snapshot.project.mcp_servers),
+    };
+    let mut failed = false;
+    if !servers.is_empty() {
+        let Some(rt) = runtime() else {
+            return EXIT_FAILED;
+        };
+        let diags = rt.block_on(async {
+            let (manager, diags) = registry::connect_mcp(&mut snapshot, servers).await;
+            for s in manager.status() {
+                if let Some(reason) = state_reason(&s.state) {
+                    eprintln!(
+                        "mcp server `{}` is {}: {reason}; its tools are not listed",
+                        s.name,
+                        state_word(&s.state)
+                    );
+                }
+            }
+            manager.shutdown().await;
+            diags
+        });
+        print_diagnostics(&diags);
+        failed = !diags.is_empty();
+    }
+    let tools: Vec<_> = snapshot
+        .tools
+        .tools()
+        .filter(|t| {
+            patterns.as_ref().is_none_or(|p| {
+                p.iter()
+                    .any(|p| crate::tools::glob_match(p, &t.spec().name))
+            })
+        })
+        .collect();
+    if args.json {
+        let list: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|t| {
+                let spec = t.spec();
+                serde_json::json!({"name": spec.name, "source": t.source(), "description": spec.description, "parameters": spec.parameters})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&list).unwrap_or_default()
+        );
+    } else {
+        for t in &tools {
+            let spec = t.spec();
+            println!("{}  [{}]", spec.name, t.source());
+            println!("  {}", one_line(&spec.description, 160));
+            println!(
+                "  schema: {}",
+                serde_json::to_string(&spec.parameters).unwrap_or_default()
+            );
+        }
+        if tools.is_empty() {
+            eprintln!("no tools");
+        }
+    }
+    if failed { EXIT_FAILED } else { EXIT_OK }
+}
