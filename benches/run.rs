@@ -53,6 +53,8 @@ fn summary(name: &str, mut values: Vec<f64>, unit: &str) {
     );
 }
 
+// Children are reaped with `wait4` (for their rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn process_bench(runs: usize) {
     let exe = env!("CARGO_BIN_EXE_aurad");
     let mock = MockLlm::start_in_thread();
@@ -73,6 +75,7 @@ fn process_bench(runs: usize) {
     .unwrap();
     let mut whole = Vec::new();
     let mut first_request = Vec::new();
+    let mut rss = Vec::new();
     for i in 0..runs + 3 {
         for k in 0..3 {
             mock.push(Reply::ToolCalls(vec![(
@@ -84,20 +87,22 @@ fn process_bench(runs: usize) {
         mock.push(Reply::Text("hi hi hi".into()));
         let before = mock.requests().len();
         let start = Instant::now();
-        let status = Command::new(exe)
+        let child = Command::new(exe)
             .args(["run", "bench", "--dir"])
             .arg(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status()
+            .spawn()
             .unwrap();
+        let (code, rss_kb) = wait_with_rss(child.id());
         let elapsed = start.elapsed();
-        assert!(status.success(), "aurad run failed");
+        assert_eq!(code, 0, "aurad run failed");
         let requests = mock.requests();
         assert_eq!(requests.len(), before + 4);
         if i >= 3 {
             // The first three runs warm the page cache and the database file.
             whole.push(elapsed.as_secs_f64() * 1000.0);
+            rss.push(rss_kb as f64 / 1024.0);
             first_request.push(
                 requests[before]
                     .received_at
@@ -113,19 +118,23 @@ fn process_bench(runs: usize) {
         first_request,
         "ms",
     );
-    println!(
-        "{:<44} {:>8.1} MB",
-        "(d) peak RSS of aurad run (max over runs)",
-        max_child_rss_kb() as f64 / 1024.0
-    );
+    summary("(d) peak RSS of aurad run", rss, "MB");
 }
 
-/// The largest peak RSS of any child waited for, in KiB.
-fn max_child_rss_kb() -> i64 {
+/// Waits for the child `pid`; returns its exit code and its own peak RSS
+/// in KiB (`wait4`'s rusage covers that child alone).
+fn wait_with_rss(pid: u32) -> (i32, i64) {
+    let mut status = 0;
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct we pass.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-    usage.ru_maxrss
+    // SAFETY: wait4 writes into the two locals we pass.
+    let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid as libc::pid_t, "wait4 failed");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, usage.ru_maxrss)
 }
 
 /// A provider that answers at once: `tool_turns` turns of one tool call each,

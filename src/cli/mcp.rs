@@ -65,7 +65,16 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
         manager.shutdown().await;
         (status, conflicts)
     });
-    let (status, conflicts) = status;
+    let (mut status, conflicts) = status;
+    // This command looks once and stops the servers: a server that would be
+    // retried in the background has, for its purpose, failed.
+    for s in &mut status {
+        if let ServerState::Restarting { reason, .. } = &s.state {
+            s.state = ServerState::Failed {
+                reason: reason.clone(),
+            };
+        }
+    }
     for c in &conflicts {
         eprintln!("mcp.json: {c}");
     }
