@@ -215,6 +215,8 @@ fn engine_bench() {
         limits: Limits::default(),
         temperature: None,
         root: std::env::temp_dir(),
+        skills: None,
+        memory: None,
     };
     let runs = 5000;
     let mut per_iteration = Vec::new();

@@ -157,6 +157,15 @@ impl std::fmt::Display for RunState {
     }
 }
 
+/// A memory recalled into a run's context, as recorded in its events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecalledMemory {
+    pub id: i64,
+    pub score: f64,
+    pub category: String,
+    pub content: String,
+}
+
 /// What the engine tells the world about a run, in order. The CLI renders
 /// these, the store persists them (text deltas merged per model turn), tests
 /// assert on them.
@@ -170,6 +179,17 @@ pub enum RunEvent {
         trigger: String,
         definition_hash: String,
         input: String,
+    },
+    /// Long-term memories put ahead of the input, and why (their scores).
+    MemoryRecalled {
+        namespace: String,
+        memories: Vec<RecalledMemory>,
+    },
+    /// Skills added to the context after the system prompt.
+    SkillsActivated {
+        skills: Vec<String>,
+        /// `auto` (matched against the input) or `pinned` (named by the agent).
+        how: String,
     },
     /// Streamed answer text.
     TextDelta { text: String },
@@ -221,6 +241,8 @@ impl RunEvent {
     pub fn kind(&self) -> &'static str {
         match self {
             RunEvent::Started { .. } => "started",
+            RunEvent::MemoryRecalled { .. } => "memory_recalled",
+            RunEvent::SkillsActivated { .. } => "skills_activated",
             RunEvent::TextDelta { .. } => "text_delta",
             RunEvent::ReasoningDelta { .. } => "reasoning_delta",
             RunEvent::ModelRetry { .. } => "model_retry",

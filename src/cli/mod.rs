@@ -2,9 +2,11 @@
 //! The only module that prints.
 
 mod mcp;
+mod memory;
 mod render;
 mod run;
 mod runs;
+mod skills;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +52,10 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// List every tool (built-in, tools.d, MCP) with its source and schema.
     Tools(mcp::ToolsArgs),
+    /// List, search, add, forget and import long-term memories.
+    Memory(memory::MemoryArgs),
+    /// List skills and show which would match an input.
+    Skills(skills::SkillsArgs),
 }
 
 /// Parses the arguments, runs the command, returns the exit code.
@@ -68,6 +74,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Logs(args) => runs::logs(&root, args),
         Command::Mcp(args) => mcp::mcp(&root, args),
         Command::Tools(args) => mcp::tools(&root, args),
+        Command::Memory(args) => memory::run(&root, args),
+        Command::Skills(args) => skills::run(&root, args),
     }
 }
 

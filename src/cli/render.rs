@@ -62,6 +62,27 @@ impl Renderer {
             } => {
                 self.meta(self.paint("2", &format!("▶ {agent} · {model} · run {run_id}")));
             }
+            RunEvent::MemoryRecalled {
+                namespace,
+                memories,
+            } => {
+                let mut line =
+                    format!("… recalled {} memories from `{namespace}`:", memories.len());
+                for m in memories {
+                    line.push_str(&format!(
+                        "\n    #{} ({:.3}) [{}] {}",
+                        m.id,
+                        m.score,
+                        m.category,
+                        one_line(&m.content, 100)
+                    ));
+                }
+                self.meta(self.paint("2", &line));
+            }
+            RunEvent::SkillsActivated { skills, how } => {
+                let line = format!("… skills ({how}): {}", skills.join(", "));
+                self.meta(self.paint("2", &line));
+            }
             RunEvent::TextDelta { text } => {
                 if self.in_reasoning {
                     self.meta(String::new());

@@ -13,8 +13,6 @@ use super::duration::parse_duration;
 /// Fields of DESIGN.md section 2 that later issues implement. They parse, and
 /// are refused with a clear error rather than silently ignored.
 const NOT_YET: &[(&str, &str)] = &[
-    ("skills", "Agent Skills"),
-    ("memory", "long-term memory"),
     ("schedule", "schedules (aurad serve)"),
     ("on_overlap", "schedules (aurad serve)"),
     ("on_missed", "schedules (aurad serve)"),
@@ -37,7 +35,7 @@ struct RawAgent {
     limits: RawLimits,
     temperature: Option<f32>,
     skills: Option<Value>,
-    memory: Option<Value>,
+    memory: Option<RawMemory>,
     schedule: Option<Value>,
     on_overlap: Option<Value>,
     on_missed: Option<Value>,
@@ -45,6 +43,39 @@ struct RawAgent {
     on_interrupt: Option<Value>,
     output_schema: Option<Value>,
     webhook: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    namespace: Option<String>,
+    recall: Option<usize>,
+    tools: Option<bool>,
+    max_entries: Option<usize>,
+}
+
+/// Which skills a run gets.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SkillsChoice {
+    /// Those matching the input (at most 3).
+    #[default]
+    Auto,
+    /// Exactly these, whatever the input.
+    Named(Vec<String>),
+    None,
+}
+
+/// Long-term memory settings of an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// Default: the agent's name.
+    pub namespace: String,
+    /// How many memories are recalled ahead of the input (0: none).
+    pub recall: usize,
+    /// Whether the agent gets `memory_save`, `memory_search`, `memory_delete`.
+    pub tools: bool,
+    /// Most memories kept in the namespace; past it the lowest-scored go.
+    pub max_entries: usize,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -96,6 +127,8 @@ pub struct Agent {
     pub tools: Vec<String>,
     pub limits: Limits,
     pub temperature: Option<f32>,
+    pub skills: SkillsChoice,
+    pub memory: MemoryConfig,
     /// SHA-256 of the file as written (before interpolation), hex.
     pub hash: String,
     /// The interpolated text, for locating later diagnostics.
@@ -139,8 +172,6 @@ pub fn parse_agent(
 
     for (field, feature) in NOT_YET {
         let present = match *field {
-            "skills" => raw.skills.is_some(),
-            "memory" => raw.memory.is_some(),
             "schedule" => raw.schedule.is_some(),
             "on_overlap" => raw.on_overlap.is_some(),
             "on_missed" => raw.on_missed.is_some(),
@@ -284,6 +315,65 @@ pub fn parse_agent(
             format!("temperature {t} is out of range: use 0.0 to 2.0"),
         ));
     }
+    let skills = match &raw.skills {
+        None => SkillsChoice::Auto,
+        Some(Value::String(s)) if s == "auto" => SkillsChoice::Auto,
+        Some(Value::String(s)) if s == "none" => SkillsChoice::None,
+        Some(Value::Sequence(items)) => {
+            let names: Vec<String> = items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            if names.len() != items.len() {
+                diags.push(err(
+                    &["skills"],
+                    "`skills` lists skill names: every item must be a string".into(),
+                ));
+            }
+            SkillsChoice::Named(names)
+        }
+        Some(other) => {
+            diags.push(err(
+                &["skills"],
+                format!(
+                    "`skills` must be `auto`, `none` or a list of skill names, not {}",
+                    describe(other)
+                ),
+            ));
+            SkillsChoice::Auto
+        }
+    };
+    let raw_memory = raw.memory.unwrap_or_default();
+    let memory = MemoryConfig {
+        namespace: raw_memory
+            .namespace
+            .clone()
+            .unwrap_or_else(|| name.to_string()),
+        recall: raw_memory.recall.unwrap_or(5),
+        tools: raw_memory.tools.unwrap_or(false),
+        max_entries: raw_memory.max_entries.unwrap_or(500),
+    };
+    if memory.namespace.trim().is_empty() {
+        diags.push(err(
+            &["memory", "namespace"],
+            "`memory.namespace` is empty: give a name, or leave it out to use the agent's".into(),
+        ));
+    }
+    if memory.recall > 50 {
+        diags.push(err(
+            &["memory", "recall"],
+            format!(
+                "`memory.recall` is {}; at most 50 memories can be recalled",
+                memory.recall
+            ),
+        ));
+    }
+    if memory.max_entries == 0 {
+        diags.push(err(
+            &["memory", "max_entries"],
+            "`memory.max_entries` must be at least 1".into(),
+        ));
+    }
     if diags.iter().any(Diagnostic::is_error) {
         return (None, diags);
     }
@@ -297,10 +387,25 @@ pub fn parse_agent(
         tools: raw.tools,
         limits,
         temperature: raw.temperature,
+        skills,
+        memory,
         hash,
         text: text.to_string(),
     };
     (Some(agent), diags)
+}
+
+/// A YAML value named for an error message.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Tagged(_) => "a tagged value".into(),
+    }
 }
 
 /// A serde/YAML error as a diagnostic at its place, without serde's own
@@ -386,6 +491,40 @@ mod tests {
         let (_, d) = parse("model: test\nsystem: |\n  line one\n  {{ broken\n");
         assert!(
             d[0].starts_with("agents/a.yaml:4:1: template error in `system`"),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn skills_and_memory() {
+        let (a, d) = parse(
+            "model: test\nprompt: hi\nskills: [web-search]\nmemory: { namespace: shared, tools: true }\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let a = a.unwrap();
+        assert_eq!(a.skills, SkillsChoice::Named(vec!["web-search".into()]));
+        assert_eq!(
+            a.memory,
+            MemoryConfig {
+                namespace: "shared".into(),
+                recall: 5,
+                tools: true,
+                max_entries: 500
+            }
+        );
+        let (a, _) = parse("model: test\nprompt: hi\nskills: none\n");
+        assert_eq!(a.unwrap().skills, SkillsChoice::None);
+        let (a, _) = parse("model: test\nprompt: hi\n");
+        let a = a.unwrap();
+        assert_eq!(
+            (a.skills, a.memory.namespace, a.memory.tools),
+            (SkillsChoice::Auto, "a".to_string(), false)
+        );
+        let (_, d) = parse("model: test\nprompt: hi\nskills: sometimes\nmemory: { recal: 3 }\n");
+        assert!(d[0].contains("unknown field `recal`"), "{d:?}");
+        let (_, d) = parse("model: test\nprompt: hi\nskills: sometimes\n");
+        assert!(
+            d[0].starts_with("agents/a.yaml:3:9: `skills` must be `auto`, `none` or a list"),
             "{d:?}"
         );
     }

@@ -51,6 +51,8 @@ fn is_boundary(event: &RunEvent) -> bool {
     matches!(
         event,
         RunEvent::Started { .. }
+            | RunEvent::MemoryRecalled { .. }
+            | RunEvent::SkillsActivated { .. }
             | RunEvent::Usage { .. }
             | RunEvent::ToolCall { .. }
             | RunEvent::ToolResult { .. }

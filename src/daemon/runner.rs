@@ -8,13 +8,15 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EnvLookup;
-use crate::engine::{self, Parts, RunOutcome, RunSpec};
+use crate::config::{MemoryConfig, SkillsChoice};
+use crate::engine::{self, ActiveSkills, Parts, RecalledBlock, RunOutcome, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
 use crate::registry::{Snapshot, provider_for};
+use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{NewRun, Store, StoreError, new_run_id};
 use crate::tools::ToolSet;
-use crate::types::{RunEvent, RunState};
+use crate::types::{RecalledMemory, RunEvent, RunState};
 
 use super::recorder::Recorder;
 
@@ -33,6 +35,9 @@ pub struct RunRequest {
 /// A run resolved and ready to start.
 pub struct PreparedRun {
     pub spec: RunSpec,
+    /// The agent's memory settings: recall and tools happen in `execute`,
+    /// which has the store.
+    pub memory: MemoryConfig,
     pub provider: Arc<dyn Provider>,
     pub tools: ToolSet,
     pub retry: RetryPolicy,
@@ -79,6 +84,7 @@ pub fn prepare(
         .map(|s| render(s, &agent.name, &now, &input))
         .transpose()
         .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
+    let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
     let spec = RunSpec {
         run_id: new_run_id(),
         agent: agent.name.clone(),
@@ -91,13 +97,80 @@ pub fn prepare(
         limits: agent.limits.clone(),
         temperature: agent.temperature,
         root: project.root.clone(),
+        skills,
+        memory: None,
     };
     Ok(PreparedRun {
+        memory: agent.memory.clone(),
         spec,
         provider,
         tools: snapshot.tools.select(&agent.tools),
         retry: RetryPolicy::default(),
     })
+}
+
+/// The memories recalled for the run's input. A failed recall is logged and
+/// the run goes on without them: memory helps a run, it is not worth failing
+/// one for.
+async fn recall(store: &Store, memory: &MemoryConfig, spec: &RunSpec) -> Option<RecalledBlock> {
+    if memory.recall == 0 {
+        return None;
+    }
+    let recalled = store
+        .memory_recall(
+            &memory.namespace,
+            &spec.input,
+            memory.recall,
+            0.05,
+            chrono::Utc::now(),
+        )
+        .await;
+    match recalled {
+        Ok(recalled) if !recalled.is_empty() => Some(RecalledBlock {
+            namespace: memory.namespace.clone(),
+            block: crate::memory::context_block(&recalled),
+            memories: recalled
+                .iter()
+                .map(|r| RecalledMemory {
+                    id: r.memory.id,
+                    score: r.score,
+                    category: r.memory.category.clone(),
+                    content: r.memory.content.clone(),
+                })
+                .collect(),
+        }),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(run = %spec.run_id, "memory recall failed: {e}");
+            None
+        }
+    }
+}
+
+/// The skills a run gets: matched against the input (`auto`), named by the
+/// agent (`pinned`), or none.
+fn resolve_skills(
+    all: &[Skill],
+    choice: &SkillsChoice,
+    input: &str,
+) -> Result<Option<ActiveSkills>, String> {
+    let chosen: Vec<&Skill> = select_skills(all, choice, input)?
+        .into_iter()
+        .map(|(skill, _)| skill)
+        .collect();
+    if chosen.is_empty() {
+        return Ok(None);
+    }
+    let how = if matches!(choice, SkillsChoice::Named(_)) {
+        "pinned"
+    } else {
+        "auto"
+    };
+    Ok(Some(ActiveSkills {
+        names: chosen.iter().map(|s| s.name.clone()).collect(),
+        how: how.to_string(),
+        message: skills_message(&chosen),
+    }))
 }
 
 /// Renders a prompt template with `agent`, `now`, `input` and `vars`.
@@ -122,11 +195,24 @@ pub async fn execute(
     mut on_event: impl FnMut(&RunEvent) + Send,
 ) -> Result<RunOutcome, StoreError> {
     let PreparedRun {
-        spec,
+        mut spec,
+        memory,
         provider,
-        tools,
+        mut tools,
         retry,
     } = prepared;
+    spec.memory = recall(store, &memory, &spec).await;
+    if memory.tools {
+        let bound = crate::memory::memory_tools_with_limit(
+            store.clone(),
+            memory.namespace.clone(),
+            spec.run_id.clone(),
+            memory.max_entries,
+        );
+        for tool in bound {
+            tools.add(tool);
+        }
+    }
     store
         .claim_run(NewRun {
             id: spec.run_id.clone(),

@@ -19,7 +19,7 @@ use crate::config::duration::format_duration;
 use crate::llm::retry::{RetryPolicy, stream_with_retry};
 use crate::llm::{ChatRequest, Delta, Provider, ProviderError};
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
-use crate::types::{Message, RunEvent, RunState, Usage};
+use crate::types::{Message, RecalledMemory, RunEvent, RunState, Usage};
 
 /// Everything about one run that the engine needs, already resolved.
 #[derive(Debug, Clone)]
@@ -40,6 +40,29 @@ pub struct RunSpec {
     pub temperature: Option<f32>,
     /// The project root: where tools run.
     pub root: PathBuf,
+    /// Skills put in as one system message after the system prompt.
+    pub skills: Option<ActiveSkills>,
+    /// Memories put ahead of the input.
+    pub memory: Option<RecalledBlock>,
+}
+
+/// The skills of a run, resolved before it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveSkills {
+    pub names: Vec<String>,
+    /// `auto` or `pinned`.
+    pub how: String,
+    /// The system message that carries them.
+    pub message: String,
+}
+
+/// The memories recalled for a run's input, resolved before it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecalledBlock {
+    pub namespace: String,
+    pub memories: Vec<RecalledMemory>,
+    /// The text put ahead of the input.
+    pub block: String,
 }
 
 /// The parts a run uses.
@@ -76,6 +99,18 @@ pub async fn run(
         definition_hash: spec.definition_hash.clone(),
         input: spec.input.clone(),
     });
+    if let Some(skills) = &spec.skills {
+        let _ = events.send(RunEvent::SkillsActivated {
+            skills: skills.names.clone(),
+            how: skills.how.clone(),
+        });
+    }
+    if let Some(memory) = spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
+        let _ = events.send(RunEvent::MemoryRecalled {
+            namespace: memory.namespace.clone(),
+            memories: memory.memories.clone(),
+        });
+    }
     // One token for the whole run: cancelled by the caller or by the timeout.
     let token = cancel.child_token();
     let timed_out = Arc::new(AtomicBool::new(false));
@@ -154,7 +189,15 @@ impl LoopState<'_> {
         if let Some(system) = spec.system.as_deref().filter(|s| !s.trim().is_empty()) {
             messages.push(Message::system(system));
         }
-        messages.push(Message::user(spec.input.clone()));
+        if let Some(skills) = &spec.skills {
+            messages.push(Message::system(skills.message.clone()));
+        }
+        match spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
+            Some(memory) => {
+                messages.push(Message::user(format!("{}\n\n{}", memory.block, spec.input)))
+            }
+            None => messages.push(Message::user(spec.input.clone())),
+        }
         let tools = self.parts.tools.specs();
         let tools_tokens =
             context::estimate_text(&serde_json::to_string(&tools).unwrap_or_default());

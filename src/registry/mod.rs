@@ -22,6 +22,8 @@ use crate::tools::{ToolRegistry, glob_could_extend};
 pub struct Snapshot {
     pub project: Project,
     pub tools: ToolRegistry,
+    /// Skills of `skills/` (those without errors).
+    pub skills: Vec<crate::skills::Skill>,
 }
 
 /// Builds the snapshot and adds the cross-file diagnostics to `loaded`'s.
@@ -38,9 +40,30 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
             diagnostics.push(Diagnostic::error(&plugin.path, (1, 1), message));
         }
     }
+    let (skills, skill_diags) = crate::skills::load_skills(&project.root);
+    diagnostics.extend(skill_diags);
     let mut broken = Vec::new();
     for agent in project.agents.values() {
-        let diags = check_agent(agent, &project.settings, &tools, &project.mcp_servers, env);
+        let mut diags = check_agent(agent, &project.settings, &tools, &project.mcp_servers, env);
+        if let crate::config::SkillsChoice::Named(names) = &agent.skills {
+            for name in names {
+                if !skills.iter().any(|s| &s.name == name) {
+                    let known: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+                    diags.push(Diagnostic::error(
+                        &agent.path,
+                        locate(&agent.text, &["skills"]),
+                        format!(
+                            "skills: no skill named {name:?} in skills/ (skills: {})",
+                            if known.is_empty() {
+                                "none".to_string()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
         if diags.iter().any(Diagnostic::is_error) {
             broken.push(agent.name.clone());
         }
@@ -49,7 +72,14 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     for name in broken {
         project.agents.remove(&name);
     }
-    (Snapshot { project, tools }, diagnostics)
+    (
+        Snapshot {
+            project,
+            tools,
+            skills,
+        },
+        diagnostics,
+    )
 }
 
 /// Checks what one agent refers to: its provider and its tools.

@@ -15,9 +15,10 @@ pub(super) struct Migration {
     pub sql: &'static str,
 }
 
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    name: "runs and events",
-    sql: r#"
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        name: "runs and events",
+        sql: r#"
 CREATE TABLE runs (
     id              TEXT PRIMARY KEY NOT NULL,
     agent           TEXT NOT NULL,
@@ -48,7 +49,55 @@ CREATE TABLE events (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 "#,
-}];
+    },
+    Migration {
+        name: "long-term memory and its inverted index",
+        sql: r#"
+CREATE TABLE memory_namespaces (
+    id      INTEGER PRIMARY KEY,
+    name    TEXT NOT NULL UNIQUE,
+    entries INTEGER NOT NULL DEFAULT 0,
+    epoch   INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE memories (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace    TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    category     TEXT NOT NULL,
+    importance   INTEGER NOT NULL CHECK (importance BETWEEN 1 AND 10),
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    run_id       TEXT,
+    metadata     TEXT NOT NULL DEFAULT '{}',
+    -- log2 of an upper bound of the boosts at the Unix epoch (memory::score::impact)
+    impact       REAL NOT NULL,
+    -- cached TF-IDF vector norm, valid while memory_namespaces.epoch = norm_epoch
+    norm         REAL,
+    norm_epoch   INTEGER
+);
+CREATE INDEX memories_namespace_updated ON memories(namespace, updated_at);
+
+-- Postings, per term in impact order (recall reads the best first and stops).
+CREATE TABLE memory_terms (
+    ns        INTEGER NOT NULL REFERENCES memory_namespaces(id),
+    term      TEXT NOT NULL,
+    impact    REAL NOT NULL,
+    memory_id INTEGER NOT NULL,
+    tf        INTEGER NOT NULL,
+    PRIMARY KEY (ns, term, impact, memory_id)
+) WITHOUT ROWID;
+
+CREATE TABLE memory_df (
+    ns   INTEGER NOT NULL REFERENCES memory_namespaces(id),
+    term TEXT NOT NULL,
+    df   INTEGER NOT NULL,
+    PRIMARY KEY (ns, term)
+) WITHOUT ROWID;
+"#,
+    },
+];
 
 /// Brings the schema up to [`MIGRATIONS`].
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -17,6 +17,9 @@
 //! connection and reports any error. Dropping the last clone does the same
 //! (waiting for the thread unless dropped on the writer thread itself).
 
+mod memory;
+#[cfg(test)]
+mod memory_tests;
 mod migrations;
 #[cfg(test)]
 mod open_tests;

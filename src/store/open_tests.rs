@@ -40,6 +40,10 @@ fn later_migrations_apply_and_failed_ones_roll_back() {
             sql: MIGRATIONS[0].sql,
         },
         Migration {
+            name: "long-term memory",
+            sql: MIGRATIONS[1].sql,
+        },
+        Migration {
             name: "extra",
             sql: "CREATE TABLE extra (x INTEGER);",
         },
@@ -50,10 +54,10 @@ fn later_migrations_apply_and_failed_ones_roll_back() {
     ];
     let err = migrate_with(&mut conn, &more).unwrap_err();
     assert!(
-        err.to_string().contains("schema migration 3 (broken)"),
+        err.to_string().contains("schema migration 4 (broken)"),
         "{err}"
     );
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), 3);
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         .unwrap()
@@ -74,7 +78,9 @@ fn newer_schema_is_refused() {
     assert_eq!(err, StoreError::NewerSchema { found: 99, known });
     let message = err.to_string();
     assert!(
-        message.contains("created by a newer aurad (schema 99, this build knows 1)"),
+        message.contains(&format!(
+            "created by a newer aurad (schema 99, this build knows {known})"
+        )),
         "{message}"
     );
 }

@@ -170,6 +170,21 @@ pub struct ToolSet {
 }
 
 impl ToolSet {
+    /// Adds a tool bound to one run (the memory tools); a name already in
+    /// the set keeps the first tool.
+    pub fn add(&mut self, tool: Arc<dyn Tool>) {
+        if self
+            .entries
+            .iter()
+            .all(|e| e.tool.spec().name != tool.spec().name)
+        {
+            self.entries.push(Entry {
+                tool,
+                validator: OnceLock::new(),
+            });
+        }
+    }
+
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.entries.iter().map(|e| e.tool.spec().clone()).collect()
     }

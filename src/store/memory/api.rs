@@ -1,0 +1,136 @@
+//! The typed `Store::memory_*` methods: each sends one function of
+//! `store::memory` to the writer thread (async, or `_blocking` for code
+//! without a runtime such as the CLI).
+
+use chrono::{DateTime, Utc};
+
+use super::write::{count, delete, import, list, save};
+use super::{load, recall};
+use crate::memory::{Memory, NewMemory, Recalled, Saved};
+use crate::store::{Store, StoreError};
+
+impl Store {
+    /// The `limit` best memories of `namespace` for `query` scoring at least
+    /// `min_score`, best first; bumps the access count of each returned one.
+    pub async fn memory_recall(
+        &self,
+        namespace: &str,
+        query: &str,
+        limit: usize,
+        min_score: f64,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Recalled>, StoreError> {
+        let (ns, q) = (namespace.to_owned(), query.to_owned());
+        self.call(move |c| recall(c, &ns, &q, limit, min_score, now))
+            .await
+    }
+
+    pub fn memory_recall_blocking(
+        &self,
+        namespace: &str,
+        query: &str,
+        limit: usize,
+        min_score: f64,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Recalled>, StoreError> {
+        let (ns, q) = (namespace.to_owned(), query.to_owned());
+        self.call_blocking(move |c| recall(c, &ns, &q, limit, min_score, now))
+    }
+
+    /// Saves `new`, merging it into its best match if that scores above 0.8;
+    /// then, if the namespace holds more than `max_entries`, keeps the best
+    /// 80% of `max_entries` by the cleanup score.
+    pub async fn memory_save(
+        &self,
+        new: NewMemory,
+        max_entries: usize,
+        now: DateTime<Utc>,
+    ) -> Result<Saved, StoreError> {
+        self.call(move |c| save(c, new, max_entries, now)).await
+    }
+
+    pub fn memory_save_blocking(
+        &self,
+        new: NewMemory,
+        max_entries: usize,
+        now: DateTime<Utc>,
+    ) -> Result<Saved, StoreError> {
+        self.call_blocking(move |c| save(c, new, max_entries, now))
+    }
+
+    /// Deletes memory `id` of `namespace`; false if there is none.
+    pub async fn memory_delete(&self, namespace: &str, id: i64) -> Result<bool, StoreError> {
+        let ns = namespace.to_owned();
+        self.call(move |c| delete(c, &ns, id)).await
+    }
+
+    pub fn memory_delete_blocking(&self, namespace: &str, id: i64) -> Result<bool, StoreError> {
+        let ns = namespace.to_owned();
+        self.call_blocking(move |c| delete(c, &ns, id))
+    }
+
+    /// The memories of `namespace`, most recently updated first; `limit` 0
+    /// means all.
+    pub async fn memory_list(
+        &self,
+        namespace: &str,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let ns = namespace.to_owned();
+        self.call(move |c| list(c, &ns, limit)).await
+    }
+
+    pub fn memory_list_blocking(
+        &self,
+        namespace: &str,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let ns = namespace.to_owned();
+        self.call_blocking(move |c| list(c, &ns, limit))
+    }
+
+    /// Memory `id` of `namespace`, if there is one.
+    pub async fn memory_get(&self, namespace: &str, id: i64) -> Result<Option<Memory>, StoreError> {
+        let ns = namespace.to_owned();
+        self.call(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
+            .await
+    }
+
+    pub fn memory_get_blocking(
+        &self,
+        namespace: &str,
+        id: i64,
+    ) -> Result<Option<Memory>, StoreError> {
+        let ns = namespace.to_owned();
+        self.call_blocking(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
+    }
+
+    /// How many memories `namespace` holds.
+    pub async fn memory_count(&self, namespace: &str) -> Result<usize, StoreError> {
+        let ns = namespace.to_owned();
+        self.call(move |c| count(c, &ns)).await
+    }
+
+    pub fn memory_count_blocking(&self, namespace: &str) -> Result<usize, StoreError> {
+        let ns = namespace.to_owned();
+        self.call_blocking(move |c| count(c, &ns))
+    }
+
+    /// Adds `entries` as they are (no merging, no cleanup; timestamps and
+    /// access counts kept) in one transaction; returns how many.
+    pub async fn memory_import(
+        &self,
+        entries: Vec<NewMemory>,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StoreError> {
+        self.call(move |c| import(c, entries, now)).await
+    }
+
+    pub fn memory_import_blocking(
+        &self,
+        entries: Vec<NewMemory>,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StoreError> {
+        self.call_blocking(move |c| import(c, entries, now))
+    }
+}

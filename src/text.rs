@@ -1,0 +1,52 @@
+//! Tokenisation shared by memory recall and skill matching: runs of
+//! `[a-z0-9]` in the lowercased text, and each CJK ideograph on its own, so
+//! Chinese, English and mixed text match each other without a dictionary
+//! (the query `Python programming` finds `用户喜欢使用 Python 编程`).
+//! Pure functions; depends on nothing.
+
+/// Is `c` a CJK ideograph (unified ideographs and their extensions, and the
+/// compatibility block)?
+pub fn is_cjk_ideograph(c: char) -> bool {
+    matches!(c as u32,
+        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2EBEF | 0x30000..=0x323AF | 0xF900..=0xFAFF)
+}
+
+/// The tokens of `text`, in order, repeats kept.
+pub fn tokenize(text: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        let lower = c.to_ascii_lowercase();
+        if lower.is_ascii_lowercase() || lower.is_ascii_digit() {
+            word.push(lower);
+            continue;
+        }
+        if !word.is_empty() {
+            tokens.push(std::mem::take(&mut word));
+        }
+        if is_cjk_ideograph(c) {
+            tokens.push(c.to_string());
+        }
+    }
+    if !word.is_empty() {
+        tokens.push(word);
+    }
+    tokens
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn english_chinese_and_mixed() {
+        assert_eq!(tokenize("Hello, World 42!"), ["hello", "world", "42"]);
+        assert_eq!(
+            tokenize("用户喜欢使用 Python 编程"),
+            ["用", "户", "喜", "欢", "使", "用", "python", "编", "程"]
+        );
+        assert_eq!(tokenize("GPT-4o用法"), ["gpt", "4o", "用", "法"]);
+        assert!(tokenize("— ... ¿? ").is_empty());
+        assert_eq!(tokenize("Ünïcode café"), ["n", "code", "caf"]);
+    }
+}
