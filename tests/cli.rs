@@ -340,3 +340,29 @@ fn ctrl_c_cancels_the_run_and_records_it() {
         .unwrap();
     assert_eq!(runs[0].state, RunState::Cancelled);
 }
+
+#[test]
+fn commands_run_by_the_model_do_not_see_secrets() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::ToolCalls(vec![(
+        "c1".into(),
+        "bash".into(),
+        r#"{"command":"echo \"key=[$OPENAI_API_KEY] token=[$GITHUB_TOKEN] home=[${HOME:+set}]\""}"#
+            .into(),
+    )]));
+    mock.push(Reply::Text("done".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [bash]\n");
+    cargo_bin_cmd!("aurad")
+        .args(["run", "a", "--input", "go", "--dir"])
+        .arg(dir.path())
+        .env("OPENAI_API_KEY", "sk-must-not-leak")
+        .env("GITHUB_TOKEN", "ghp-must-not-leak")
+        .assert()
+        .code(0);
+    let requests = mock.requests();
+    let result = requests[1].messages()[3]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(result.trim_end(), "key=[] token=[] home=[set]");
+}

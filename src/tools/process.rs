@@ -44,6 +44,8 @@ pub struct ProcessSpec {
     pub cwd: PathBuf,
     /// Added to (or overriding) the inherited environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Removed from the inherited environment.
+    pub env_remove: Vec<OsString>,
     /// Written to the program's stdin, which is then closed. `None`: stdin is
     /// `/dev/null`.
     pub stdin: Option<Vec<u8>>,
@@ -64,6 +66,7 @@ impl ProcessSpec {
             args: Vec::new(),
             cwd: cwd.into(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             stdin: None,
             keep_stdout: Keep::Head(64 * 1024),
             keep_stderr: Keep::Head(64 * 1024),
@@ -153,7 +156,11 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
             stderr: Captured::default(),
         });
     }
-    let mut child = Command::new(&spec.program)
+    let mut command = Command::new(&spec.program);
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
+    let mut child = command
         .args(&spec.args)
         .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
