@@ -7,7 +7,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::render::one_line;
-use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
+use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
 use crate::config;
 use crate::mcp::ServerState;
 use crate::registry;
@@ -27,6 +27,25 @@ pub struct ToolsArgs {
     /// Print the tools as a JSON array with their schemas.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Runs `work` unless SIGINT or SIGTERM comes first, then `None`. MCP
+/// servers run in process groups of their own, so a Ctrl-C at the terminal
+/// does not reach them: dropping `work` (and any `McpManager` in it) is what
+/// kills them.
+pub(super) async fn interruptible<T>(work: impl std::future::Future<Output = T>) -> Option<T> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return Some(work.await);
+    };
+    tokio::select! {
+        value = work => Some(value),
+        _ = interrupt.recv() => None,
+        _ = term.recv() => None,
+    }
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {
@@ -58,14 +77,17 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
     let Some(rt) = runtime() else {
         return EXIT_FAILED;
     };
-    let status = rt.block_on(async {
+    let status = rt.block_on(interruptible(async {
         let manager = crate::mcp::McpManager::start(servers).await;
         let status = manager.status();
         let conflicts = manager.conflicts();
         manager.shutdown().await;
         (status, conflicts)
-    });
-    let (mut status, conflicts) = status;
+    }));
+    let Some((mut status, conflicts)) = status else {
+        eprintln!("interrupted; the MCP servers were stopped");
+        return EXIT_CANCELLED;
+    };
     // This command looks once and stops the servers: a server that would be
     // retried in the background has, for its purpose, failed.
     for s in &mut status {
@@ -185,7 +207,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
         let Some(rt) = runtime() else {
             return EXIT_FAILED;
         };
-        let diags = rt.block_on(async {
+        let diags = rt.block_on(interruptible(async {
             let (manager, diags) = registry::connect_mcp(&mut snapshot, servers).await;
             for s in manager.status() {
                 if let Some(reason) = state_reason(&s.state) {
@@ -198,7 +220,11 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
             }
             manager.shutdown().await;
             diags
-        });
+        }));
+        let Some(diags) = diags else {
+            eprintln!("interrupted; the MCP servers were stopped");
+            return EXIT_CANCELLED;
+        };
         print_diagnostics(&diags);
         failed = !diags.is_empty();
     }

@@ -54,8 +54,8 @@ pub enum MemoryCommand {
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(1..=10))]
         importance: u8,
         /// Cleanup keeps 80% of this many once the namespace holds more.
-        #[arg(long, default_value_t = DEFAULT_MAX_ENTRIES)]
-        max_entries: usize,
+        #[arg(long, default_value_t = DEFAULT_MAX_ENTRIES as u64, value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
+        max_entries: u64,
     },
     /// Delete memory ID.
     Forget { id: i64 },
@@ -89,7 +89,7 @@ pub fn run(root: &Path, args: MemoryArgs) -> i32 {
             let mut new = NewMemory::new(ns, text);
             new.category = category;
             new.importance = importance;
-            add(&store, new, max_entries, args.json)
+            add(&store, new, max_entries as usize, args.json)
         }
         MemoryCommand::Forget { id } => forget(&store, ns, id, args.json),
         MemoryCommand::Import { file } => import_file(&store, ns, &file, args.json),

@@ -66,8 +66,14 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
     let mcp = if servers.is_empty() {
         None
     } else {
-        let (manager, diagnostics) =
-            runtime.block_on(registry::connect_mcp(&mut snapshot, servers));
+        let connected = runtime.block_on(super::mcp::interruptible(registry::connect_mcp(
+            &mut snapshot,
+            servers,
+        )));
+        let Some((manager, diagnostics)) = connected else {
+            eprintln!("interrupted while starting MCP servers; they were stopped");
+            return EXIT_CANCELLED;
+        };
         print_diagnostics(&diagnostics);
         for status in manager.status() {
             if !matches!(status.state, crate::mcp::ServerState::Connected) {

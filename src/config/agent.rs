@@ -368,10 +368,13 @@ pub fn parse_agent(
             ),
         ));
     }
-    if memory.max_entries == 0 {
+    if memory.max_entries < 10 {
         diags.push(err(
             &["memory", "max_entries"],
-            "`memory.max_entries` must be at least 1".into(),
+            format!(
+                "`memory.max_entries` is {}; it must be at least 10 (cleanup keeps 80% of it)",
+                memory.max_entries
+            ),
         ));
     }
     if diags.iter().any(Diagnostic::is_error) {

@@ -42,8 +42,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .ok_or_else(|| format!("duration {text:?} is too long"))?;
         rest = &rest[unit_len..];
     }
+    if total > MAX {
+        return Err(format!("duration {text:?} is too long: at most 365d"));
+    }
     Ok(total)
 }
+
+/// No duration in a config file needs more than a year; anything longer is
+/// a mistake (and would overflow deadlines).
+const MAX: Duration = Duration::from_secs(365 * 86_400);
 
 /// Renders a duration the way a user would write it.
 pub fn format_duration(d: Duration) -> String {

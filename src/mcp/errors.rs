@@ -123,10 +123,6 @@ pub(crate) fn is_session_expired(e: &ServiceError) -> bool {
         {
             return true;
         }
-        let text = err.to_string().to_ascii_lowercase();
-        if text.contains("session expired") || text.contains("session not found") {
-            return true;
-        }
         current = err.source();
     }
     false

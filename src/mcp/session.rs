@@ -80,6 +80,10 @@ pub(crate) async fn connect(
                 ));
             }
             let mut cmd = tokio::process::Command::new(command);
+            // Secrets reach a server only through its `env` in mcp.json.
+            for name in crate::tools::process::inherited_secrets() {
+                cmd.env_remove(name);
+            }
             cmd.args(args)
                 .envs(env)
                 .stdin(Stdio::piped())

@@ -58,6 +58,14 @@ pub(crate) struct Server {
 }
 
 impl Server {
+    /// Whether the server is reached over streamable HTTP.
+    pub fn is_http(&self) -> bool {
+        matches!(
+            self.config.transport,
+            crate::config::mcp::McpTransport::Http { .. }
+        )
+    }
+
     pub fn new(config: McpServerConfig) -> (Arc<Server>, mpsc::UnboundedReceiver<u64>) {
         let (renew_tx, renew_rx) = mpsc::unbounded_channel();
         let live = Live {
@@ -148,9 +156,13 @@ pub(crate) async fn supervise(
     let mut started = Some(started);
     let mut attempt: u32 = 0;
     loop {
+        if stop.is_cancelled() {
+            break;
+        }
         let connected = tokio::select! {
-            r = session::connect(&server.config, &server.pgid) => r,
+            biased;
             () = stop.cancelled() => break,
+            r = session::connect(&server.config, &server.pgid) => r,
         };
         let mut immediate = false;
         let reason = match connected {

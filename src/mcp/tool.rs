@@ -90,7 +90,9 @@ impl Tool for McpTool {
             let work = async {
                 let (peer, generation) = self.server.peer()?;
                 match self.call_once(&peer, arguments.clone()).await {
-                    Err(e) if is_session_expired(&e) => {
+                    // Only an HTTP session can expire; a stdio server is
+                    // never restarted because of an error text.
+                    Err(e) if self.server.is_http() && is_session_expired(&e) => {
                         tracing::info!(target: "aurad::mcp", server = %name,
                             "session expired during a call; opening a new session and retrying once");
                         let peer = self.server.renew(generation).await?;

@@ -133,7 +133,9 @@ fn entry(value: Value, namespace: &str) -> Result<NewMemory, String> {
         None => 0,
         Some(v) => v
             .as_u64()
-            .ok_or_else(|| format!("`accessCount` must be a non-negative integer, got {v}"))?,
+            .ok_or_else(|| format!("`accessCount` must be a non-negative integer, got {v}"))?
+            // Far beyond any real count, and far from overflowing a bump.
+            .min(1_000_000_000),
     };
     let mut metadata = match object.get("metadata") {
         None | Some(Value::Null) => Map::new(),

@@ -112,6 +112,25 @@ pub fn check_agent(
             format!("{var} is not set: runs of this agent will fail until it is (api_key_env of provider `{provider}`)"),
         ));
     }
+    if agent.memory.tools {
+        for name in ["memory_save", "memory_search", "memory_delete"] {
+            if let Some(other) = tools.get(name)
+                && agent
+                    .tools
+                    .iter()
+                    .any(|p| crate::tools::glob_match(p, name))
+            {
+                diags.push(Diagnostic::error(
+                    &agent.path,
+                    locate(&agent.text, &["memory", "tools"]),
+                    format!(
+                        "`memory.tools: true` adds `{name}`, but `tools:` also allows {} of that name; rename it or narrow the allow-list",
+                        other.source()
+                    ),
+                ));
+            }
+        }
+    }
     for pattern in tools.unmatched(&agent.tools) {
         // MCP tools are known only once their server is connected.
         if servers

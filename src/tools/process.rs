@@ -146,6 +146,43 @@ pub enum ProcessError {
     Wait(std::io::Error),
 }
 
+/// The secret-looking variables of this process's environment.
+pub fn inherited_secrets() -> Vec<OsString> {
+    secret_variables(std::env::vars_os().map(|(name, _)| name))
+}
+
+/// The variables of `names` that look like secrets (API keys, tokens,
+/// passwords). Programs the model drives (bash commands, plugins, MCP
+/// servers) do not inherit them: what they print goes into run events and
+/// the database, where secrets must never go. A program that needs one gets
+/// it explicitly (a plugin's or an MCP server's `env`).
+pub fn secret_variables(
+    names: impl Iterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    const WORDS: [&str; 11] = [
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "CREDENTIALS",
+    ];
+    names
+        .filter(|name| {
+            let upper = name.to_string_lossy().to_ascii_uppercase();
+            upper.ends_with("PASSWORD")
+                || upper
+                    .split(['_', '-', '.'])
+                    .any(|word| WORDS.contains(&word))
+        })
+        .collect()
+}
+
 /// Runs `spec` to its end; see the module docs. If the token is already
 /// cancelled, nothing is started.
 pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
@@ -332,3 +369,38 @@ pub fn signal_name(signal: i32) -> String {
 #[cfg(test)]
 #[path = "process_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod secret_tests {
+    use super::secret_variables;
+
+    #[test]
+    fn secret_looking_variables_are_found() {
+        let names = [
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "PGPASSWORD",
+            "AURAD_TOKEN",
+            "DEEPSEEK_API_KEY",
+            "HOME",
+            "PATH",
+            "MONKEY",
+            "KEYBOARD_LAYOUT",
+            "TOKENIZERS_PARALLELISM",
+        ];
+        let found = secret_variables(names.iter().map(std::ffi::OsString::from));
+        let found: Vec<&str> = found.iter().map(|n| n.to_str().unwrap()).collect();
+        assert_eq!(
+            found,
+            [
+                "OPENAI_API_KEY",
+                "GITHUB_TOKEN",
+                "AWS_SECRET_ACCESS_KEY",
+                "PGPASSWORD",
+                "AURAD_TOKEN",
+                "DEEPSEEK_API_KEY"
+            ]
+        );
+    }
+}

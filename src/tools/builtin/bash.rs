@@ -72,36 +72,6 @@ fn describe_failure(status: ExitStatus) -> Option<String> {
     }
 }
 
-/// The variables of `names` that look like secrets (API keys, tokens,
-/// passwords). The model's commands do not see them: whatever a command
-/// prints goes into run events and the database, where secrets must never
-/// go. A script that needs a secret gets it through a `tools.d` plugin's
-/// `env`.
-fn secret_variables(names: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    const WORDS: [&str; 11] = [
-        "KEY",
-        "KEYS",
-        "APIKEY",
-        "TOKEN",
-        "TOKENS",
-        "SECRET",
-        "SECRETS",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "CREDENTIALS",
-    ];
-    names
-        .filter(|name| {
-            let upper = name.to_string_lossy().to_ascii_uppercase();
-            upper.ends_with("PASSWORD")
-                || upper
-                    .split(['_', '-', '.'])
-                    .any(|word| WORDS.contains(&word))
-        })
-        .collect()
-}
-
 async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<String, ToolError> {
     // One byte over the cap tells `render` the output was cut.
     let keep = Keep::Head(ctx.output_cap.saturating_add(1));
@@ -112,7 +82,7 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
             ("GIT_PAGER".into(), "cat".into()),
             ("GIT_TERMINAL_PROMPT".into(), "0".into()),
         ],
-        env_remove: secret_variables(std::env::vars_os().map(|(name, _)| name)),
+        env_remove: process::inherited_secrets(),
         keep_stdout: keep,
         keep_stderr: keep,
         timeout,
@@ -201,41 +171,6 @@ impl Tool for BashTool {
             }
             run(command, Duration::from_secs(secs), ctx).await
         })
-    }
-}
-
-#[cfg(test)]
-mod secret_tests {
-    use super::secret_variables;
-
-    #[test]
-    fn secret_looking_variables_are_found() {
-        let names = [
-            "OPENAI_API_KEY",
-            "GITHUB_TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "PGPASSWORD",
-            "AURAD_TOKEN",
-            "DEEPSEEK_API_KEY",
-            "HOME",
-            "PATH",
-            "MONKEY",
-            "KEYBOARD_LAYOUT",
-            "TOKENIZERS_PARALLELISM",
-        ];
-        let found = secret_variables(names.iter().map(std::ffi::OsString::from));
-        let found: Vec<&str> = found.iter().map(|n| n.to_str().unwrap()).collect();
-        assert_eq!(
-            found,
-            [
-                "OPENAI_API_KEY",
-                "GITHUB_TOKEN",
-                "AWS_SECRET_ACCESS_KEY",
-                "PGPASSWORD",
-                "AURAD_TOKEN",
-                "DEEPSEEK_API_KEY"
-            ]
-        );
     }
 }
 
