@@ -174,3 +174,32 @@ fn run_reaches_an_mcp_tool_through_the_binary() {
     let requests = mock.requests();
     assert_eq!(requests[1].messages()[3]["content"], "via the binary");
 }
+
+#[test]
+fn tools_includes_the_memory_tools_of_an_agent_with_memory_tools() {
+    let mock = MockLlm::start_in_thread();
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nsystem: s\ntools: [calculator]\nmemory: { namespace: notes, tools: true }\n",
+    );
+    let json = cargo_bin_cmd!("aurad")
+        .args(["tools", "--agent", "a", "--json", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let tools: Vec<serde_json::Value> = serde_json::from_slice(&json).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "calculator",
+            "memory_save",
+            "memory_search",
+            "memory_delete"
+        ]
+    );
+    assert_eq!(tools[1]["source"], "memory (namespace notes)");
+}

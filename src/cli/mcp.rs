@@ -228,7 +228,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
         print_diagnostics(&diags);
         failed = !diags.is_empty();
     }
-    let tools: Vec<_> = snapshot
+    let mut tools: Vec<std::sync::Arc<dyn crate::tools::Tool>> = snapshot
         .tools
         .tools()
         .filter(|t| {
@@ -237,7 +237,24 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
                     .any(|p| crate::tools::glob_match(p, &t.spec().name))
             })
         })
+        .cloned()
         .collect();
+    // An agent with `memory.tools: true` also gets the memory tools.
+    if let Some(agent) = args
+        .agent
+        .as_ref()
+        .and_then(|n| snapshot.project.agents.get(n))
+        && agent.memory.tools
+    {
+        match super::open_store(root) {
+            Ok(store) => tools.extend(crate::memory::memory_tools(
+                store,
+                agent.memory.namespace.clone(),
+                String::new(),
+            )),
+            Err(e) => eprintln!("warning: cannot list the memory tools: {e}"),
+        }
+    }
     if args.json {
         let list: Vec<serde_json::Value> = tools
             .iter()

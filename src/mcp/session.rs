@@ -291,7 +291,17 @@ impl Session {
             let _ = timeout_at(deadline, done).await;
         }
         if let Some(mut proc) = self.child.take() {
-            let _ = timeout_at(deadline, proc.child.wait()).await;
+            if timeout_at(deadline, proc.child.wait()).await.is_err() {
+                // Still running after stdin closed: ask the whole group to
+                // stop (a `docker run` wrapper must get the chance to stop
+                // its container) before SIGKILL.
+                let pgid = pgid_slot.load(std::sync::atomic::Ordering::SeqCst);
+                if pgid > 0 {
+                    // SAFETY: killpg has no memory-safety preconditions.
+                    unsafe { libc::killpg(pgid, libc::SIGTERM) };
+                    let _ = tokio::time::timeout(GRACE, proc.child.wait()).await;
+                }
+            }
             proc.kill(pgid_slot).await;
         }
     }

@@ -257,6 +257,10 @@ impl Tool for MemoryTool {
         &self.spec
     }
 
+    fn source(&self) -> String {
+        format!("memory (namespace {})", self.bound.namespace)
+    }
+
     fn call<'a>(
         &'a self,
         args: Value,
