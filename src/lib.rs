@@ -11,6 +11,7 @@ pub mod llm;
 pub mod mcp;
 pub mod memory;
 pub mod registry;
+pub mod scheduler;
 pub mod skills;
 pub mod store;
 pub mod text;
