@@ -57,38 +57,7 @@ impl Loaded {
 pub fn load(root: &Path, env: EnvLookup) -> Loaded {
     let (settings, mut diagnostics) = load_settings(root, env);
     let mut agents = BTreeMap::new();
-    let dir = root.join("agents");
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            diagnostics.push(Diagnostic::error(
-                Path::new("agents"),
-                (0, 0),
-                format!("cannot read the directory: {e}"),
-            ));
-            Vec::new()
-        }
-    };
-    files.sort();
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
-    for file in files {
-        let Some(name) = agent_file_name(&file) else {
-            continue;
-        };
-        let rel = relative(root, &file);
-        if let Some(first) = seen.get(&name) {
-            diagnostics.push(Diagnostic::error(
-                &rel,
-                (0, 0),
-                format!(
-                    "agent `{name}` is also defined by {}; keep one of the two files",
-                    first.display()
-                ),
-            ));
-            continue;
-        }
-        seen.insert(name.clone(), rel);
+    for (name, file) in yaml_files(root, "agents", "agent", &mut diagnostics) {
         let (agent, diags) = load_agent_file(root, &file, &name, env);
         diagnostics.extend(diags);
         if let Some(agent) = agent {
@@ -146,7 +115,7 @@ pub fn agent_names(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(root.join("agents"))
         .map(|entries| {
             entries
-                .filter_map(|e| e.ok().and_then(|e| agent_file_name(&e.path())))
+                .filter_map(|e| e.ok().and_then(|e| yaml_stem(&e.path())))
                 .collect()
         })
         .unwrap_or_default();
@@ -155,7 +124,57 @@ pub fn agent_names(root: &Path) -> Vec<String> {
     names
 }
 
-fn agent_file_name(file: &Path) -> Option<String> {
+/// The `*.yaml` and `*.yml` files of `root/dir`, sorted, with their names
+/// (the file stems). A name given by two files is an error naming both
+/// (`what` says what the files define); the first one is kept. No directory
+/// means no files.
+pub(crate) fn yaml_files(
+    root: &Path,
+    dir: &str,
+    what: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<(String, PathBuf)> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(root.join(dir)) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            diagnostics.push(Diagnostic::error(
+                Path::new(dir),
+                (0, 0),
+                format!("cannot read the directory: {e}"),
+            ));
+            Vec::new()
+        }
+    };
+    files.sort();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut named = Vec::new();
+    for file in files {
+        let Some(name) = yaml_stem(&file) else {
+            continue;
+        };
+        let rel = relative(root, &file);
+        if let Some(first) = seen.get(&name) {
+            diagnostics.push(Diagnostic::error(
+                &rel,
+                (0, 0),
+                format!(
+                    "{what} `{name}` is also defined by {}; keep one of the two files",
+                    first.display()
+                ),
+            ));
+            continue;
+        }
+        seen.insert(name.clone(), rel);
+        named.push((name, file));
+    }
+    named
+}
+
+fn yaml_stem(file: &Path) -> Option<String> {
     let ext = file.extension()?.to_str()?;
     if !matches!(ext, "yaml" | "yml") {
         return None;

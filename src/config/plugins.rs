@@ -16,7 +16,7 @@ use serde_yaml::Value;
 use self::fields::{RawHttp, check_schema, command_argv, http_action, string_map, timeout_value};
 use super::agent::yaml_diagnostic;
 use super::diag::{Diagnostic, locate};
-use super::{EnvLookup, interp, read_interpolated, relative};
+use super::{EnvLookup, interp, read_interpolated, relative, yaml_files};
 
 /// The directory of tool plugins, under the project root.
 pub const PLUGIN_DIR: &str = "tools.d";
@@ -92,41 +92,9 @@ pub fn valid_tool_name(name: &str) -> bool {
 pub fn load_plugins(root: &Path, env: EnvLookup) -> (Vec<PluginConfig>, Vec<Diagnostic>) {
     let dir = root.join(PLUGIN_DIR);
     let mut diagnostics = Vec::new();
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && plugin_file_name(p).is_some())
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            diagnostics.push(Diagnostic::error(
-                Path::new(PLUGIN_DIR),
-                (0, 0),
-                format!("cannot read the directory: {e}"),
-            ));
-            Vec::new()
-        }
-    };
-    files.sort();
     let mut plugins = Vec::new();
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
-    for file in files {
-        let Some(name) = plugin_file_name(&file) else {
-            continue;
-        };
+    for (name, file) in yaml_files(root, PLUGIN_DIR, "tool", &mut diagnostics) {
         let rel = relative(root, &file);
-        if let Some(first) = seen.get(&name) {
-            diagnostics.push(Diagnostic::error(
-                &rel,
-                (0, 0),
-                format!(
-                    "tool `{name}` is also defined by {}; keep one of the two files",
-                    first.display()
-                ),
-            ));
-            continue;
-        }
-        seen.insert(name.clone(), rel.clone());
         let mut name_ok = true;
         if !valid_tool_name(&name) {
             name_ok = false;
@@ -165,14 +133,6 @@ pub fn load_plugins(root: &Path, env: EnvLookup) -> (Vec<PluginConfig>, Vec<Diag
         }
     }
     (plugins, diagnostics)
-}
-
-fn plugin_file_name(file: &Path) -> Option<String> {
-    let ext = file.extension()?.to_str()?;
-    if !matches!(ext, "yaml" | "yml") {
-        return None;
-    }
-    Some(file.file_stem()?.to_str()?.to_string())
 }
 
 fn suggest_name(name: &str) -> String {
