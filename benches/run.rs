@@ -58,21 +58,10 @@ fn summary(name: &str, mut values: Vec<f64>, unit: &str) {
 fn process_bench(runs: usize) {
     let exe = env!("CARGO_BIN_EXE_aurad");
     let mock = MockLlm::start_in_thread();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("agents")).unwrap();
-    std::fs::write(
-        dir.path().join("aurad.yaml"),
-        format!(
-            "providers:\n  mock: {{ kind: openai, base_url: \"{}\" }}\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("agents/bench.yaml"),
+    let dir = support::project::project_with_mock(
+        &mock,
         "model: mock/m\nsystem: Be brief.\nprompt: Say hi three times.\ntools: [bash]\n",
-    )
-    .unwrap();
+    );
     let mut whole = Vec::new();
     let mut first_request = Vec::new();
     let mut rss = Vec::new();
@@ -88,7 +77,7 @@ fn process_bench(runs: usize) {
         let before = mock.requests().len();
         let start = Instant::now();
         let child = Command::new(exe)
-            .args(["run", "bench", "--dir"])
+            .args(["run", "a", "--dir"])
             .arg(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -7,6 +7,9 @@
 //! `AURAD_BENCH_CALLS` changes the number of calls.
 
 use std::path::PathBuf;
+
+#[path = "../tests/support/mod.rs"]
+mod support;
 use std::time::Instant;
 
 use aurad::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolRegistry};
@@ -27,18 +30,6 @@ fn main() {
         mcp_call_bench(calls).await;
         mcp_startup_bench().await;
     });
-}
-
-fn test_server() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let debug_or_release = exe.parent().unwrap().parent().unwrap();
-    let server = debug_or_release.join("examples").join("mcp_test_server");
-    assert!(
-        server.exists(),
-        "{} is missing: `cargo bench` does not build examples; run `cargo build --release --example mcp_test_server` first",
-        server.display()
-    );
-    server
 }
 
 fn report(name: &str, mut ms: Vec<f64>) {
@@ -123,7 +114,7 @@ fn server_configs(n: usize) -> Vec<aurad::config::mcp::McpServerConfig> {
         .map(|i| {
             (
                 format!("s{i}"),
-                serde_json::json!({"command": test_server()}),
+                serde_json::json!({"command": support::mcp_test_server()}),
             )
         })
         .collect();

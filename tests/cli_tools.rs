@@ -5,22 +5,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use assert_cmd::cargo::cargo_bin_cmd;
 use predicates::prelude::*;
 use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
-
-fn test_server() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("mcp_test_server")
-}
 
 fn write_mcp(dir: &Path, servers: serde_json::Value) {
     std::fs::write(
@@ -65,8 +55,8 @@ fn mcp_lists_servers_with_state_protocol_and_tools() {
     write_mcp(
         dir.path(),
         serde_json::json!({
-            "good": { "command": test_server() },
-            "broken": { "command": test_server(), "args": ["--exit", "4"] },
+            "good": { "command": support::mcp_test_server() },
+            "broken": { "command": support::mcp_test_server(), "args": ["--exit", "4"] },
         }),
     );
     let out = cargo_bin_cmd!("aurad")
@@ -116,7 +106,7 @@ fn tools_lists_what_an_agent_sees_with_source_and_schema() {
     );
     write_mcp(
         dir.path(),
-        serde_json::json!({ "t": { "command": test_server() } }),
+        serde_json::json!({ "t": { "command": support::mcp_test_server() } }),
     );
     std::fs::create_dir(dir.path().join("tools.d")).unwrap();
     std::fs::write(
@@ -161,7 +151,7 @@ fn run_reaches_an_mcp_tool_through_the_binary() {
     let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [\"t_*\"]\n");
     write_mcp(
         dir.path(),
-        serde_json::json!({ "t": { "command": test_server() } }),
+        serde_json::json!({ "t": { "command": support::mcp_test_server() } }),
     );
     cargo_bin_cmd!("aurad")
         .args(["run", "a", "--input", "go", "--dir"])

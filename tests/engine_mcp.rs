@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use aurad::daemon::{RunRequest, execute, prepare};
@@ -17,15 +16,9 @@ use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
 use tokio_util::sync::CancellationToken;
 
-fn test_server() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let debug = exe.parent().unwrap().parent().unwrap();
-    debug.join("examples").join("mcp_test_server")
-}
-
 async fn setup(mock: &MockLlm, call_timeout: &str) -> (tempfile::TempDir, Snapshot, McpManager) {
     let dir = project_with_mock(mock, "model: mock/m\nsystem: s\ntools: [\"t_*\"]\n");
-    let mcp = serde_json::json!({"mcpServers": {"t": {"command": test_server(), "call_timeout": call_timeout}}});
+    let mcp = serde_json::json!({"mcpServers": {"t": {"command": support::mcp_test_server(), "call_timeout": call_timeout}}});
     std::fs::write(dir.path().join("mcp.json"), mcp.to_string()).unwrap();
     let loaded = aurad::config::load(dir.path(), &|_| None);
     let (mut snapshot, diags) = aurad::registry::build(loaded, &|_| None);

@@ -3,8 +3,10 @@
 //! streamable HTTP on loopback). No sleeps as synchronisation: state is
 //! polled with deadlines.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,17 +17,11 @@ use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-fn server_exe() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let debug = exe.parent().and_then(Path::parent).expect("target/debug");
-    debug.join("examples").join("mcp_test_server")
-}
-
 fn stdio(name: &str, args: &[&str]) -> McpServerConfig {
     McpServerConfig {
         name: name.into(),
         transport: McpTransport::Stdio {
-            command: server_exe().to_string_lossy().into_owned(),
+            command: support::mcp_test_server().to_string_lossy().into_owned(),
             args: args.iter().map(|a| a.to_string()).collect(),
             env: BTreeMap::new(),
             cwd: None,
@@ -383,7 +379,7 @@ struct HttpServer {
 
 impl HttpServer {
     async fn start(addr: &str) -> HttpServer {
-        let mut child = tokio::process::Command::new(server_exe())
+        let mut child = tokio::process::Command::new(support::mcp_test_server())
             .args(["--http", addr, "--require-header", "X-Test-Token: s3cret"])
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)

@@ -4,3 +4,21 @@
 
 pub mod mock_llm;
 pub mod project;
+
+/// The MCP test server of `examples/mcp_test_server.rs`, next to the running
+/// test or benchmark binary (`target/<profile>/examples/`). `cargo test`
+/// builds it; `cargo bench` does not, hence the message.
+pub fn mcp_test_server() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the path of the running test");
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let server = profile_dir.join("examples").join("mcp_test_server");
+    assert!(
+        server.exists(),
+        "{} is missing: build it with `cargo build --example mcp_test_server` (add --release for benchmarks)",
+        server.display()
+    );
+    server
+}
