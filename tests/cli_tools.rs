@@ -193,3 +193,32 @@ fn tools_includes_the_memory_tools_of_an_agent_with_memory_tools() {
     );
     assert_eq!(tools[1]["source"], "memory (namespace notes)");
 }
+
+#[test]
+fn an_mcp_tool_taking_a_plugins_name_is_reported_at_its_server() {
+    let mock = MockLlm::start_in_thread();
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [\"t_*\"]\n");
+    write_mcp(
+        dir.path(),
+        serde_json::json!({ "t": { "command": support::mcp_test_server() } }),
+    );
+    std::fs::create_dir(dir.path().join("tools.d")).unwrap();
+    std::fs::write(
+        dir.path().join("tools.d/t_echo.yaml"),
+        "description: Echoes.\nparameters: { type: object }\ncommand: [cat]\n",
+    )
+    .unwrap();
+    let out = cargo_bin_cmd!("aurad")
+        .args(["tools", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    // `{"mcpServers":{"t":...`: the server's name key is at column 16.
+    assert!(
+        stderr.lines().any(|l| l.starts_with("mcp.json:1:16: tool name `t_echo` is taken twice: by plugin tools.d/t_echo.yaml and by mcp server t")),
+        "{stderr}"
+    );
+}

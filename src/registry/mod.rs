@@ -267,11 +267,21 @@ pub async fn connect_mcp(
     snapshot: &mut Snapshot,
     servers: Vec<McpServerConfig>,
 ) -> (McpManager, Vec<Diagnostic>) {
-    let places: Vec<(String, (usize, usize))> = servers
+    // Where each server stands in mcp.json, by the namespaced tool names it
+    // contributes, so a name collision points at its server.
+    let places: std::collections::HashMap<String, (usize, usize)> = servers
         .iter()
         .map(|s| (s.name.clone(), (s.line, s.column)))
         .collect();
     let manager = McpManager::start(servers).await;
+    let place_of_tool: std::collections::HashMap<String, (usize, usize)> = manager
+        .status()
+        .into_iter()
+        .flat_map(|status| {
+            let place = places.get(&status.name).copied().unwrap_or((0, 0));
+            status.tools.into_iter().map(move |(name, _)| (name, place))
+        })
+        .collect();
     let mcp_json = std::path::Path::new("mcp.json");
     let mut diagnostics: Vec<Diagnostic> = manager
         .conflicts()
@@ -279,11 +289,11 @@ pub async fn connect_mcp(
         .map(|c| Diagnostic::error(mcp_json, (0, 0), c))
         .collect();
     for tool in manager.tools() {
+        let place = place_of_tool
+            .get(&tool.spec().name)
+            .copied()
+            .unwrap_or((0, 0));
         if let Err(message) = snapshot.tools.add(tool) {
-            let place = places
-                .iter()
-                .find(|(name, _)| message.contains(&format!("mcp server {name} (")))
-                .map_or((0, 0), |(_, p)| *p);
             diagnostics.push(Diagnostic::error(mcp_json, place, message));
         }
     }
