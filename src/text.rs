@@ -11,6 +11,15 @@ pub fn is_cjk_ideograph(c: char) -> bool {
         0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2EBEF | 0x30000..=0x323AF | 0xF900..=0xFAFF)
 }
 
+/// Is `c` an East Asian wide character: a CJK ideograph, kana, hangul, a CJK
+/// symbol or a full-width form? Such a character is about one model token,
+/// and takes two terminal columns.
+pub fn is_wide(c: char) -> bool {
+    is_cjk_ideograph(c)
+        || matches!(c as u32,
+            0x3000..=0x303F | 0x3040..=0x30FF | 0xAC00..=0xD7AF | 0xFF00..=0xFF60 | 0xFFE0..=0xFFE6)
+}
+
 /// The tokens of `text`, in order, repeats kept.
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();

@@ -48,19 +48,6 @@ pub(super) async fn interruptible<T>(work: impl std::future::Future<Output = T>)
     }
 }
 
-fn runtime() -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            None
-        }
-    }
-}
-
 pub fn mcp(root: &Path, args: McpArgs) -> i32 {
     let (servers, diagnostics) = config::mcp::load_mcp(root, &config::process_env);
     print_diagnostics(&diagnostics);
@@ -74,7 +61,7 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
         );
         return EXIT_OK;
     }
-    let Some(rt) = runtime() else {
+    let Some(rt) = super::runtime() else {
         return EXIT_FAILED;
     };
     let status = rt.block_on(interruptible(async {
@@ -204,7 +191,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
     };
     let mut failed = false;
     if !servers.is_empty() {
-        let Some(rt) = runtime() else {
+        let Some(rt) = super::runtime() else {
             return EXIT_FAILED;
         };
         let diags = rt.block_on(interruptible(async {

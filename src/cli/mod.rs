@@ -101,6 +101,21 @@ fn print_diagnostics(diagnostics: &[Diagnostic]) {
     }
 }
 
+/// The single-threaded runtime a command needs for async work, or `None`
+/// after saying why it could not start.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
 /// Opens the project's store, or says why not.
 fn open_store(root: &Path) -> Result<crate::store::Store, String> {
     let (settings, diagnostics) = crate::config::load_settings(root, &crate::config::process_env);

@@ -50,15 +50,8 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
     if diagnostics.iter().any(|d| d.is_error()) {
         return EXIT_CONFIG;
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_FAILED;
-        }
+    let Some(runtime) = super::runtime() else {
+        return EXIT_FAILED;
     };
     // Only the MCP servers this agent's allow-list can reach are started.
     let patterns = snapshot.project.agents[&args.name].tools.clone();

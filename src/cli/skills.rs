@@ -218,7 +218,5 @@ fn width(text: &str) -> usize {
 }
 
 fn char_width(c: char) -> usize {
-    let wide = crate::text::is_cjk_ideograph(c)
-        || matches!(c as u32, 0x3000..=0x303F | 0xFF00..=0xFF60 | 0xFFE0..=0xFFE6);
-    if wide { 2 } else { 1 }
+    if crate::text::is_wide(c) { 2 } else { 1 }
 }

@@ -6,11 +6,12 @@
 
 use crate::types::Message;
 
-/// Estimated tokens of a text: 1 per CJK character, 0.25 per other character.
+/// Estimated tokens of a text: 1 per CJK (wide) character, 0.25 per other
+/// character.
 pub fn estimate_text(text: &str) -> usize {
     let (mut cjk, mut other) = (0usize, 0usize);
     for c in text.chars() {
-        if is_cjk(c) {
+        if crate::text::is_wide(c) {
             cjk += 1;
         } else {
             other += 1;
@@ -33,13 +34,6 @@ pub fn estimate_message(message: &Message) -> usize {
 
 pub fn estimate(messages: &[Message]) -> usize {
     messages.iter().map(estimate_message).sum()
-}
-
-/// CJK ideographs, kana and hangul: each roughly one token.
-pub fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2EBEF | 0xF900..=0xFAFF
-        | 0x3040..=0x30FF | 0xAC00..=0xD7AF | 0x3000..=0x303F | 0xFF00..=0xFFEF)
 }
 
 /// What trimming did.
