@@ -97,6 +97,27 @@ CREATE TABLE memory_df (
 ) WITHOUT ROWID;
 "#,
     },
+    Migration {
+        name: "scheduled fires and webhook deliveries",
+        sql: r#"
+-- Set together, on scheduled runs only. scheduled_for: RFC 3339 UTC with
+-- milliseconds, like every stored time.
+ALTER TABLE runs ADD COLUMN schedule_index INTEGER;
+ALTER TABLE runs ADD COLUMN scheduled_for TEXT;
+-- A fire (agent, schedule, instant) has at most one run, across restarts.
+CREATE UNIQUE INDEX runs_fire ON runs(agent, schedule_index, scheduled_for)
+    WHERE scheduled_for IS NOT NULL;
+
+-- Webhook delivery ids seen in the last 24 hours (redeliveries run once).
+CREATE TABLE webhook_deliveries (
+    agent       TEXT NOT NULL,
+    delivery_id TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    PRIMARY KEY (agent, delivery_id)
+) WITHOUT ROWID;
+CREATE INDEX webhook_deliveries_received ON webhook_deliveries(received_at);
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

@@ -1,42 +1,57 @@
-//! The SQLite store: runs and their events (later memory and schedule fires).
+//! The SQLite store: runs and their events, scheduled fires, webhook
+//! deliveries and long-term memory.
 //!
-//! All SQL lives in this module (`mod.rs`, `migrations.rs`, `runs.rs`),
-//! behind typed methods on [`Store`], so a second backend can later be added
-//! here alone. Nothing outside `store` sees a `rusqlite` type.
+//! All SQL lives in this module, behind typed methods on [`Store`], so a
+//! second backend can later be added here alone. Nothing outside `store` sees
+//! a `rusqlite` type. Files: `runs` (claiming, events, final states),
+//! `run_reads` (every read of runs and events), `fires` (runs that never ran,
+//! interrupted runs, webhook deliveries), `memory`, `migrations`, `worker`.
 //!
-//! One dedicated writer thread owns the only connection. Every method sends a
-//! closure to it over a channel and waits for the reply: async methods await
-//! a oneshot (no blocking on async threads), `*_blocking` methods wait on a
-//! plain channel (for non-async CLI code). Work runs in the order it was
-//! sent, and work once sent completes even if its caller stops waiting.
+//! Two threads, each owning one connection ([`worker`]): the writer runs
+//! every write (and memory recall, which counts accesses); the reader, a
+//! `query_only` connection opened after the migrations, runs the reads of
+//! runs and events, so they never queue behind a long write. Every method
+//! sends a closure to one of them and waits for the reply: async methods
+//! await a oneshot (no blocking on async threads), `*_blocking` methods wait
+//! on a plain channel (for non-async CLI code). Each thread runs its work in
+//! the order it was sent, and work once sent completes even if its caller
+//! stops waiting. A read sees every write committed before it started (WAL),
+//! so a caller that awaited a write reads its result.
 //!
 //! Durability (DESIGN.md section 3): WAL; run claims and final states are
 //! committed with `synchronous=FULL`, event batches with `synchronous=NORMAL`.
 //!
-//! Shutdown: [`Store::close`] finishes the work already sent, closes the
-//! connection and reports any error. Dropping the last clone does the same
-//! (waiting for the thread unless dropped on the writer thread itself).
+//! Shutdown: [`Store::close`] finishes the work already sent, closes both
+//! connections and reports any error. Dropping the last clone does the same
+//! (waiting for each thread unless dropped on that thread itself).
 
+mod fires;
+#[cfg(test)]
+mod fires_tests;
 mod memory;
 #[cfg(test)]
 mod memory_tests;
 mod migrations;
 #[cfg(test)]
 mod open_tests;
+mod run_reads;
 mod runs;
 #[cfg(test)]
+mod runs_tests;
+#[cfg(test)]
 mod tests;
+mod worker;
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
-use std::thread::{self, JoinHandle};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use rusqlite::Connection;
+use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::ffi::ErrorCode;
+use rusqlite::{Connection, OpenFlags};
 
-pub use runs::{NewRun, RunFilter, RunRecord};
+pub use runs::{Fire, NewRun, RunFilter, RunRecord};
+use worker::{Worker, guarded};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -71,6 +86,17 @@ pub enum StoreError {
     /// Something the caller wants to create exists already.
     #[error("{0}")]
     Conflict(String),
+    /// A scheduled fire has a run already (this process or an earlier one
+    /// took it): the fire must not run again. `scheduled_for` is as stored.
+    #[error(
+        "agent `{agent}`: schedule {schedule_index} fire at {scheduled_for} has a run already; \
+         each scheduled fire runs at most once, so skip it"
+    )]
+    FireTaken {
+        agent: String,
+        schedule_index: usize,
+        scheduled_for: String,
+    },
     /// The caller asked for something the store cannot do.
     #[error("{0}")]
     Invalid(String),
@@ -100,10 +126,10 @@ pub enum StoreError {
 fn list_matches(matches: &[String]) -> String {
     let shown: Vec<&str> = matches
         .iter()
-        .take(runs::MAX_MATCHES)
+        .take(run_reads::MAX_MATCHES)
         .map(String::as_str)
         .collect();
-    let more = if matches.len() > runs::MAX_MATCHES {
+    let more = if matches.len() > run_reads::MAX_MATCHES {
         ", ..."
     } else {
         ""
@@ -157,9 +183,14 @@ fn set_durability(conn: &Connection, level: Durability) -> Result<(), StoreError
         .map_err(sql("setting PRAGMA synchronous"))
 }
 
-/// Now, as stored: RFC 3339 UTC with milliseconds (sorts lexically).
+/// A time as stored: RFC 3339 UTC with milliseconds (sorts lexically).
+fn time_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Now, as stored.
 fn now_text() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    time_text(Utc::now())
 }
 
 /// A new run id: a UUID v7 string (time-ordered).
@@ -167,24 +198,16 @@ pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
-
-enum Msg {
-    Job(Job),
-    Shutdown,
-}
-
-/// Handle to the store. Cheap to clone; all clones share one writer thread.
+/// Handle to the store. Cheap to clone; all clones share one writer thread
+/// and one reader thread.
 #[derive(Clone)]
 pub struct Store {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    /// `None` only while dropping.
-    tx: Option<mpsc::Sender<Msg>>,
-    /// Taken by the first `close`, or by the drop of the last clone.
-    thread: Mutex<Option<JoinHandle<Result<(), StoreError>>>>,
+    writer: Worker,
+    reader: Worker,
     path: PathBuf,
 }
 
@@ -198,8 +221,16 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the database at `path`, brings its schema
-    /// up to date and starts the writer thread. Synchronous and cheap.
+    /// up to date and starts the writer and reader threads. Synchronous and
+    /// cheap. The path must name a file: reads use a second connection, which
+    /// would not see an in-memory database.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let name = path.as_os_str();
+        if name.is_empty() || name == ":memory:" {
+            return Err(StoreError::Invalid(
+                "the store needs a database file, not an in-memory database: give a path".into(),
+            ));
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
             && !dir.exists()
         {
@@ -210,15 +241,21 @@ impl Store {
         let mut conn = Connection::open(path).map_err(sql("cannot open the database"))?;
         configure(&conn)?;
         migrations::migrate(&mut conn)?;
-        let (tx, rx) = mpsc::channel();
-        let thread = thread::Builder::new()
-            .name("aurad-store".into())
-            .spawn(move || writer(conn, rx))
-            .map_err(|e| StoreError::Io(format!("cannot start the store thread: {e}")))?;
+        // Opened after the migrations, so it never sees an older schema.
+        let reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql("cannot open the database for reading"))?;
+        configure_reader(&reader)?;
+        let writer = Worker::start("writer", conn)?;
+        let reader = Worker::start("reader", reader)?;
         Ok(Store {
             shared: Arc::new(Shared {
-                tx: Some(tx),
-                thread: Mutex::new(Some(thread)),
+                writer,
+                reader,
                 path: path.to_path_buf(),
             }),
         })
@@ -229,38 +266,22 @@ impl Store {
         &self.shared.path
     }
 
-    /// Finishes the work already sent (by any clone), closes the connection
-    /// and returns once the writer thread has ended, so everything is on
-    /// disk. Blocking: call it outside async code (after `block_on`). Other
-    /// clones get [`StoreError::Closed`] afterwards.
+    /// Finishes the work already sent (by any clone), closes both
+    /// connections and returns once both threads have ended, so everything
+    /// is on disk. Blocking: call it outside async code (after `block_on`).
+    /// Other clones get [`StoreError::Closed`] afterwards.
     pub fn close(self) -> Result<(), StoreError> {
-        if let Some(tx) = &self.shared.tx {
-            // An error means the thread is gone already; joining tells why.
-            let _ = tx.send(Msg::Shutdown);
-        }
-        let handle = self
-            .shared
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let Some(handle) = handle else {
-            return Ok(()); // another clone closed it
-        };
-        if handle.thread().id() == thread::current().id() {
+        let Shared { writer, reader, .. } = &*self.shared;
+        if writer.is_current() || reader.is_current() {
             return Err(StoreError::Invalid(
-                "Store::close was called from the store's own thread".into(),
+                "Store::close was called from one of the store's own threads".into(),
             ));
         }
-        handle
-            .join()
-            .unwrap_or_else(|_| Err(StoreError::Internal("the store thread panicked".into())))
-    }
-
-    /// Sends `job` to the writer thread without waiting.
-    fn submit(&self, job: Job) -> Result<(), StoreError> {
-        let tx = self.shared.tx.as_ref().ok_or(StoreError::Closed)?;
-        tx.send(Msg::Job(job)).map_err(|_| StoreError::Closed)
+        writer.request_shutdown();
+        reader.request_shutdown();
+        let wrote = writer.join();
+        let read = reader.join();
+        wrote.and(read)
     }
 
     /// Runs `f` on the writer thread and awaits its result.
@@ -268,11 +289,7 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        self.submit(Box::new(move |conn| {
-            let _ = reply.send(guarded(conn, f));
-        }))?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        on(&self.shared.writer, f).await
     }
 
     /// Runs `f` on the writer thread and blocks until its result. For
@@ -281,39 +298,58 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let (reply, rx) = mpsc::sync_channel(1);
-        self.submit(Box::new(move |conn| {
-            let _ = reply.send(guarded(conn, f));
-        }))?;
-        rx.recv().map_err(|_| StoreError::Closed)?
+        on_blocking(&self.shared.writer, f)
+    }
+
+    /// Runs the read-only `f` on the reader thread and awaits its result. It
+    /// sees every write committed before it started (WAL), and never waits
+    /// for the writer thread's queue.
+    async fn read<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        on(&self.shared.reader, f).await
+    }
+
+    /// Runs the read-only `f` on the reader thread and blocks until its
+    /// result.
+    fn read_blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        on_blocking(&self.shared.reader, f)
     }
 }
 
-/// Runs one job, turning a panic into an error for its caller.
-fn guarded<R>(
-    conn: &mut Connection,
-    f: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
+async fn on<R: Send + 'static>(
+    worker: &Worker,
+    f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<R, StoreError> {
-    catch_unwind(AssertUnwindSafe(|| f(conn)))
-        .unwrap_or_else(|_| Err(StoreError::Internal("a store operation panicked".into())))
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    worker.submit(Box::new(move |conn| {
+        let _ = reply.send(guarded(conn, f));
+    }))?;
+    rx.await.map_err(|_| StoreError::Closed)?
+}
+
+fn on_blocking<R: Send + 'static>(
+    worker: &Worker,
+    f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, StoreError> {
+    let (reply, rx) = mpsc::sync_channel(1);
+    worker.submit(Box::new(move |conn| {
+        let _ = reply.send(guarded(conn, f));
+    }))?;
+    rx.recv().map_err(|_| StoreError::Closed)?
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // Closing the channel lets the thread drain it and end.
-        drop(self.tx.take());
-        let handle = self
-            .thread
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(handle) = handle
-            && handle.thread().id() != thread::current().id()
-        {
-            match handle.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(path = %self.path.display(), "{e}"),
-                Err(_) => tracing::error!(path = %self.path.display(), "the store thread panicked"),
+        // Closing the channels lets the threads drain them and end.
+        let path = self.path.display();
+        for outcome in [self.writer.close_and_join(), self.reader.close_and_join()] {
+            if let Err(e) = outcome {
+                tracing::error!(path = %path, "{e}");
             }
         }
     }
@@ -337,25 +373,11 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     set_durability(conn, Durability::Normal)
 }
 
-/// The writer thread: runs jobs in order until `Shutdown` or until every
-/// handle is gone, then closes the connection.
-fn writer(mut conn: Connection, rx: mpsc::Receiver<Msg>) -> Result<(), StoreError> {
-    while let Ok(msg) = rx.recv() {
-        match msg {
-            Msg::Job(job) => {
-                job(&mut conn);
-                if !conn.is_autocommit() {
-                    // A job left a transaction open (a bug): never let it
-                    // swallow the next job's writes.
-                    tracing::error!("a store operation left a transaction open; rolling it back");
-                    let _ = conn.execute_batch("ROLLBACK");
-                }
-            }
-            Msg::Shutdown => break,
-        }
-    }
-    // Jobs sent after `Shutdown` are dropped here; their callers get `Closed`.
-    drop(rx);
-    conn.close()
-        .map_err(|(_, e)| StoreError::sqlite("closing the database", e))
+/// Settings of the reader connection: it only reads, and waits for locks
+/// as long as the writer does.
+fn configure_reader(conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(sql("setting the busy timeout"))?;
+    conn.pragma_update(None, "query_only", "ON")
+        .map_err(sql("making the reader connection read-only"))
 }

@@ -34,30 +34,29 @@ fn later_migrations_apply_and_failed_ones_roll_back() {
     let (_dir, path) = db();
     Store::open(&path).unwrap().close().unwrap();
     let mut conn = raw(&path);
-    let more = [
-        Migration {
-            name: "runs and events",
-            sql: MIGRATIONS[0].sql,
-        },
-        Migration {
-            name: "long-term memory",
-            sql: MIGRATIONS[1].sql,
-        },
-        Migration {
-            name: "extra",
-            sql: "CREATE TABLE extra (x INTEGER);",
-        },
-        Migration {
-            name: "broken",
-            sql: "CREATE TABLE half (x); SELECT no_such_function();",
-        },
-    ];
+    let mut more: Vec<Migration> = MIGRATIONS
+        .iter()
+        .map(|m| Migration {
+            name: m.name,
+            sql: m.sql,
+        })
+        .collect();
+    more.push(Migration {
+        name: "extra",
+        sql: "CREATE TABLE extra (x INTEGER);",
+    });
+    more.push(Migration {
+        name: "broken",
+        sql: "CREATE TABLE half (x); SELECT no_such_function();",
+    });
+    let known = MIGRATIONS.len() as i64;
     let err = migrate_with(&mut conn, &more).unwrap_err();
     assert!(
-        err.to_string().contains("schema migration 4 (broken)"),
+        err.to_string()
+            .contains(&format!("schema migration {} (broken)", known + 2)),
         "{err}"
     );
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), known + 1);
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         .unwrap()
@@ -110,6 +109,8 @@ fn dropping_the_store_flushes_pending_work() {
     let sent = id.clone();
     // Sent without waiting for the reply, then every handle is dropped.
     store
+        .shared
+        .writer
         .submit(Box::new(move |conn| {
             conn.execute(
                 "INSERT INTO runs (id, agent, state, \"trigger\", input, model, definition_hash, created_at)
@@ -205,5 +206,13 @@ fn futures_are_send_and_store_is_sync() {
     send(&store.list_runs(&filter));
     send(&store.get_run("x"));
     send(&store.run_events("x"));
+    send(&store.start_run("x"));
+    send(&store.record_unrun(new_run("a"), RunState::Missed, String::new()));
+    send(&store.interrupt_stale_runs(|_| true));
+    send(&store.claim_delivery("a", "d", chrono::Utc::now()));
+    send(&store.run_events_after("x", 0));
+    send(&store.last_fire("a", 0));
+    send(&store.last_run("a"));
+    send(&store.consecutive_failures("a"));
     store.close().unwrap();
 }

@@ -1,15 +1,26 @@
-//! Runs and their events: the `runs` and `events` tables. The typed [`Store`]
-//! methods here send plain functions over a `Connection` to the writer
-//! thread; all of this module's SQL is in those functions.
+//! Runs and their events, the write side: claiming a run (queued or
+//! running), starting a queued one, appending events and recording the final
+//! state. The typed [`Store`] methods here send plain functions over a
+//! `Connection` to the writer thread; reads are in `run_reads`.
 
-use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params, params_from_iter};
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Durability, Store, StoreError, now_text, set_durability, sql};
+use super::{Durability, Store, StoreError, now_text, set_durability, sql, time_text};
 use crate::types::{RunEvent, RunState, Usage};
 
-/// A run about to start, claimed before its first model call.
+/// The scheduled fire a run is for: `(agent, schedule_index, scheduled_for)`
+/// has at most one run in the store, across restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fire {
+    /// The schedule's place in the agent's `schedules` list.
+    pub schedule_index: usize,
+    /// The fire's instant, stored with millisecond precision.
+    pub scheduled_for: DateTime<Utc>,
+}
+
+/// A run about to be queued or started, claimed before its first model call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRun {
     pub id: String,
@@ -22,6 +33,12 @@ pub struct NewRun {
     pub definition_hash: String,
     /// The process running it (e.g. `pid:1234`); empty means none.
     pub owner: String,
+    /// The scheduled fire it is for; `None` for manual and webhook runs,
+    /// which never use up a fire.
+    pub fire: Option<Fire>,
+    /// `Running` (started now) or `Queued` (waiting: [`Store::start_run`]
+    /// starts it). [`Store::record_unrun`] ignores it.
+    pub state: RunState,
 }
 
 /// A stored run. Times are RFC 3339 UTC with milliseconds.
@@ -41,6 +58,12 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub output: Option<String>,
     pub usage: Usage,
+    /// The schedule whose fire this run is for (scheduled runs only).
+    #[serde(default)]
+    pub schedule_index: Option<usize>,
+    /// That fire's instant (scheduled runs only).
+    #[serde(default)]
+    pub scheduled_for: Option<String>,
 }
 
 /// Which runs [`Store::list_runs`] returns, newest first.
@@ -52,35 +75,50 @@ pub struct RunFilter {
     pub limit: usize,
 }
 
-/// The shortest prefix [`Store::get_run`] looks up.
-const MIN_PREFIX: usize = 4;
-/// How many matches an ambiguous prefix error shows (it holds one more, to
-/// tell that there are more).
-pub(super) const MAX_MATCHES: usize = 10;
-
 impl Store {
-    /// Records `run` as `running` (created and started now), committed with
-    /// `synchronous=FULL` before this returns. An id in use is a `Conflict`.
+    /// Records `run` in `run.state`: `Running` (created and started now) or
+    /// `Queued` (created now, not started), committed with
+    /// `synchronous=FULL` before this returns. An id in use is a
+    /// `Conflict`; a fire that has a run already is `FireTaken`.
     pub async fn claim_run(&self, run: NewRun) -> Result<(), StoreError> {
+        if !matches!(run.state, RunState::Queued | RunState::Running) {
+            return Err(StoreError::Invalid(format!(
+                "run {}: a run is claimed as `queued` or `running`, not `{}`; \
+                 record a run that never ran with record_unrun",
+                run.id, run.state
+            )));
+        }
         self.call(move |conn| claim(conn, &run)).await
     }
 
+    /// Starts a queued run: `queued` becomes `running`, started now,
+    /// committed with `synchronous=FULL`. False (and no change) when the run
+    /// is no longer queued, e.g. it was cancelled while waiting.
+    pub async fn start_run(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.call(move |conn| start(conn, &id)).await
+    }
+
     /// Appends `events` to the run in one transaction (`synchronous=NORMAL`),
-    /// numbering them after the run's last stored event.
+    /// numbering them after the run's last stored event (seqs start at 1).
+    /// Returns the run's last seq after the call (0 when it has no events).
     pub async fn append_events(
         &self,
         run_id: &str,
         events: Vec<RunEvent>,
-    ) -> Result<(), StoreError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let rows = encode_events(run_id, &events)?;
+    ) -> Result<i64, StoreError> {
         let run_id = run_id.to_owned();
+        if events.is_empty() {
+            return self
+                .read(move |conn| existing_last_seq(conn, &run_id))
+                .await;
+        }
+        let rows = encode_events(&run_id, &events)?;
         self.call(move |conn| append(conn, &run_id, &rows)).await
     }
 
     /// Records the run's final state, committed with `synchronous=FULL`.
+    /// Works on a queued run too (cancelled while waiting).
     pub async fn finish_run(
         &self,
         run_id: &str,
@@ -91,11 +129,13 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.finish_run_with_events(run_id, Vec::new(), state, error, output, usage)
             .await
+            .map(|_| ())
     }
 
     /// Appends the run's last events and records its final state in one
     /// transaction committed with `synchronous=FULL`, so the stored events
-    /// (ending with `finished`) and the row's state never disagree.
+    /// (ending with `finished`) and the row's state never disagree. Returns
+    /// the run's last seq after the call (0 when it has no events).
     pub async fn finish_run_with_events(
         &self,
         run_id: &str,
@@ -104,7 +144,7 @@ impl Store {
         error: Option<String>,
         output: Option<String>,
         usage: Usage,
-    ) -> Result<(), StoreError> {
+    ) -> Result<i64, StoreError> {
         if !state.is_final() {
             return Err(StoreError::Invalid(format!(
                 "run {run_id}: cannot finish a run as `{state}`, which is not a final state"
@@ -115,46 +155,10 @@ impl Store {
         self.call(move |conn| finish(conn, &run_id, &rows, state, error, output, usage))
             .await
     }
-
-    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        let filter = filter.clone();
-        self.call(move |conn| list(conn, &filter)).await
-    }
-
-    /// The runs matching `filter`, newest first. Blocking.
-    pub fn list_runs_blocking(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        let filter = filter.clone();
-        self.call_blocking(move |conn| list(conn, &filter))
-    }
-
-    pub async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
-        let id = id.to_owned();
-        self.call(move |conn| get(conn, &id)).await
-    }
-
-    /// The run with this id, or with this unique id prefix (at least 4
-    /// characters). An ambiguous prefix is an error listing the matches.
-    /// Blocking.
-    pub fn get_run_blocking(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
-        let id = id.to_owned();
-        self.call_blocking(move |conn| get(conn, &id))
-    }
-
-    pub async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
-        let run_id = run_id.to_owned();
-        self.call(move |conn| events(conn, &run_id)).await
-    }
-
-    /// The run's events in order (the exact id). `NotFound` when there is no
-    /// such run. Blocking.
-    pub fn run_events_blocking(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
-        let run_id = run_id.to_owned();
-        self.call_blocking(move |conn| events(conn, &run_id))
-    }
 }
 
 /// Serialises events on the caller's side, so the writer thread only writes.
-fn encode_events(
+pub(super) fn encode_events(
     run_id: &str,
     events: &[RunEvent],
 ) -> Result<Vec<(&'static str, String)>, StoreError> {
@@ -177,95 +181,192 @@ fn tokens_to_sql(tokens: Option<u64>) -> Option<i64> {
     tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX))
 }
 
-fn claim(conn: &mut Connection, run: &NewRun) -> Result<(), StoreError> {
-    set_durability(conn, Durability::Full)?;
-    let now = now_text();
+/// The times and outcome of a row [`insert_run`] writes.
+pub(super) struct RowStart<'a> {
+    pub state: RunState,
+    pub created_at: &'a str,
+    pub started_at: Option<&'a str>,
+    pub finished_at: Option<&'a str>,
+    pub error: Option<&'a str>,
+}
+
+/// Inserts the `runs` row of `run`. An id in use is a `Conflict`; a fire
+/// that has a run already is `FireTaken`.
+pub(super) fn insert_run(
+    conn: &Connection,
+    run: &NewRun,
+    row: &RowStart<'_>,
+) -> Result<(), StoreError> {
     let owner = Some(run.owner.as_str()).filter(|o| !o.is_empty());
-    let result = conn.execute(
-        r#"INSERT INTO runs (id, agent, state, "trigger", input, model, definition_hash, owner,
-                             created_at, started_at)
-           VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)"#,
-        params![
-            run.id,
-            run.agent,
-            RunState::Running.as_str(),
-            run.trigger,
-            run.input,
-            run.model,
-            run.definition_hash,
-            owner,
-            now
-        ],
-    );
-    match result {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.sqlite_extended_error_code()
-                == Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) =>
-        {
-            Err(StoreError::Conflict(format!(
-                "run {} exists already; every run needs a new id",
-                run.id
-            )))
+    let fire = run
+        .fire
+        .map(|f| {
+            i64::try_from(f.schedule_index)
+                .map(|index| (index, time_text(f.scheduled_for)))
+                .map_err(|_| {
+                    StoreError::Invalid(format!(
+                        "run {}: schedule index {} is out of range",
+                        run.id, f.schedule_index
+                    ))
+                })
+        })
+        .transpose()?;
+    let (schedule_index, scheduled_for) = fire.unzip();
+    let result = conn
+        .prepare_cached(
+            r#"INSERT INTO runs (id, agent, state, "trigger", input, model, definition_hash,
+                                 owner, created_at, started_at, finished_at, error,
+                                 schedule_index, scheduled_for)
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"#,
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![
+                run.id,
+                run.agent,
+                row.state.as_str(),
+                run.trigger,
+                run.input,
+                run.model,
+                run.definition_hash,
+                owner,
+                row.created_at,
+                row.started_at,
+                row.finished_at,
+                row.error,
+                schedule_index,
+                scheduled_for,
+            ])
+        });
+    let Err(e) = result else {
+        return Ok(());
+    };
+    match (e.sqlite_extended_error_code(), run.fire, scheduled_for) {
+        (Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY), _, _) => Err(StoreError::Conflict(
+            format!("run {} exists already; every run needs a new id", run.id),
+        )),
+        (Some(rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE), Some(fire), Some(scheduled_for)) => {
+            Err(StoreError::FireTaken {
+                agent: run.agent.clone(),
+                schedule_index: fire.schedule_index,
+                scheduled_for,
+            })
         }
-        Err(e) => Err(StoreError::sqlite(
-            &format!("run {}: cannot record its start", run.id),
+        _ => Err(StoreError::sqlite(
+            &format!("run {}: cannot record it", run.id),
             e,
         )),
     }
+}
+
+fn claim(conn: &mut Connection, run: &NewRun) -> Result<(), StoreError> {
+    set_durability(conn, Durability::Full)?;
+    let now = now_text();
+    let row = RowStart {
+        state: run.state,
+        created_at: &now,
+        started_at: (run.state == RunState::Running).then_some(now.as_str()),
+        finished_at: None,
+        error: None,
+    };
+    insert_run(conn, run, &row)
+}
+
+fn start(conn: &mut Connection, id: &str) -> Result<bool, StoreError> {
+    set_durability(conn, Durability::Full)?;
+    let context = "starting a queued run";
+    let changed = conn
+        .execute(
+            "UPDATE runs SET state = ?2, started_at = ?3 WHERE id = ?1 AND state = ?4",
+            params![
+                id,
+                RunState::Running.as_str(),
+                now_text(),
+                RunState::Queued.as_str()
+            ],
+        )
+        .map_err(sql(context))?;
+    if changed == 0 && !run_exists(conn, id).map_err(sql(context))? {
+        return Err(StoreError::NotFound(format!(
+            "run {id} does not exist; claim it as queued before starting it"
+        )));
+    }
+    Ok(changed > 0)
+}
+
+fn run_exists(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
+        [id],
+        |row| row.get(0),
+    )
+}
+
+/// The run's last event seq (0 when none), or `None` when there is no run.
+fn last_seq(conn: &Connection, run_id: &str) -> rusqlite::Result<Option<i64>> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1),
+                (SELECT MAX(seq) FROM events WHERE run_id = ?1)",
+        [run_id],
+        |row| {
+            let exists: bool = row.get(0)?;
+            Ok(exists.then_some(row.get::<_, Option<i64>>(1)?.unwrap_or(0)))
+        },
+    )
+}
+
+/// The run's last event seq (0 when none); `NotFound` when there is no run.
+fn existing_last_seq(conn: &mut Connection, run_id: &str) -> Result<i64, StoreError> {
+    last_seq(conn, run_id)
+        .map_err(sql("reading the last event seq"))?
+        .ok_or_else(|| no_run_for_events(run_id))
+}
+
+fn no_run_for_events(run_id: &str) -> StoreError {
+    StoreError::NotFound(format!(
+        "run {run_id} does not exist; claim a run before storing its events"
+    ))
 }
 
 fn append(
     conn: &mut Connection,
     run_id: &str,
     rows: &[(&'static str, String)],
-) -> Result<(), StoreError> {
+) -> Result<i64, StoreError> {
     set_durability(conn, Durability::Normal)?;
     let context = |what: &str| format!("run {run_id}: cannot store events ({what})");
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| StoreError::sqlite(&context("begin"), e))?;
-    insert_events(&tx, run_id, rows)?;
+    let last = insert_events(&tx, run_id, rows)?;
     tx.commit()
-        .map_err(|e| StoreError::sqlite(&context("commit"), e))
+        .map_err(|e| StoreError::sqlite(&context("commit"), e))?;
+    Ok(last)
 }
 
-/// Inserts `rows` after the run's last stored event, inside `tx`.
-fn insert_events(
-    tx: &rusqlite::Transaction<'_>,
+/// Inserts `rows` after the run's last stored event, inside a transaction
+/// (the caller's); returns the last seq after them.
+pub(super) fn insert_events(
+    tx: &Connection,
     run_id: &str,
     rows: &[(&'static str, String)],
-) -> Result<(), StoreError> {
+) -> Result<i64, StoreError> {
     let context = |what: &str| format!("run {run_id}: cannot store events ({what})");
-    let (exists, last): (bool, Option<i64>) = tx
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1),
-                    (SELECT MAX(seq) FROM events WHERE run_id = ?1)",
-            [run_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .map_err(|e| StoreError::sqlite(&context("read the last seq"), e))?;
-    if !exists {
-        return Err(StoreError::NotFound(format!(
-            "run {run_id} does not exist; claim a run before storing its events"
-        )));
-    }
+    let mut seq = last_seq(tx, run_id)
+        .map_err(|e| StoreError::sqlite(&context("read the last seq"), e))?
+        .ok_or_else(|| no_run_for_events(run_id))?;
     let at = now_text();
-    {
-        let mut insert = tx
-            .prepare_cached(
-                "INSERT INTO events (run_id, seq, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(|e| StoreError::sqlite(&context("prepare"), e))?;
-        let mut seq = last.unwrap_or(0);
-        for (kind, data) in rows {
-            seq += 1;
-            insert
-                .execute(params![run_id, seq, at, kind, data])
-                .map_err(|e| StoreError::sqlite(&context("insert"), e))?;
-        }
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO events (run_id, seq, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(|e| StoreError::sqlite(&context("prepare"), e))?;
+    for (kind, data) in rows {
+        seq += 1;
+        insert
+            .execute(params![run_id, seq, at, kind, data])
+            .map_err(|e| StoreError::sqlite(&context("insert"), e))?;
     }
-    Ok(())
+    Ok(seq)
 }
 
 fn finish(
@@ -276,15 +377,12 @@ fn finish(
     error: Option<String>,
     output: Option<String>,
     usage: Usage,
-) -> Result<(), StoreError> {
+) -> Result<i64, StoreError> {
     set_durability(conn, Durability::Full)?;
     let context = format!("run {run_id}: cannot record its final state");
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| StoreError::sqlite(&context, e))?;
-    if !rows.is_empty() {
-        insert_events(&tx, run_id, rows)?;
-    }
     let changed = tx
         .execute(
             "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4, output = ?5,
@@ -306,171 +404,7 @@ fn finish(
             "run {run_id} does not exist; claim a run before finishing it"
         )));
     }
-    tx.commit().map_err(|e| StoreError::sqlite(&context, e))
-}
-
-const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
-    created_at, started_at, finished_at, error, output, input_tokens, output_tokens"#;
-
-/// A `runs` row as stored, before its values are checked.
-struct RawRun {
-    record: RunRecord,
-    state: String,
-    input_tokens: Option<i64>,
-    output_tokens: Option<i64>,
-}
-
-fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
-    Ok(RawRun {
-        record: RunRecord {
-            id: row.get(0)?,
-            agent: row.get(1)?,
-            state: RunState::Queued, // replaced by `check`
-            trigger: row.get(3)?,
-            input: row.get(4)?,
-            model: row.get(5)?,
-            definition_hash: row.get(6)?,
-            owner: row.get(7)?,
-            created_at: row.get(8)?,
-            started_at: row.get(9)?,
-            finished_at: row.get(10)?,
-            error: row.get(11)?,
-            output: row.get(12)?,
-            usage: Usage::default(),
-        },
-        state: row.get(2)?,
-        input_tokens: row.get(13)?,
-        output_tokens: row.get(14)?,
-    })
-}
-
-impl RawRun {
-    fn check(self) -> Result<RunRecord, StoreError> {
-        let RawRun {
-            mut record,
-            state,
-            input_tokens,
-            output_tokens,
-        } = self;
-        let corrupt = |message: String| StoreError::CorruptRun {
-            run_id: record.id.clone(),
-            message,
-        };
-        record.state =
-            RunState::parse(&state).ok_or_else(|| corrupt(format!("unknown state `{state}`")))?;
-        let tokens = |name: &str, value: Option<i64>| {
-            value
-                .map(|v| u64::try_from(v).map_err(|_| corrupt(format!("negative {name} {v}"))))
-                .transpose()
-        };
-        record.usage = Usage {
-            input_tokens: tokens("input_tokens", input_tokens)?,
-            output_tokens: tokens("output_tokens", output_tokens)?,
-        };
-        Ok(record)
-    }
-}
-
-fn list(conn: &mut Connection, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-    let mut clauses = Vec::new();
-    let mut values = Vec::new();
-    if let Some(agent) = &filter.agent {
-        values.push(Value::Text(agent.clone()));
-        clauses.push(format!("agent = ?{}", values.len()));
-    }
-    if let Some(state) = filter.state {
-        values.push(Value::Text(state.as_str().to_owned()));
-        clauses.push(format!("state = ?{}", values.len()));
-    }
-    let limit = match filter.limit {
-        0 => -1, // SQLite: no limit
-        n => i64::try_from(n).unwrap_or(i64::MAX),
-    };
-    values.push(Value::Integer(limit));
-    let filter_sql = if clauses.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", clauses.join(" AND "))
-    };
-    let query = format!(
-        "SELECT {RUN_COLUMNS} FROM runs {filter_sql} ORDER BY created_at DESC, rowid DESC LIMIT ?{}",
-        values.len()
-    );
-    let mut stmt = conn.prepare_cached(&query).map_err(sql("listing runs"))?;
-    let rows = stmt
-        .query_map(params_from_iter(values), raw_run)
-        .map_err(sql("listing runs"))?;
-    rows.map(|raw| raw.map_err(sql("listing runs"))?.check())
-        .collect()
-}
-
-fn get(conn: &mut Connection, id: &str) -> Result<Option<RunRecord>, StoreError> {
-    let context = "looking up a run";
-    let exact = conn
-        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
-        .and_then(|mut stmt| stmt.query_row([id], raw_run).optional())
-        .map_err(sql(context))?;
-    if let Some(raw) = exact {
-        return raw.check().map(Some);
-    }
-    if id.chars().count() < MIN_PREFIX {
-        return Err(StoreError::Invalid(format!(
-            "no run has the id `{id}`; give the whole run id or at least {MIN_PREFIX} characters of it"
-        )));
-    }
-    // Ids are compared bytewise, so `[id, id + U+10FFFF)` holds every id
-    // starting with `id` and the primary key index finds them.
-    let upper = format!("{id}\u{10FFFF}");
-    let matches: Vec<String> = conn
-        .prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3")
-        .and_then(|mut stmt| {
-            stmt.query_map(params![id, upper, MAX_MATCHES as i64 + 1], |row| row.get(0))?
-                .collect()
-        })
-        .map_err(sql(context))?;
-    match matches.as_slice() {
-        [] => Ok(None),
-        [only] => {
-            let only = only.clone();
-            get(conn, &only)
-        }
-        _ => Err(StoreError::Ambiguous {
-            prefix: id.to_owned(),
-            matches,
-        }),
-    }
-}
-
-fn events(conn: &mut Connection, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
-    let context = "reading run events";
-    let rows: Vec<(i64, String)> = conn
-        .prepare_cached("SELECT seq, data FROM events WHERE run_id = ?1 ORDER BY seq")
-        .and_then(|mut stmt| {
-            stmt.query_map([run_id], |row| Ok((row.get(0)?, row.get(1)?)))?
-                .collect()
-        })
-        .map_err(sql(context))?;
-    if rows.is_empty() {
-        let exists: bool = conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
-                [run_id],
-                |row| row.get(0),
-            )
-            .map_err(sql(context))?;
-        if !exists {
-            return Err(StoreError::NotFound(format!(
-                "no run {run_id}; list runs with `aurad runs`"
-            )));
-        }
-    }
-    rows.into_iter()
-        .map(|(seq, data)| {
-            serde_json::from_str(&data).map_err(|e| StoreError::CorruptEvent {
-                run_id: run_id.to_owned(),
-                seq,
-                message: e.to_string(),
-            })
-        })
-        .collect()
+    let last = insert_events(&tx, run_id, rows)?;
+    tx.commit().map_err(|e| StoreError::sqlite(&context, e))?;
+    Ok(last)
 }

@@ -24,6 +24,20 @@ pub(super) fn new_run(agent: &str) -> NewRun {
         model: "test".into(),
         definition_hash: "abc123".into(),
         owner: "pid:1".into(),
+        fire: None,
+        state: RunState::Running,
+    }
+}
+
+/// A scheduled run of `agent` for fire `(index, at)`.
+pub(super) fn fire_run(agent: &str, index: usize, at: chrono::DateTime<chrono::Utc>) -> NewRun {
+    NewRun {
+        trigger: "schedule".into(),
+        fire: Some(Fire {
+            schedule_index: index,
+            scheduled_for: at,
+        }),
+        ..new_run(agent)
     }
 }
 

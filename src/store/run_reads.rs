@@ -1,0 +1,376 @@
+//! Runs and their events, the read side: listing and looking up runs,
+//! reading events (all, or after a seq for live streaming), and what the
+//! scheduler asks of the past (last fire, last run, consecutive failures).
+//! Every method here runs on the reader thread, so it never waits behind
+//! writes.
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+
+use super::{RunFilter, RunRecord, Store, StoreError, sql};
+use crate::types::{RunEvent, RunState, Usage};
+
+/// The shortest prefix [`Store::get_run`] looks up.
+const MIN_PREFIX: usize = 4;
+/// How many matches an ambiguous prefix error shows (it holds one more, to
+/// tell that there are more).
+pub(super) const MAX_MATCHES: usize = 10;
+/// Where [`Store::consecutive_failures`] stops counting.
+const MAX_FAILURES: u32 = 100;
+
+impl Store {
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn| list(conn, &filter)).await
+    }
+
+    /// The runs matching `filter`, newest first. Blocking.
+    pub fn list_runs_blocking(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let filter = filter.clone();
+        self.read_blocking(move |conn| list(conn, &filter))
+    }
+
+    pub async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn| get(conn, &id)).await
+    }
+
+    /// The run with this id, or with this unique id prefix (at least 4
+    /// characters). An ambiguous prefix is an error listing the matches.
+    /// Blocking.
+    pub fn get_run_blocking(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read_blocking(move |conn| get(conn, &id))
+    }
+
+    pub async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.read(move |conn| events(conn, &run_id)).await
+    }
+
+    /// The run's events in order (the exact id). `NotFound` when there is no
+    /// such run. Blocking.
+    pub fn run_events_blocking(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.read_blocking(move |conn| events(conn, &run_id))
+    }
+
+    /// The run's events with a seq above `after_seq`, with their seqs, in
+    /// order (seqs start at 1, so 0 gives them all). `NotFound` when there is
+    /// no such run. For streaming: send these, then the live events numbered
+    /// after the seq `append_events` returned.
+    pub async fn run_events_after(
+        &self,
+        run_id: &str,
+        after_seq: i64,
+    ) -> Result<Vec<(i64, RunEvent)>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.read(move |conn| events_after(conn, &run_id, after_seq))
+            .await
+    }
+
+    /// [`Store::run_events_after`], blocking.
+    pub fn run_events_after_blocking(
+        &self,
+        run_id: &str,
+        after_seq: i64,
+    ) -> Result<Vec<(i64, RunEvent)>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.read_blocking(move |conn| events_after(conn, &run_id, after_seq))
+    }
+
+    /// The newest fire instant that has a run (of any state) for this
+    /// schedule of `agent`, or `None` when it never fired.
+    pub async fn last_fire(
+        &self,
+        agent: &str,
+        schedule_index: usize,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let agent = agent.to_owned();
+        self.read(move |conn| last_fire(conn, &agent, schedule_index))
+            .await
+    }
+
+    /// The agent's newest run by creation time (ties: the greatest id).
+    pub async fn last_run(&self, agent: &str) -> Result<Option<RunRecord>, StoreError> {
+        let agent = agent.to_owned();
+        self.read(move |conn| last_run(conn, &agent)).await
+    }
+
+    /// How many of the agent's latest runs failed in a row: walking its
+    /// runs newest first, counting only `succeeded`, `failed`, `timed_out`
+    /// and `interrupted` ones, the failures before the first success (at
+    /// most 100). Drives the schedule backoff.
+    pub async fn consecutive_failures(&self, agent: &str) -> Result<u32, StoreError> {
+        let agent = agent.to_owned();
+        self.read(move |conn| consecutive_failures(conn, &agent))
+            .await
+    }
+}
+
+const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
+    created_at, started_at, finished_at, error, output, input_tokens, output_tokens,
+    schedule_index, scheduled_for"#;
+
+/// A `runs` row as stored, before its values are checked.
+struct RawRun {
+    record: RunRecord,
+    state: String,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    schedule_index: Option<i64>,
+}
+
+fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        record: RunRecord {
+            id: row.get(0)?,
+            agent: row.get(1)?,
+            state: RunState::Queued, // replaced by `check`
+            trigger: row.get(3)?,
+            input: row.get(4)?,
+            model: row.get(5)?,
+            definition_hash: row.get(6)?,
+            owner: row.get(7)?,
+            created_at: row.get(8)?,
+            started_at: row.get(9)?,
+            finished_at: row.get(10)?,
+            error: row.get(11)?,
+            output: row.get(12)?,
+            usage: Usage::default(),
+            schedule_index: None, // set by `check`
+            scheduled_for: row.get(16)?,
+        },
+        state: row.get(2)?,
+        input_tokens: row.get(13)?,
+        output_tokens: row.get(14)?,
+        schedule_index: row.get(15)?,
+    })
+}
+
+impl RawRun {
+    fn check(self) -> Result<RunRecord, StoreError> {
+        let RawRun {
+            mut record,
+            state,
+            input_tokens,
+            output_tokens,
+            schedule_index,
+        } = self;
+        let corrupt = |message: String| StoreError::CorruptRun {
+            run_id: record.id.clone(),
+            message,
+        };
+        record.state =
+            RunState::parse(&state).ok_or_else(|| corrupt(format!("unknown state `{state}`")))?;
+        let tokens = |name: &str, value: Option<i64>| {
+            value
+                .map(|v| u64::try_from(v).map_err(|_| corrupt(format!("negative {name} {v}"))))
+                .transpose()
+        };
+        record.usage = Usage {
+            input_tokens: tokens("input_tokens", input_tokens)?,
+            output_tokens: tokens("output_tokens", output_tokens)?,
+        };
+        record.schedule_index = schedule_index
+            .map(|i| {
+                usize::try_from(i).map_err(|_| corrupt(format!("negative schedule_index {i}")))
+            })
+            .transpose()?;
+        Ok(record)
+    }
+}
+
+fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+    let mut clauses = Vec::new();
+    let mut values = Vec::new();
+    if let Some(agent) = &filter.agent {
+        values.push(Value::Text(agent.clone()));
+        clauses.push(format!("agent = ?{}", values.len()));
+    }
+    if let Some(state) = filter.state {
+        values.push(Value::Text(state.as_str().to_owned()));
+        clauses.push(format!("state = ?{}", values.len()));
+    }
+    let limit = match filter.limit {
+        0 => -1, // SQLite: no limit
+        n => i64::try_from(n).unwrap_or(i64::MAX),
+    };
+    values.push(Value::Integer(limit));
+    let filter_sql = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", clauses.join(" AND "))
+    };
+    let query = format!(
+        "SELECT {RUN_COLUMNS} FROM runs {filter_sql} ORDER BY created_at DESC, rowid DESC LIMIT ?{}",
+        values.len()
+    );
+    let mut stmt = conn.prepare_cached(&query).map_err(sql("listing runs"))?;
+    let rows = stmt
+        .query_map(params_from_iter(values), raw_run)
+        .map_err(sql("listing runs"))?;
+    rows.map(|raw| raw.map_err(sql("listing runs"))?.check())
+        .collect()
+}
+
+/// The run with exactly this id.
+pub(super) fn run_by_id(conn: &Connection, id: &str) -> Result<Option<RunRecord>, StoreError> {
+    conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+        .and_then(|mut stmt| stmt.query_row([id], raw_run).optional())
+        .map_err(sql("looking up a run"))?
+        .map(RawRun::check)
+        .transpose()
+}
+
+fn get(conn: &Connection, id: &str) -> Result<Option<RunRecord>, StoreError> {
+    let context = "looking up a run";
+    if let Some(run) = run_by_id(conn, id)? {
+        return Ok(Some(run));
+    }
+    if id.chars().count() < MIN_PREFIX {
+        return Err(StoreError::Invalid(format!(
+            "no run has the id `{id}`; give the whole run id or at least {MIN_PREFIX} characters of it"
+        )));
+    }
+    // Ids are compared bytewise, so `[id, id + U+10FFFF)` holds every id
+    // starting with `id` and the primary key index finds them.
+    let upper = format!("{id}\u{10FFFF}");
+    let matches: Vec<String> = conn
+        .prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3")
+        .and_then(|mut stmt| {
+            stmt.query_map(params![id, upper, MAX_MATCHES as i64 + 1], |row| row.get(0))?
+                .collect()
+        })
+        .map_err(sql(context))?;
+    match matches.as_slice() {
+        [] => Ok(None),
+        [only] => run_by_id(conn, only),
+        _ => Err(StoreError::Ambiguous {
+            prefix: id.to_owned(),
+            matches,
+        }),
+    }
+}
+
+fn events(conn: &Connection, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
+    Ok(events_after(conn, run_id, 0)?
+        .into_iter()
+        .map(|(_, event)| event)
+        .collect())
+}
+
+fn events_after(
+    conn: &Connection,
+    run_id: &str,
+    after_seq: i64,
+) -> Result<Vec<(i64, RunEvent)>, StoreError> {
+    let context = "reading run events";
+    let rows: Vec<(i64, String)> = conn
+        .prepare_cached("SELECT seq, data FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq")
+        .and_then(|mut stmt| {
+            stmt.query_map(params![run_id, after_seq], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?
+            .collect()
+        })
+        .map_err(sql(context))?;
+    if rows.is_empty() {
+        let exists: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
+                [run_id],
+                |row| row.get(0),
+            )
+            .map_err(sql(context))?;
+        if !exists {
+            return Err(StoreError::NotFound(format!(
+                "no run {run_id}; list runs with `aurad runs`"
+            )));
+        }
+    }
+    rows.into_iter()
+        .map(|(seq, data)| {
+            serde_json::from_str(&data)
+                .map(|event| (seq, event))
+                .map_err(|e| StoreError::CorruptEvent {
+                    run_id: run_id.to_owned(),
+                    seq,
+                    message: e.to_string(),
+                })
+        })
+        .collect()
+}
+
+fn last_fire(
+    conn: &Connection,
+    agent: &str,
+    schedule_index: usize,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let Ok(index) = i64::try_from(schedule_index) else {
+        return Ok(None); // never stored
+    };
+    // `runs_fire` orders by this text, which sorts as time.
+    let found: Option<(String, String)> = conn
+        .prepare_cached(
+            "SELECT id, scheduled_for FROM runs
+             WHERE agent = ?1 AND schedule_index = ?2 AND scheduled_for IS NOT NULL
+             ORDER BY scheduled_for DESC LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![agent, index], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(sql("reading the last fire of a schedule"))?;
+    found
+        .map(|(run_id, text)| {
+            DateTime::parse_from_rfc3339(&text)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| StoreError::CorruptRun {
+                    run_id,
+                    message: format!("scheduled_for `{text}` is not an RFC 3339 time: {e}"),
+                })
+        })
+        .transpose()
+}
+
+fn last_run(conn: &Connection, agent: &str) -> Result<Option<RunRecord>, StoreError> {
+    conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE agent = ?1
+         ORDER BY created_at DESC, id DESC LIMIT 1"
+    ))
+    .and_then(|mut stmt| stmt.query_row([agent], raw_run).optional())
+    .map_err(sql("reading an agent's last run"))?
+    .map(RawRun::check)
+    .transpose()
+}
+
+fn consecutive_failures(conn: &Connection, agent: &str) -> Result<u32, StoreError> {
+    let states: Vec<String> = conn
+        .prepare_cached(
+            "SELECT state FROM runs
+             WHERE agent = ?1 AND state IN (?2, ?3, ?4, ?5)
+             ORDER BY created_at DESC, id DESC LIMIT ?6",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(
+                params![
+                    agent,
+                    RunState::Succeeded.as_str(),
+                    RunState::Failed.as_str(),
+                    RunState::TimedOut.as_str(),
+                    RunState::Interrupted.as_str(),
+                    MAX_FAILURES
+                ],
+                |row| row.get(0),
+            )?
+            .collect()
+        })
+        .map_err(sql("counting an agent's consecutive failures"))?;
+    let failures = states
+        .iter()
+        .take_while(|s| s.as_str() != RunState::Succeeded.as_str())
+        .count();
+    Ok(u32::try_from(failures).unwrap_or(MAX_FAILURES))
+}
