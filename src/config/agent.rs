@@ -8,19 +8,8 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::diag::{Diagnostic, locate};
-use super::duration::parse_duration;
-
-/// Fields of DESIGN.md section 2 that later issues implement. They parse, and
-/// are refused with a clear error rather than silently ignored.
-const NOT_YET: &[(&str, &str)] = &[
-    ("schedule", "schedules (aurad serve)"),
-    ("on_overlap", "schedules (aurad serve)"),
-    ("on_missed", "schedules (aurad serve)"),
-    ("catch_up", "schedules (aurad serve)"),
-    ("on_interrupt", "aurad serve"),
-    ("output_schema", "structured output"),
-    ("webhook", "webhooks (aurad serve)"),
-];
+use super::duration::duration_value;
+use super::triggers::{RawTriggers, Triggers, parse_triggers};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,6 +118,8 @@ pub struct Agent {
     pub temperature: Option<f32>,
     pub skills: SkillsChoice,
     pub memory: MemoryConfig,
+    /// Schedules, overlap and missed-fire policies, webhook.
+    pub triggers: Triggers,
     /// SHA-256 of the file as written (before interpolation), hex.
     pub hash: String,
     /// The interpolated text, for locating later diagnostics.
@@ -170,23 +161,25 @@ pub fn parse_agent(
     };
     let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
 
-    for (field, feature) in NOT_YET {
-        let present = match *field {
-            "schedule" => raw.schedule.is_some(),
-            "on_overlap" => raw.on_overlap.is_some(),
-            "on_missed" => raw.on_missed.is_some(),
-            "catch_up" => raw.catch_up.is_some(),
-            "on_interrupt" => raw.on_interrupt.is_some(),
-            "output_schema" => raw.output_schema.is_some(),
-            _ => raw.webhook.is_some(),
-        };
-        if present {
-            diags.push(err(
-                &[field],
-                format!("`{field}` is not supported yet ({feature} is not in this build); remove the field"),
-            ));
-        }
+    if raw.output_schema.is_some() {
+        diags.push(err(
+            &["output_schema"],
+            "`output_schema` is not supported yet (structured output is not in this build); remove the field".into(),
+        ));
     }
+    let triggers = parse_triggers(
+        RawTriggers {
+            schedule: raw.schedule.as_ref(),
+            on_overlap: raw.on_overlap.as_ref(),
+            on_missed: raw.on_missed.as_ref(),
+            catch_up: raw.catch_up.as_ref(),
+            on_interrupt: raw.on_interrupt.as_ref(),
+            webhook: raw.webhook.as_ref(),
+        },
+        path,
+        text,
+        &mut diags,
+    );
     for (field, present) in [
         (
             "max_tokens_per_run",
@@ -287,15 +280,7 @@ pub fn parse_agent(
         limits.max_context_tokens = n;
     }
     if let Some(v) = &l.timeout {
-        let parsed = match v {
-            Value::Number(n) => n
-                .as_u64()
-                .map(Duration::from_secs)
-                .ok_or_else(|| format!("invalid duration {n}: use e.g. 30s or 10m")),
-            Value::String(s) => parse_duration(s),
-            other => Err(format!("invalid duration {other:?}: use e.g. 30s or 10m")),
-        };
-        match parsed {
+        match duration_value(v) {
             Ok(d) if d.is_zero() => diags.push(err(
                 &["limits", "timeout"],
                 "`limits.timeout` must be more than 0".into(),
@@ -337,7 +322,7 @@ pub fn parse_agent(
                 &["skills"],
                 format!(
                     "`skills` must be `auto`, `none` or a list of skill names, not {}",
-                    describe(other)
+                    describe_value(other)
                 ),
             ));
             SkillsChoice::Auto
@@ -392,6 +377,7 @@ pub fn parse_agent(
         temperature: raw.temperature,
         skills,
         memory,
+        triggers,
         hash,
         text: text.to_string(),
     };
@@ -399,9 +385,9 @@ pub fn parse_agent(
 }
 
 /// A YAML value named for an error message.
-fn describe(value: &Value) -> String {
+pub(super) fn describe_value(value: &Value) -> String {
     match value {
-        Value::Null => "null".into(),
+        Value::Null => "empty".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("{s:?}"),
@@ -463,13 +449,13 @@ mod tests {
 
     #[test]
     fn reports_every_semantic_problem() {
-        let text = "model: gpt4\nprompt: hi\ntemperature: 7\nlimits: { timeout: 10q }\nschedule: [{cron: '* * * * *'}]\n";
+        let text = "model: gpt4\nprompt: hi\ntemperature: 7\nlimits: { timeout: 10q }\nschedule: [{cron: '* * * * * * *'}]\n";
         let (a, d) = parse(text);
         assert!(a.is_none());
         assert_eq!(d.len(), 4, "{d:?}");
         assert!(
             d.iter()
-                .any(|m| m.starts_with("agents/a.yaml:5:11: `schedule` is not supported yet")),
+                .any(|m| m.starts_with("agents/a.yaml:5:11: schedule[0]: cron expression")),
             "{d:?}"
         );
         assert!(

@@ -48,6 +48,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// A duration written in YAML: a string such as `30s`, or a bare number of
+/// seconds.
+pub fn duration_value(value: &serde_yaml::Value) -> Result<Duration, String> {
+    match value {
+        serde_yaml::Value::Number(n) => n
+            .as_u64()
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("invalid duration {n}: use e.g. 30s or 10m")),
+        serde_yaml::Value::String(s) => parse_duration(s),
+        _ => Err("invalid duration: use e.g. 30s or 10m".into()),
+    }
+}
+
 /// No duration in a config file needs more than a year; anything longer is
 /// a mistake (and would overflow deadlines).
 const MAX: Duration = Duration::from_secs(365 * 86_400);

@@ -10,6 +10,7 @@ pub mod interp;
 pub mod mcp;
 pub mod plugins;
 pub mod settings;
+pub mod triggers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use sha2::{Digest, Sha256};
 pub use agent::{Agent, Limits, MemoryConfig, SkillsChoice};
 pub use diag::{Diagnostic, Severity};
 pub use settings::{ProviderConfig, ProviderKind, Settings};
+pub use triggers::{OnInterrupt, OnOverlap, ScheduleEntry, Triggers, WebhookConfig};
 
 /// Looks up an environment variable; passed in so tests need no global state.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;

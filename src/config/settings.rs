@@ -2,13 +2,16 @@
 //! has a default; fields of later issues are refused, not ignored.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::agent::yaml_diagnostic;
 use super::diag::{Diagnostic, locate};
+use super::duration::duration_value;
 
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -18,8 +21,9 @@ struct RawSettings {
     #[serde(default)]
     providers: BTreeMap<String, RawProvider>,
     database: Option<String>,
-    listen: Option<Value>,
-    max_concurrent_runs: Option<Value>,
+    listen: Option<String>,
+    max_concurrent_runs: Option<usize>,
+    shutdown_grace: Option<Value>,
     prices: Option<Value>,
 }
 
@@ -54,7 +58,17 @@ pub struct Settings {
     pub database: PathBuf,
     /// Configured providers plus the built-in `openai`.
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// Where `aurad serve` answers the HTTP API.
+    pub listen: SocketAddr,
+    /// Runs executing at once, across all agents; the rest wait `queued`.
+    pub max_concurrent_runs: usize,
+    /// How long shutdown lets running runs finish before cancelling them.
+    pub shutdown_grace: Duration,
 }
+
+/// The API's default address: loopback only, so no token is needed.
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7777);
 
 impl Settings {
     pub fn defaults(root: &Path) -> Settings {
@@ -71,6 +85,9 @@ impl Settings {
         Settings {
             database: root.join("aurad.db"),
             providers,
+            listen: DEFAULT_LISTEN,
+            max_concurrent_runs: 8,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -94,16 +111,37 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
         }
     };
     let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
-    for (field, present) in [
-        ("listen", raw.listen.is_some()),
-        ("max_concurrent_runs", raw.max_concurrent_runs.is_some()),
-        ("prices", raw.prices.is_some()),
-    ] {
-        if present {
-            diags.push(err(
-                &[field],
-                format!("`{field}` is not supported yet in this build; remove the field"),
-            ));
+    if raw.prices.is_some() {
+        diags.push(err(
+            &["prices"],
+            "`prices` is not supported yet in this build; remove the field".into(),
+        ));
+    }
+    if let Some(listen) = &raw.listen {
+        match listen.trim().parse::<SocketAddr>() {
+            Ok(addr) => settings.listen = addr,
+            Err(_) => diags.push(err(
+                &["listen"],
+                format!("listen {listen:?} is not an address: write IP:PORT, e.g. 127.0.0.1:7777"),
+            )),
+        }
+    }
+    match raw.max_concurrent_runs {
+        Some(0) => diags.push(err(
+            &["max_concurrent_runs"],
+            "`max_concurrent_runs` must be at least 1".into(),
+        )),
+        Some(n) if n > 10_000 => diags.push(err(
+            &["max_concurrent_runs"],
+            format!("`max_concurrent_runs` is {n}; at most 10000"),
+        )),
+        Some(n) => settings.max_concurrent_runs = n,
+        None => {}
+    }
+    if let Some(v) = &raw.shutdown_grace {
+        match duration_value(v) {
+            Ok(d) => settings.shutdown_grace = d,
+            Err(msg) => diags.push(err(&["shutdown_grace"], format!("shutdown_grace: {msg}"))),
         }
     }
     if let Some(db) = raw.database {
@@ -198,12 +236,12 @@ mod tests {
     #[test]
     fn bad_kind_and_later_fields_are_errors() {
         let text =
-            "providers:\n  x:\n    kind: cohere\n    base_url: http://a\nlisten: 0.0.0.0:1\n";
+            "providers:\n  x:\n    kind: cohere\n    base_url: http://a\nlisten: 0.0.0.0:x\n";
         let (_, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
         let d: Vec<_> = d.iter().map(|d| d.to_string()).collect();
         assert!(
             d.iter()
-                .any(|m| m.starts_with("aurad.yaml:5:9: `listen` is not supported yet")),
+                .any(|m| m.starts_with("aurad.yaml:5:9: listen \"0.0.0.0:x\" is not an address")),
             "{d:?}"
         );
         assert!(

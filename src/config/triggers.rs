@@ -1,0 +1,406 @@
+//! What starts an agent besides `aurad run`: its `schedule` entries with
+//! `on_overlap`, `on_missed`, `catch_up`, `on_interrupt`, and its `webhook`
+//! (DESIGN.md 2 and 3). Parsed from the raw YAML values of an agent file
+//! into a validated [`Triggers`], with every problem placed.
+//!
+//! Depends on `scheduler` for cron parsing (a leaf module with no
+//! dependencies of ours), so an expression is checked where it is written.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_yaml::Value;
+
+use super::agent::describe_value;
+use super::diag::{Diagnostic, locate};
+use super::duration::duration_value;
+use crate::scheduler::{CronSchedule, OnMissed};
+
+/// `on_overlap`: what a scheduled fire does while a run of the agent is in
+/// flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnOverlap {
+    /// Record a `skipped` run (default).
+    #[default]
+    Skip,
+    /// Hold one run until the current one ends; further fires are skipped.
+    Queue,
+    /// Cancel the running one and start the new one.
+    Replace,
+    /// Run both (still under `max_concurrent_runs`).
+    Allow,
+}
+
+impl OnOverlap {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnOverlap::Skip => "skip",
+            OnOverlap::Queue => "queue",
+            OnOverlap::Replace => "replace",
+            OnOverlap::Allow => "allow",
+        }
+    }
+}
+
+/// `on_interrupt`: what happens to a run cut off by a crash.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnInterrupt {
+    /// Record it as `interrupted` (default).
+    #[default]
+    Record,
+    /// Also run it again once, if still within `catch_up`.
+    Retry,
+}
+
+/// One `schedule` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleEntry {
+    pub cron: CronSchedule,
+    /// minijinja template overriding the agent's `prompt` for these fires.
+    pub input: Option<String>,
+}
+
+/// `webhook`: enables `POST /hooks/NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookConfig {
+    /// The environment variable holding the HMAC-SHA256 secret. The secret
+    /// itself is read when a delivery arrives and never stored.
+    pub secret_env: String,
+}
+
+/// Everything that can start the agent without a person at a terminal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Triggers {
+    pub schedules: Vec<ScheduleEntry>,
+    pub on_overlap: OnOverlap,
+    pub on_missed: OnMissed,
+    /// How far back missed fires count; `None`: min(period, 1h).
+    pub catch_up: Option<Duration>,
+    pub on_interrupt: OnInterrupt,
+    pub webhook: Option<WebhookConfig>,
+}
+
+impl Triggers {
+    /// The `catch_up` window of schedule `index` near `at`: as written, or
+    /// min(period, 1h).
+    pub fn catch_up_for(&self, index: usize, at: chrono::DateTime<chrono::Utc>) -> Duration {
+        if let Some(d) = self.catch_up {
+            return d;
+        }
+        let hour = Duration::from_secs(3600);
+        self.schedules
+            .get(index)
+            .and_then(|s| s.cron.period_near(at))
+            .and_then(|p| p.to_std().ok())
+            .map_or(hour, |p| p.min(hour))
+    }
+}
+
+/// The raw values of the agent's trigger fields.
+pub(super) struct RawTriggers<'a> {
+    pub schedule: Option<&'a Value>,
+    pub on_overlap: Option<&'a Value>,
+    pub on_missed: Option<&'a Value>,
+    pub catch_up: Option<&'a Value>,
+    pub on_interrupt: Option<&'a Value>,
+    pub webhook: Option<&'a Value>,
+}
+
+/// Validates the trigger fields of the agent file at `path` (interpolated
+/// `text`, for places), adding every problem to `diags`.
+pub(super) fn parse_triggers(
+    raw: RawTriggers<'_>,
+    path: &Path,
+    text: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> Triggers {
+    let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
+    let mut triggers = Triggers::default();
+    if let Some(value) = raw.schedule {
+        let items: Vec<&Value> = match value {
+            Value::Sequence(items) => items.iter().collect(),
+            Value::Null => Vec::new(),
+            other => vec![other],
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            match parse_entry(item) {
+                Ok(entry) => triggers.schedules.push(entry),
+                Err(msg) => diags.push(Diagnostic::error(
+                    path,
+                    locate_item(text, "schedule", i),
+                    format!("schedule[{i}]: {msg}"),
+                )),
+            }
+        }
+    }
+    // A field holding one of `words`; anything else is an error naming them.
+    let check_word = |field: &str, value: Option<&Value>, words: &[&str], diags: &mut Vec<_>| {
+        let value = value?;
+        match value.as_str() {
+            Some(s) if words.contains(&s) => Some(s.to_string()),
+            _ => {
+                let expected: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
+                diags.push(err(
+                    &[field],
+                    format!(
+                        "`{field}` is {}: expected one of {}",
+                        describe_value(value),
+                        expected.join(", ")
+                    ),
+                ));
+                None
+            }
+        }
+    };
+    triggers.on_overlap = match check_word(
+        "on_overlap",
+        raw.on_overlap,
+        &["skip", "queue", "replace", "allow"],
+        diags,
+    )
+    .as_deref()
+    {
+        Some("queue") => OnOverlap::Queue,
+        Some("replace") => OnOverlap::Replace,
+        Some("allow") => OnOverlap::Allow,
+        _ => OnOverlap::Skip,
+    };
+    triggers.on_missed = match check_word(
+        "on_missed",
+        raw.on_missed,
+        &["latest", "all", "skip"],
+        diags,
+    )
+    .as_deref()
+    {
+        Some("all") => OnMissed::All,
+        Some("skip") => OnMissed::Skip,
+        _ => OnMissed::Latest,
+    };
+    triggers.on_interrupt = match check_word(
+        "on_interrupt",
+        raw.on_interrupt,
+        &["record", "retry"],
+        diags,
+    )
+    .as_deref()
+    {
+        Some("retry") => OnInterrupt::Retry,
+        _ => OnInterrupt::Record,
+    };
+    if let Some(v) = raw.catch_up {
+        match duration_value(v) {
+            Ok(d) => triggers.catch_up = Some(d),
+            Err(msg) => diags.push(err(&["catch_up"], format!("catch_up: {msg}"))),
+        }
+    }
+    if let Some(v) = raw.webhook {
+        match parse_webhook(v) {
+            Ok(w) => triggers.webhook = Some(w),
+            Err(msg) => diags.push(err(&["webhook"], format!("webhook: {msg}"))),
+        }
+    }
+    if triggers.schedules.is_empty() {
+        for (field, present) in [
+            ("on_overlap", raw.on_overlap.is_some()),
+            ("on_missed", raw.on_missed.is_some()),
+            ("catch_up", raw.catch_up.is_some()),
+        ] {
+            if present && raw.schedule.is_none() {
+                diags.push(Diagnostic::warning(
+                    path,
+                    locate(text, &[field]),
+                    format!("`{field}` has no effect: the agent has no `schedule`"),
+                ));
+            }
+        }
+    }
+    triggers
+}
+
+/// Where item `index` of the block sequence under the top-level `key`
+/// starts; the key's value when the sequence is not in block style.
+fn locate_item(text: &str, key: &str, index: usize) -> (usize, usize) {
+    let (key_line, key_col) = locate(text, &[key]);
+    let mut indent = None;
+    let mut seen = 0;
+    for (n, line) in text.lines().enumerate().skip(key_line) {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let here = line.len() - trimmed.len();
+        if !trimmed.starts_with("- ") && trimmed != "-" {
+            if indent.is_none_or(|i| here <= i) {
+                break;
+            }
+            continue;
+        }
+        match indent {
+            None => indent = Some(here),
+            Some(i) if here < i => break,
+            Some(i) if here > i => continue,
+            Some(_) => {}
+        }
+        if seen == index {
+            return (n + 1, here + 3);
+        }
+        seen += 1;
+    }
+    (key_line, key_col)
+}
+
+/// One schedule item: `"CRON"` or `{ cron, timezone, input }`.
+fn parse_entry(item: &Value) -> Result<ScheduleEntry, String> {
+    let (cron, timezone, input) = match item {
+        Value::String(expr) => (expr.clone(), None, None),
+        Value::Mapping(map) => {
+            let mut cron = None;
+            let mut timezone = None;
+            let mut input = None;
+            for (k, v) in map {
+                let key = k.as_str().unwrap_or_default();
+                let text = || {
+                    v.as_str().map(str::to_string).ok_or_else(|| {
+                        format!("`{key}` must be a string, not {}", describe_value(v))
+                    })
+                };
+                match key {
+                    "cron" => cron = Some(text()?),
+                    "timezone" => timezone = Some(text()?),
+                    "input" => input = Some(text()?),
+                    other => {
+                        return Err(format!(
+                            "unknown field `{other}`: a schedule has `cron`, `timezone` and `input`"
+                        ));
+                    }
+                }
+            }
+            let cron =
+                cron.ok_or("`cron` is required, e.g. `- cron: \"0 9 * * 1-5\"`".to_string())?;
+            (cron, timezone, input)
+        }
+        other => {
+            return Err(format!(
+                "expected a cron expression or a mapping with `cron`, not {}",
+                describe_value(other)
+            ));
+        }
+    };
+    if let Some(template) = &input
+        && let Err(e) = minijinja::Environment::new().template_from_str(template)
+    {
+        return Err(format!(
+            "template error in `input`: {}",
+            e.detail().unwrap_or("syntax error")
+        ));
+    }
+    let cron = CronSchedule::parse(&cron, timezone.as_deref())?;
+    Ok(ScheduleEntry { cron, input })
+}
+
+fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
+    let Value::Mapping(map) = value else {
+        return Err(format!(
+            "expected a mapping such as `{{ secret_env: MY_HOOK_SECRET }}`, not {}",
+            describe_value(value)
+        ));
+    };
+    let mut secret_env = None;
+    for (k, v) in map {
+        match k.as_str().unwrap_or_default() {
+            "secret_env" => match v.as_str() {
+                Some(name) if valid_env_name(name) => secret_env = Some(name.to_string()),
+                _ => {
+                    return Err(format!(
+                        "`secret_env` must name an environment variable (letters, digits, `_`), not {}",
+                        describe_value(v)
+                    ));
+                }
+            },
+            other => {
+                return Err(format!(
+                    "unknown field `{other}`: a webhook has `secret_env`"
+                ));
+            }
+        }
+    }
+    let secret_env = secret_env.ok_or(
+        "`secret_env` is required: name the environment variable holding the HMAC secret"
+            .to_string(),
+    )?;
+    Ok(WebhookConfig { secret_env })
+}
+
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> (Triggers, Vec<String>) {
+        let map: std::collections::BTreeMap<String, Value> = serde_yaml::from_str(yaml).unwrap();
+        let raw = RawTriggers {
+            schedule: map.get("schedule"),
+            on_overlap: map.get("on_overlap"),
+            on_missed: map.get("on_missed"),
+            catch_up: map.get("catch_up"),
+            on_interrupt: map.get("on_interrupt"),
+            webhook: map.get("webhook"),
+        };
+        let mut diags = Vec::new();
+        let t = parse_triggers(raw, Path::new("agents/a.yaml"), yaml, &mut diags);
+        (t, diags.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn full_form() {
+        let (t, d) = parse(
+            "schedule:\n  - cron: \"0 9 * * 1-5\"\n    timezone: Europe/Paris\n    input: hi\n  - \"*/5 * * * * *\"\non_overlap: queue\non_missed: all\ncatch_up: 2h\non_interrupt: retry\nwebhook: { secret_env: HOOK_SECRET }\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(t.schedules.len(), 2);
+        assert_eq!(t.schedules[0].cron.timezone().name(), "Europe/Paris");
+        assert_eq!(t.schedules[0].input.as_deref(), Some("hi"));
+        assert_eq!(t.on_overlap, OnOverlap::Queue);
+        assert_eq!(t.on_missed, OnMissed::All);
+        assert_eq!(t.catch_up, Some(Duration::from_secs(7200)));
+        assert_eq!(t.on_interrupt, OnInterrupt::Retry);
+        assert_eq!(t.webhook.unwrap().secret_env, "HOOK_SECRET");
+    }
+
+    #[test]
+    fn single_string_and_default_catch_up() {
+        let (t, d) = parse("schedule: \"*/10 * * * *\"\n");
+        assert!(d.is_empty(), "{d:?}");
+        let at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        assert_eq!(t.catch_up_for(0, at), Duration::from_secs(600));
+        let (t, _) = parse("schedule: \"@daily\"\n");
+        assert_eq!(t.catch_up_for(0, at), Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn errors_are_placed_and_say_what_to_do() {
+        let (_, d) = parse(
+            "schedule:\n  - cron: \"61 * * * *\"\n  - { cron: \"0 9 * * *\", timezone: Mars/Base }\n  - { crn: x }\non_overlap: wait\nwebhook: { secret_env: \"not a name\" }\n",
+        );
+        let all = d.join("\n");
+        assert!(all.contains("agents/a.yaml:2:5: schedule[0]:"), "{all}");
+        assert!(
+            all.contains("schedule[1]:") && all.contains("Mars/Base"),
+            "{all}"
+        );
+        assert!(all.contains("schedule[2]: unknown field `crn`"), "{all}");
+        assert!(
+            all.contains("agents/a.yaml:5:13: `on_overlap` is \"wait\": expected one of `skip`, `queue`, `replace`, `allow`"),
+            "{all}"
+        );
+        assert!(all.contains("webhook: `secret_env` must name"), "{all}");
+    }
+}
