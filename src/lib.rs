@@ -3,6 +3,7 @@
 //! Module map and dependency rules: DESIGN.md section 1. `main.rs` only
 //! parses arguments and calls [`cli::run`]; everything else lives here.
 
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod daemon;

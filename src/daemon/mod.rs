@@ -1,8 +1,341 @@
-//! The composition root. For now: the one path that turns a run request into
-//! a stored, finished run ([`runner`]), shared by `aurad run` and, later, the
-//! scheduler and the HTTP API. May depend on `registry`, `engine`, `store`.
+//! The composition root. [`serve`] runs `aurad serve`: the project lock,
+//! the store, the snapshot and its reloads, the scheduler, the run
+//! supervisor and the HTTP API, and the graceful shutdown. [`Daemon`] is
+//! the handle the API works through. [`runner`] is the one path from a run
+//! request to a stored, finished run, shared with `aurad run`.
+//!
+//! May depend on `registry`, `engine`, `store`, `scheduler`, `api`.
 
+pub mod clock;
+pub mod hub;
+pub mod lock;
+pub mod metrics;
 pub mod recorder;
+pub mod reload;
 pub mod runner;
+pub mod schedules;
+mod serve;
+pub mod supervisor;
+pub mod watcher;
 
-pub use runner::{PreparedRun, RunRequest, execute, prepare};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+use futures::stream::{self, BoxStream, StreamExt};
+use serde::Serialize;
+use tokio::sync::watch;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use runner::{PreparedRun, RunRequest, RunSink, execute, prepare};
+pub use serve::{ServeOptions, serve};
+pub use supervisor::{CancelOutcome, Env, SubmitError};
+
+use crate::registry::Snapshot;
+use crate::store::{RunFilter, RunRecord, Store, StoreError};
+use crate::types::RunEvent;
+use hub::Numbered;
+use metrics::Metrics;
+use supervisor::Supervisor;
+
+/// How many next fire times an agent's description lists per schedule.
+const NEXT_FIRES: usize = 3;
+/// How far ahead next fire times are looked for (a schedule limited to a
+/// rare date, such as 29 February on a Monday, still shows its next fire).
+const HORIZON_DAYS: i64 = 3660;
+
+/// The running daemon, as the HTTP API sees it.
+pub struct Daemon {
+    root: PathBuf,
+    store: Store,
+    supervisor: Arc<Supervisor>,
+    metrics: Arc<Metrics>,
+    clock: Arc<dyn Clock>,
+    env: Env,
+    snapshot: watch::Sender<Arc<Snapshot>>,
+    listen: SocketAddr,
+    token: Option<String>,
+    mcp_states: Mutex<Vec<(String, String)>>,
+    started_at: DateTime<Utc>,
+}
+
+/// An agent as the API and `aurad agents` describe it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub description: String,
+    pub model: String,
+    pub definition_hash: String,
+    pub schedules: Vec<ScheduleInfo>,
+    pub on_overlap: &'static str,
+    pub webhook: bool,
+    pub last_run: Option<RunRecord>,
+    pub consecutive_failures: u32,
+    /// Scheduled fires before this instant are skipped (failure backoff).
+    pub backoff_until: Option<DateTime<Utc>>,
+}
+
+impl AgentInfo {
+    /// `agent` as of `now`, with what the store and the supervisor know.
+    pub fn new(
+        agent: &crate::config::Agent,
+        now: DateTime<Utc>,
+        last_run: Option<RunRecord>,
+        consecutive_failures: u32,
+        backoff_until: Option<DateTime<Utc>>,
+    ) -> AgentInfo {
+        AgentInfo {
+            name: agent.name.clone(),
+            description: agent.description.clone(),
+            model: agent.model.clone(),
+            definition_hash: agent.hash.clone(),
+            schedules: agent
+                .triggers
+                .schedules
+                .iter()
+                .map(|s| ScheduleInfo {
+                    cron: s.cron.expression().to_string(),
+                    timezone: s.cron.timezone().name().to_string(),
+                    description: s.cron.describe(),
+                    next_fires: s.cron.fires_between(
+                        now,
+                        now + chrono::Duration::days(HORIZON_DAYS),
+                        NEXT_FIRES,
+                    ),
+                })
+                .collect(),
+            on_overlap: agent.triggers.on_overlap.as_str(),
+            webhook: agent.triggers.webhook.is_some(),
+            last_run,
+            consecutive_failures,
+            backoff_until: backoff_until.filter(|until| *until > now),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleInfo {
+    pub cron: String,
+    pub timezone: String,
+    pub description: String,
+    pub next_fires: Vec<DateTime<Utc>>,
+}
+
+/// A request to start a run through the API or a webhook.
+#[derive(Debug, Clone, Default)]
+pub struct Trigger {
+    pub input: Option<String>,
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    pub payload: Option<serde_json::Value>,
+    /// `api` or `webhook`.
+    pub trigger: String,
+}
+
+/// Why [`Daemon::trigger`] did not start a run.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    #[error("no agent named `{0}`")]
+    UnknownAgent(String),
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+}
+
+/// The answer of [`Daemon::cancel`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelAnswer {
+    /// Queued or running; it is being cancelled (it ends `cancelled`).
+    Cancelling(RunRecord),
+    /// It has already ended (or was never run by this daemon).
+    NotRunning(RunRecord),
+    NotFound,
+}
+
+impl Daemon {
+    /// The project root.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
+    /// The address the API was asked to listen on.
+    pub fn listen(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// `AURAD_TOKEN`, required as a bearer token when not on loopback.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.borrow().clone()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Every agent of the current snapshot, by name.
+    pub async fn agents(&self) -> Result<Vec<AgentInfo>, StoreError> {
+        let snapshot = self.snapshot();
+        let mut agents = Vec::new();
+        for agent in snapshot.project.agents.values() {
+            agents.push(self.describe(agent).await?);
+        }
+        Ok(agents)
+    }
+
+    pub async fn agent(&self, name: &str) -> Result<Option<AgentInfo>, StoreError> {
+        let snapshot = self.snapshot();
+        match snapshot.project.agents.get(name) {
+            Some(agent) => Ok(Some(self.describe(agent).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn describe(&self, agent: &crate::config::Agent) -> Result<AgentInfo, StoreError> {
+        let now = self.clock.now();
+        let health = self.supervisor.health(&agent.name);
+        Ok(AgentInfo::new(
+            agent,
+            now,
+            self.store.last_run(&agent.name).await?,
+            health.consecutive_failures,
+            health.backoff_until(),
+        ))
+    }
+
+    /// Starts a run of `agent` now; returns it as stored (`queued`).
+    pub async fn trigger(&self, agent: &str, trigger: Trigger) -> Result<RunRecord, TriggerError> {
+        let snapshot = self.snapshot();
+        if !snapshot.project.agents.contains_key(agent) {
+            return Err(TriggerError::UnknownAgent(agent.to_string()));
+        }
+        let request = RunRequest {
+            agent: agent.to_string(),
+            input: trigger.input,
+            trigger: trigger.trigger,
+            vars: trigger.vars,
+            payload: trigger.payload,
+            ..RunRequest::default()
+        };
+        Ok(self.supervisor.submit(snapshot, request, None).await?)
+    }
+
+    pub async fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        self.store.list_runs(filter).await
+    }
+
+    /// A run by id (or unique id prefix).
+    pub async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.store.get_run(id).await
+    }
+
+    /// The run's events after `after` (a sequence number; 0 for all): the
+    /// stored ones, then, while it runs, the live ones, ending with its
+    /// `finished` event. Text and reasoning deltas of a turn in progress
+    /// share the sequence number their merged text will be stored under.
+    pub async fn events(
+        &self,
+        run_id: &str,
+        after: i64,
+    ) -> Result<BoxStream<'static, Numbered>, StoreError> {
+        let subscription = self.supervisor.hub(run_id).and_then(|h| h.subscribe());
+        let stored = self.store.run_events_after(run_id, after).await?;
+        let Some(sub) = subscription else {
+            return Ok(stream::iter(stored).boxed());
+        };
+        let committed = sub.committed;
+        let stored = stored.into_iter().filter(move |(seq, _)| *seq <= committed);
+        let pending = sub.pending.into_iter().filter(move |(seq, _)| *seq > after);
+        let live = stream::unfold(sub.live, |mut rx| async move {
+            match rx.recv().await {
+                Ok(item) => Some((item, rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!("an event subscriber fell {n} events behind and was cut off; it can resume with Last-Event-ID");
+                    None
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+            }
+        })
+        .filter(move |(seq, _)| std::future::ready(*seq > after.max(committed)));
+        Ok(stream::iter(stored.chain(pending)).chain(live).boxed())
+    }
+
+    /// Cancels a queued or running run.
+    pub async fn cancel(&self, id: &str) -> Result<CancelAnswer, StoreError> {
+        let Some(run) = self.store.get_run(id).await? else {
+            return Ok(CancelAnswer::NotFound);
+        };
+        Ok(match self.supervisor.cancel(&run.id) {
+            CancelOutcome::Cancelling => CancelAnswer::Cancelling(run),
+            CancelOutcome::NotInFlight => CancelAnswer::NotRunning(run),
+        })
+    }
+
+    /// The webhook secret of `agent`: `Ok(None)` if it has no webhook,
+    /// `Err` (what to fix) if its variable is not set.
+    pub fn webhook_secret(&self, agent: &str) -> Result<Option<String>, String> {
+        let snapshot = self.snapshot();
+        let Some(hook) = snapshot
+            .project
+            .agents
+            .get(agent)
+            .and_then(|a| a.triggers.webhook.as_ref())
+        else {
+            return Ok(None);
+        };
+        match (self.env)(&hook.secret_env) {
+            Some(secret) if !secret.is_empty() => Ok(Some(secret)),
+            _ => Err(format!(
+                "the webhook secret variable {} of agent `{agent}` is not set in aurad's environment",
+                hook.secret_env
+            )),
+        }
+    }
+
+    /// True the first time a delivery id is seen for `agent` within a day.
+    pub async fn claim_delivery(&self, agent: &str, delivery: &str) -> Result<bool, StoreError> {
+        self.store
+            .claim_delivery(agent, delivery, self.clock.now())
+            .await
+    }
+
+    /// Liveness and a summary, for `GET /healthz`.
+    pub fn health(&self) -> serde_json::Value {
+        let (running, queued) = self.supervisor.counts();
+        let snapshot = self.snapshot();
+        let mcp: Vec<serde_json::Value> = self
+            .mcp_states
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, state)| serde_json::json!({ "name": name, "state": state }))
+            .collect();
+        serde_json::json!({
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "started_at": self.started_at,
+            "agents": snapshot.project.agents.len(),
+            "runs_running": running,
+            "runs_queued": queued,
+            "mcp_servers": mcp,
+        })
+    }
+
+    fn set_mcp_states(&self, states: Vec<(String, String)>) {
+        self.metrics.set_mcp_states(&states);
+        *self
+            .mcp_states
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = states;
+    }
+}
+
+/// Seen by tests and the API: the events of a run as `(seq, event)`.
+pub type EventItem = (i64, RunEvent);

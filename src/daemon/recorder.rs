@@ -11,12 +11,16 @@ pub struct Recorder {
     pending: Vec<RunEvent>,
     /// A step boundary is among the pending events.
     boundary: bool,
+    /// Events taken so far: the store numbers events from 1 in order, so
+    /// pending event `i` will be stored as `taken + i + 1`.
+    taken: i64,
 }
 
 impl Recorder {
     /// Adds an event, merging it into the previous one when both are deltas
-    /// of the same kind.
-    pub fn push(&mut self, event: RunEvent) {
+    /// of the same kind. Returns the sequence number the (merged) event will
+    /// be stored under.
+    pub fn push(&mut self, event: RunEvent) -> i64 {
         self.boundary |= is_boundary(&event);
         match (self.pending.last_mut(), event) {
             (Some(RunEvent::TextDelta { text: acc }), RunEvent::TextDelta { text }) => {
@@ -27,6 +31,7 @@ impl Recorder {
             }
             (_, event) => self.pending.push(event),
         }
+        self.taken + self.pending.len() as i64
     }
 
     /// True when a completed step is pending, so the batch should be
@@ -37,6 +42,7 @@ impl Recorder {
 
     pub fn take(&mut self) -> Vec<RunEvent> {
         self.boundary = false;
+        self.taken += self.pending.len() as i64;
         std::mem::take(&mut self.pending)
     }
 
@@ -69,13 +75,14 @@ mod tests {
     fn merges_deltas_per_turn() {
         let mut r = Recorder::default();
         for t in ["a", "b", "c"] {
-            r.push(RunEvent::TextDelta { text: t.into() });
+            assert_eq!(r.push(RunEvent::TextDelta { text: t.into() }), 1);
         }
         assert!(!r.at_boundary());
-        r.push(RunEvent::Usage {
+        let seq = r.push(RunEvent::Usage {
             iteration: 1,
             usage: Default::default(),
         });
+        assert_eq!(seq, 2);
         assert!(r.at_boundary());
         r.push(RunEvent::TextDelta { text: "d".into() });
         // A later non-boundary event does not hide the pending boundary.
@@ -92,5 +99,6 @@ mod tests {
             ]
         );
         assert!(r.is_empty());
+        assert_eq!(r.push(RunEvent::TextDelta { text: "e".into() }), 4);
     }
 }

@@ -14,7 +14,7 @@ use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
-use crate::store::{NewRun, Store, StoreError, new_run_id};
+use crate::store::{Fire, NewRun, Store, StoreError, new_run_id};
 use crate::tools::ToolSet;
 use crate::types::{RecalledMemory, RunEvent, RunState};
 
@@ -24,17 +24,34 @@ use super::recorder::Recorder;
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
     pub agent: String,
-    /// The input; `None` renders the agent's `prompt`.
+    /// The input; `None` renders the schedule's `input` for a scheduled
+    /// fire, else the agent's `prompt`.
     pub input: Option<String>,
     /// Overrides the agent's model (`--model`).
     pub model: Option<String>,
     /// What started the run: `cli`, `schedule`, `api`, `webhook`.
     pub trigger: String,
+    /// `{{ vars.X }}` in the templates.
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    /// `{{ payload }}` in the templates: a webhook's JSON body.
+    pub payload: Option<serde_json::Value>,
+    /// The scheduled fire this run is for.
+    pub fire: Option<Fire>,
+}
+
+/// What a run's templates see besides `input`.
+struct TemplateContext<'a> {
+    agent: &'a str,
+    now: String,
+    vars: &'a serde_json::Map<String, serde_json::Value>,
+    payload: &'a Option<serde_json::Value>,
 }
 
 /// A run resolved and ready to start.
 pub struct PreparedRun {
     pub spec: RunSpec,
+    /// The scheduled fire it is for, claimed with the run.
+    pub fire: Option<Fire>,
     /// The agent's memory settings: recall and tools happen in `execute`,
     /// which has the store.
     pub memory: MemoryConfig,
@@ -64,24 +81,38 @@ pub fn prepare(
     };
     let model = request.model.clone().unwrap_or_else(|| agent.model.clone());
     let (provider, model_name) = provider_for(&model, &project.settings, env)?;
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let input = match request.input {
-        Some(input) => input,
-        None => match &agent.prompt {
-            Some(prompt) => render(prompt, &agent.name, &now, "")
-                .map_err(|e| format!("{}: cannot render `prompt`: {e}", agent.path.display()))?,
-            None => {
-                return Err(format!(
-                    "agent `{}` has no `prompt`, so a run needs an input: pass --input TEXT (or --input - to read stdin)",
-                    agent.name
-                ));
-            }
-        },
+    let context = TemplateContext {
+        agent: &agent.name,
+        now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        vars: &request.vars,
+        payload: &request.payload,
+    };
+    let schedule_input = request
+        .fire
+        .as_ref()
+        .and_then(|f| agent.triggers.schedules.get(f.schedule_index))
+        .and_then(|s| s.input.as_deref());
+    let input = match (request.input, schedule_input, &agent.prompt) {
+        (Some(input), _, _) => input,
+        (None, Some(template), _) => render(template, &context, "").map_err(|e| {
+            format!(
+                "{}: cannot render the schedule's `input`: {e}",
+                agent.path.display()
+            )
+        })?,
+        (None, None, Some(prompt)) => render(prompt, &context, "")
+            .map_err(|e| format!("{}: cannot render `prompt`: {e}", agent.path.display()))?,
+        (None, None, None) => {
+            return Err(format!(
+                "agent `{}` has no `prompt`, so a run needs an input: pass --input TEXT (or --input - to read stdin)",
+                agent.name
+            ));
+        }
     };
     let system = agent
         .system
         .as_deref()
-        .map(|s| render(s, &agent.name, &now, &input))
+        .map(|s| render(s, &context, &input))
         .transpose()
         .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
     let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
@@ -101,6 +132,7 @@ pub fn prepare(
         memory: None,
     };
     Ok(PreparedRun {
+        fire: request.fire,
         memory: agent.memory.clone(),
         spec,
         provider,
@@ -173,26 +205,81 @@ fn resolve_skills(
     }))
 }
 
-/// Renders a prompt template with `agent`, `now`, `input` and `vars`.
-fn render(template: &str, agent: &str, now: &str, input: &str) -> Result<String, String> {
+/// Renders a prompt template with `agent`, `now`, `input`, `vars` and
+/// `payload`.
+fn render(template: &str, cx: &TemplateContext<'_>, input: &str) -> Result<String, String> {
     let env = minijinja::Environment::new();
-    let vars = std::collections::BTreeMap::<String, String>::new();
+    let payload = cx.payload.as_ref().map(minijinja::value::Serde);
     env.render_str(
         template,
-        minijinja::context! { agent => agent, now => now, input => input, vars => vars },
+        minijinja::context! {
+            agent => cx.agent,
+            now => &cx.now,
+            input => input,
+            vars => minijinja::value::Serde(cx.vars),
+            payload => payload,
+        },
     )
     .map_err(|e| e.to_string())
 }
 
-/// Runs `prepared` to its end: claims the run row, streams events to
-/// `on_event` as they happen and to the store at each step, records the final
-/// state. A store failure after the claim does not stop the run; the first
-/// one is returned after the run is over.
+/// Where a run's events go as it runs: `event` for each event with the
+/// sequence number it will be stored under (merged deltas share one),
+/// `committed` once the events up to a sequence number are on disk.
+pub trait RunSink: Send {
+    fn event(&mut self, seq: i64, event: &RunEvent);
+    fn committed(&mut self, _last_seq: i64) {}
+}
+
+/// A sink that only looks at events (`aurad run`).
+struct OnEvent<F>(F);
+
+impl<F: FnMut(&RunEvent) + Send> RunSink for OnEvent<F> {
+    fn event(&mut self, _seq: i64, event: &RunEvent) {
+        (self.0)(event)
+    }
+}
+
+/// The run row `prepared` is claimed with: `state` is `running` (start now)
+/// or `queued` (start later with [`Store::start_run`]).
+pub fn new_run(prepared: &PreparedRun, state: RunState) -> NewRun {
+    let spec = &prepared.spec;
+    NewRun {
+        id: spec.run_id.clone(),
+        agent: spec.agent.clone(),
+        trigger: spec.trigger.clone(),
+        input: spec.input.clone(),
+        model: spec.model.clone(),
+        definition_hash: spec.definition_hash.clone(),
+        owner: format!("pid:{}", std::process::id()),
+        fire: prepared.fire,
+        state,
+    }
+}
+
+/// Runs `prepared` to its end: claims the run row (as `running`), then
+/// [`run_claimed`].
 pub async fn execute(
     prepared: PreparedRun,
     store: &Store,
     cancel: CancellationToken,
-    mut on_event: impl FnMut(&RunEvent) + Send,
+    on_event: impl FnMut(&RunEvent) + Send,
+) -> Result<RunOutcome, StoreError> {
+    store
+        .claim_run(new_run(&prepared, RunState::Running))
+        .await?;
+    run_claimed(prepared, store, cancel, &mut OnEvent(on_event)).await
+}
+
+/// Runs `prepared`, whose row is claimed and `running`: streams events to
+/// `sink` as they happen and to the store at each step, records the final
+/// state. A store failure after the claim does not stop the run; the first
+/// one is returned after the run is over.
+pub async fn run_claimed(
+    prepared: PreparedRun,
+    store: &Store,
+    cancel: CancellationToken,
+    sink: &mut dyn RunSink,
 ) -> Result<RunOutcome, StoreError> {
     let PreparedRun {
         mut spec,
@@ -200,6 +287,7 @@ pub async fn execute(
         provider,
         mut tools,
         retry,
+        fire: _,
     } = prepared;
     spec.memory = recall(store, &memory, &spec).await;
     if memory.tools {
@@ -213,17 +301,6 @@ pub async fn execute(
             tools.add(tool);
         }
     }
-    store
-        .claim_run(NewRun {
-            id: spec.run_id.clone(),
-            agent: spec.agent.clone(),
-            trigger: spec.trigger.clone(),
-            input: spec.input.clone(),
-            model: spec.model.clone(),
-            definition_hash: spec.definition_hash.clone(),
-            owner: format!("pid:{}", std::process::id()),
-        })
-        .await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let parts = Parts {
         provider: provider.as_ref(),
@@ -235,15 +312,18 @@ pub async fn execute(
         let mut recorder = Recorder::default();
         let mut first_error: Option<StoreError> = None;
         while let Some(event) = rx.recv().await {
-            on_event(&event);
             // The last batch (with `finished`) is committed with the final state.
             let last = matches!(event, RunEvent::Finished { .. });
-            recorder.push(event);
+            let seq = recorder.push(event.clone());
+            sink.event(seq, &event);
             if !last && recorder.at_boundary() && rx.is_empty() {
                 let batch = recorder.take();
-                if let Err(e) = store.append_events(&spec.run_id, batch).await {
-                    tracing::error!(run = %spec.run_id, "cannot store run events: {e}");
-                    first_error.get_or_insert(e);
+                match store.append_events(&spec.run_id, batch).await {
+                    Ok(last_seq) => sink.committed(last_seq),
+                    Err(e) => {
+                        tracing::error!(run = %spec.run_id, "cannot store run events: {e}");
+                        first_error.get_or_insert(e);
+                    }
                 }
             }
         }
@@ -252,7 +332,7 @@ pub async fn execute(
     let (outcome, (last_batch, store_error)) = tokio::join!(engine, record);
     let state = outcome.state;
     debug_assert!(state != RunState::Running);
-    store
+    let last_seq = store
         .finish_run_with_events(
             &spec.run_id,
             last_batch,
@@ -262,6 +342,7 @@ pub async fn execute(
             outcome.usage,
         )
         .await?;
+    sink.committed(last_seq);
     match store_error {
         Some(e) => Err(e),
         None => Ok(outcome),

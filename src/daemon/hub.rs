@@ -1,0 +1,128 @@
+//! Live events of one running run, for subscribers that join at any time
+//! (SSE): what is stored, then what is pending (not yet committed), then
+//! what comes next, each event exactly once and in order.
+//!
+//! Every event carries the sequence number it is (or will be) stored under;
+//! text and reasoning deltas of one model turn share one (the store merges
+//! them). The hub holds the events since the last commit; a subscriber takes
+//! them together with a receiver for later events under one lock, and reads
+//! the store only up to the commit point it saw, so nothing is lost or
+//! doubled at the seams.
+
+use std::sync::{Mutex, PoisonError};
+
+use tokio::sync::broadcast;
+
+use crate::types::RunEvent;
+
+/// A numbered event.
+pub type Numbered = (i64, RunEvent);
+
+/// How many live events a slow subscriber may fall behind before it is cut
+/// off (it can reconnect with `Last-Event-ID`).
+const CAPACITY: usize = 4096;
+
+pub struct Hub {
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    /// Events up to this sequence number are in the store.
+    committed: i64,
+    /// Events not yet committed, in order.
+    pending: Vec<Numbered>,
+    tx: broadcast::Sender<Numbered>,
+    finished: bool,
+}
+
+/// What a subscriber starts from.
+pub struct Subscription {
+    /// Read the store up to (and including) this sequence number.
+    pub committed: i64,
+    /// Then these.
+    pub pending: Vec<Numbered>,
+    /// Then these; closed when the run has finished and all were sent.
+    pub live: broadcast::Receiver<Numbered>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub {
+            inner: Mutex::new(Inner {
+                committed: 0,
+                pending: Vec::new(),
+                tx: broadcast::channel(CAPACITY).0,
+                finished: false,
+            }),
+        }
+    }
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn publish(&self, seq: i64, event: &RunEvent) {
+        let mut inner = self.lock();
+        inner.pending.push((seq, event.clone()));
+        // No receivers is fine.
+        let _ = inner.tx.send((seq, event.clone()));
+    }
+
+    pub fn committed(&self, last_seq: i64) {
+        let mut inner = self.lock();
+        inner.committed = inner.committed.max(last_seq);
+        let committed = inner.committed;
+        inner.pending.retain(|(seq, _)| *seq > committed);
+    }
+
+    /// The run has ended and its last events are stored: later subscribers
+    /// read the store alone, and live receivers end after the last event.
+    pub fn finish(&self) {
+        let mut inner = self.lock();
+        inner.finished = true;
+        // Replacing the sender drops the old one, which closes receivers
+        // once they have read what was sent.
+        inner.tx = broadcast::channel(1).0;
+    }
+
+    /// `None` once the run has finished (read the store instead).
+    pub fn subscribe(&self) -> Option<Subscription> {
+        let inner = self.lock();
+        if inner.finished {
+            return None;
+        }
+        Some(Subscription {
+            committed: inner.committed,
+            pending: inner.pending.clone(),
+            live: inner.tx.subscribe(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> RunEvent {
+        RunEvent::TextDelta { text: t.into() }
+    }
+
+    #[tokio::test]
+    async fn a_late_subscriber_gets_pending_then_live_then_the_end() {
+        let hub = Hub::default();
+        hub.publish(1, &text("a"));
+        hub.committed(1);
+        hub.publish(2, &text("b"));
+        let mut sub = hub.subscribe().unwrap();
+        assert_eq!(sub.committed, 1);
+        assert_eq!(sub.pending, vec![(2, text("b"))]);
+        hub.publish(2, &text("c"));
+        hub.committed(2);
+        hub.finish();
+        assert_eq!(sub.live.recv().await.unwrap(), (2, text("c")));
+        assert!(sub.live.recv().await.is_err(), "closed after the end");
+        assert!(hub.subscribe().is_none());
+    }
+}

@@ -1,0 +1,175 @@
+//! One daemon per project directory: an exclusive `flock` on
+//! `<root>/.aurad.lock`, held for the life of the process.
+//!
+//! May depend on `libc` and std only. The lock belongs to the open file, so
+//! the kernel releases it when the process ends in any way (crash, `kill -9`);
+//! there is no stale lock to clean up. The file is opened close-on-exec (std
+//! does that), so tool and MCP child processes never inherit the lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The lock file's name inside the project directory.
+pub const LOCK_FILE: &str = ".aurad.lock";
+
+/// Holds the project lock until dropped. Dropping it closes the file, which
+/// releases the lock; the file itself stays (deleting it would race with a
+/// new daemon that has just opened it).
+#[derive(Debug)]
+pub struct ProjectLock {
+    /// Kept open: closing it releases the lock.
+    _file: File,
+    path: PathBuf,
+}
+
+impl ProjectLock {
+    /// Takes the lock of the project at `root` without waiting, and writes
+    /// our pid into the lock file. Fails with a message naming the other
+    /// daemon's pid when the project is already served.
+    pub fn acquire(root: &Path) -> Result<ProjectLock, String> {
+        if !root.is_dir() {
+            return Err(format!(
+                "project directory {} does not exist or is not a directory; create it, \
+                 or pass --dir with an existing project",
+                root.display()
+            ));
+        }
+        let path = root.join(LOCK_FILE);
+        // No truncation here: the file may hold the running daemon's pid,
+        // which the error message below reads.
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| {
+                format!(
+                    "cannot open the lock file {}: {e}; check that the project directory is \
+                     writable",
+                    path.display()
+                )
+            })?;
+        if let Err(e) = flock_exclusive_nonblocking(&file) {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                let who = match read_pid(&mut file) {
+                    Some(pid) => format!("another `aurad serve` (pid {pid})"),
+                    None => "another process".to_owned(),
+                };
+                return Err(format!(
+                    "{who} is already running on {}; stop it first, or use --dir for another \
+                     project",
+                    root.display()
+                ));
+            }
+            return Err(format!(
+                "cannot lock {}: {e}; the file system may not support locks (e.g. some network \
+                 mounts): run the project from a local directory",
+                path.display()
+            ));
+        }
+        file.set_len(0)
+            .and_then(|()| file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0))
+            .map_err(|e| {
+                format!(
+                    "cannot write our pid into the lock file {}: {e}; check free space and \
+                     permissions",
+                    path.display()
+                )
+            })?;
+        Ok(ProjectLock { _file: file, path })
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)`, retried when interrupted by a signal.
+fn flock_exclusive_nonblocking(file: &File) -> io::Result<()> {
+    loop {
+        // SAFETY: flock only reads the descriptor, which `file` keeps open
+        // for the duration of the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// The pid the lock holder wrote, if the file holds one.
+fn read_pid(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok().filter(|pid| *pid > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_acquire_fails_naming_our_pid_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = ProjectLock::acquire(dir.path()).unwrap();
+        assert_eq!(first.path(), dir.path().join(LOCK_FILE));
+        let written = std::fs::read_to_string(first.path()).unwrap();
+        assert_eq!(written, format!("{}\n", std::process::id()));
+
+        let err = ProjectLock::acquire(dir.path()).unwrap_err();
+        let pid = std::process::id();
+        assert!(
+            err.contains(&format!(
+                "another `aurad serve` (pid {pid}) is already running"
+            )),
+            "{err}"
+        );
+        assert!(err.contains(&dir.path().display().to_string()), "{err}");
+        assert!(err.contains("--dir"), "{err}");
+        // A failed attempt leaves the holder's pid in place.
+        assert_eq!(std::fs::read_to_string(first.path()).unwrap(), written);
+
+        drop(first);
+        let again = ProjectLock::acquire(dir.path()).unwrap();
+        assert!(again.path().exists(), "the lock file stays");
+    }
+
+    #[test]
+    fn an_unreadable_pid_says_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = ProjectLock::acquire(dir.path()).unwrap();
+        std::fs::write(first.path(), "garbage").unwrap();
+        let err = ProjectLock::acquire(dir.path()).unwrap_err();
+        assert!(
+            err.starts_with("another process is already running on"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_stale_file_from_a_dead_daemon_does_not_block() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LOCK_FILE), "999999999\n").unwrap();
+        let lock = ProjectLock::acquire(dir.path()).unwrap();
+        let written = std::fs::read_to_string(lock.path()).unwrap();
+        assert_eq!(written, format!("{}\n", std::process::id()));
+    }
+
+    #[test]
+    fn a_missing_root_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-project");
+        let err = ProjectLock::acquire(&missing).unwrap_err();
+        assert!(err.contains("no-such-project"), "{err}");
+        assert!(err.contains("does not exist"), "{err}");
+        assert!(!missing.exists());
+    }
+}

@@ -1,0 +1,353 @@
+//! Unit tests of `metrics.rs`: the rendered text is parsed line by line
+//! (families, escaping, cumulative histogram buckets).
+
+use super::*;
+use crate::types::Usage;
+
+/// One parsed sample line: name, labels in order, value.
+#[derive(Debug, PartialEq)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+/// Parses exposition text line by line, checking that every sample
+/// belongs to a family announced by `# HELP` and `# TYPE` before it.
+fn parse(text: &str) -> (Vec<(String, String)>, Vec<Sample>) {
+    let mut families = Vec::new(); // (name, type)
+    let mut samples = Vec::new();
+    let mut helped: Option<String> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP has a text");
+            assert!(!help.is_empty());
+            helped = Some(name.to_owned());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE has a kind");
+            assert_eq!(helped.as_deref(), Some(name), "TYPE follows its HELP");
+            assert!(["counter", "gauge", "histogram"].contains(&kind));
+            families.push((name.to_owned(), kind.to_owned()));
+        } else {
+            assert!(!line.starts_with('#') && !line.is_empty(), "{line:?}");
+            let sample = parse_sample(line);
+            let (family, kind) = families.last().expect("a sample after a TYPE");
+            let base = match kind.as_str() {
+                "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| sample.name.strip_suffix(s))
+                    .expect("histogram sample suffix"),
+                _ => sample.name.as_str(),
+            };
+            assert_eq!(base, family, "sample {line:?} outside its family");
+            samples.push(sample);
+        }
+    }
+    (families, samples)
+}
+
+fn parse_sample(line: &str) -> Sample {
+    let (series, value) = line.rsplit_once(' ').expect("sample has a value");
+    let value: f64 = value.parse().expect("numeric value");
+    let Some((name, labels)) = series.split_once('{') else {
+        return Sample {
+            name: series.to_owned(),
+            labels: vec![],
+            value,
+        };
+    };
+    let mut labels_out = Vec::new();
+    let mut chars = labels.strip_suffix('}').expect("closing brace").chars();
+    loop {
+        let label: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if label.is_empty() {
+            break;
+        }
+        assert_eq!(chars.next(), Some('"'));
+        let mut val = String::new();
+        loop {
+            match chars.next().expect("unterminated label value") {
+                '"' => break,
+                '\\' => match chars.next() {
+                    Some('\\') => val.push('\\'),
+                    Some('"') => val.push('"'),
+                    Some('n') => val.push('\n'),
+                    other => panic!("bad escape {other:?}"),
+                },
+                '\n' => panic!("raw newline in a label value"),
+                c => val.push(c),
+            }
+        }
+        labels_out.push((label, val));
+        match chars.next() {
+            Some(',') => continue,
+            None => break,
+            other => panic!("unexpected {other:?} after a label"),
+        }
+    }
+    Sample {
+        name: name.to_owned(),
+        labels: labels_out,
+        value,
+    }
+}
+
+fn find<'a>(samples: &'a [Sample], name: &str, labels: &[(&str, &str)]) -> Option<&'a Sample> {
+    samples.iter().find(|s| {
+        s.name == name
+            && s.labels.len() == labels.len()
+            && s.labels
+                .iter()
+                .zip(labels)
+                .all(|((k, v), (k2, v2))| k == k2 && v == v2)
+    })
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    find(samples, name, labels)
+        .unwrap_or_else(|| panic!("no sample {name} {labels:?}"))
+        .value
+}
+
+#[test]
+fn metrics_is_send_and_sync() {
+    fn both<T: Send + Sync>() {}
+    both::<Metrics>();
+}
+
+#[test]
+fn an_empty_registry_announces_every_family() {
+    let (families, samples) = parse(&Metrics::new().render());
+    let names: Vec<&str> = families.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "aurad_runs_total",
+            "aurad_run_duration_seconds",
+            "aurad_runs_running",
+            "aurad_runs_queued",
+            "aurad_tool_calls_total",
+            "aurad_tool_failures_total",
+            "aurad_model_tokens_total",
+            "aurad_reloads_total",
+            "aurad_reload_errors_total",
+            "aurad_mcp_server_up",
+            "aurad_schedule_fires_total",
+        ]
+    );
+    // Label-less counters and gauges have a sample from the start.
+    for name in [
+        "aurad_runs_running",
+        "aurad_runs_queued",
+        "aurad_reloads_total",
+        "aurad_reload_errors_total",
+        "aurad_schedule_fires_total",
+    ] {
+        assert_eq!(value(&samples, name, &[]), 0.0, "{name}");
+    }
+    assert_eq!(samples.len(), 5);
+}
+
+#[test]
+fn counters_and_gauges_are_rendered_sorted_by_labels() {
+    let m = Metrics::new();
+    m.run_recorded("zeta", "skipped");
+    m.run_finished("alpha", "succeeded", Duration::from_millis(300));
+    m.run_finished("alpha", "succeeded", Duration::from_secs(2));
+    m.run_finished("alpha", "failed", Duration::from_secs(2));
+    m.set_runs_in_flight(3);
+    m.set_runs_queued(1);
+    m.tool_call("bash", false);
+    m.tool_call("bash", true);
+    m.tool_call("a_tool", false);
+    m.model_tokens("alpha", 100, 20);
+    m.model_tokens("alpha", 1, 2);
+    m.reload(true);
+    m.reload(false);
+    m.scheduled_fire();
+    m.scheduled_fire();
+
+    let text = m.render();
+    let (_, samples) = parse(&text);
+    let runs: Vec<_> = samples
+        .iter()
+        .filter(|s| s.name == "aurad_runs_total")
+        .map(|s| (s.labels[0].1.as_str(), s.labels[1].1.as_str(), s.value))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("alpha", "failed", 1.0),
+            ("alpha", "succeeded", 2.0),
+            ("zeta", "skipped", 1.0)
+        ]
+    );
+    assert_eq!(value(&samples, "aurad_runs_running", &[]), 3.0);
+    assert_eq!(value(&samples, "aurad_runs_queued", &[]), 1.0);
+    assert_eq!(
+        value(&samples, "aurad_tool_calls_total", &[("tool", "bash")]),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "aurad_tool_failures_total", &[("tool", "bash")]),
+        1.0
+    );
+    assert!(find(&samples, "aurad_tool_failures_total", &[("tool", "a_tool")]).is_none());
+    let tools: Vec<_> = samples
+        .iter()
+        .filter(|s| s.name == "aurad_tool_calls_total")
+        .map(|s| s.labels[0].1.as_str())
+        .collect();
+    assert_eq!(tools, ["a_tool", "bash"]);
+    let tokens = |d| {
+        value(
+            &samples,
+            "aurad_model_tokens_total",
+            &[("agent", "alpha"), ("direction", d)],
+        )
+    };
+    assert_eq!((tokens("input"), tokens("output")), (101.0, 22.0));
+    assert_eq!(value(&samples, "aurad_reloads_total", &[]), 2.0);
+    assert_eq!(value(&samples, "aurad_reload_errors_total", &[]), 1.0);
+    assert_eq!(value(&samples, "aurad_schedule_fires_total", &[]), 2.0);
+    // A skipped run has no duration.
+    assert!(
+        !text.contains("aurad_run_duration_seconds_count{agent=\"zeta\"}"),
+        "{text}"
+    );
+    // Same input, same text.
+    assert_eq!(text, m.render());
+}
+
+#[test]
+fn histogram_buckets_are_cumulative_with_inf_sum_and_count() {
+    let m = Metrics::new();
+    for secs in [0.05, 0.1, 0.7, 4.0, 4000.0] {
+        m.run_finished("a", "succeeded", Duration::from_secs_f64(secs));
+    }
+    let (_, samples) = parse(&m.render());
+    let buckets: Vec<(String, f64)> = samples
+        .iter()
+        .filter(|s| s.name == "aurad_run_duration_seconds_bucket")
+        .map(|s| {
+            assert_eq!(s.labels[0], ("agent".into(), "a".into()));
+            (s.labels[1].1.clone(), s.value)
+        })
+        .collect();
+    let expected = [
+        ("0.1", 2.0),
+        ("0.5", 2.0),
+        ("1", 3.0),
+        ("5", 4.0),
+        ("15", 4.0),
+        ("60", 4.0),
+        ("300", 4.0),
+        ("900", 4.0),
+        ("3600", 4.0),
+        ("+Inf", 5.0),
+    ];
+    let expected: Vec<(String, f64)> = expected.iter().map(|(l, v)| (l.to_string(), *v)).collect();
+    assert_eq!(buckets, expected);
+    let sum = value(
+        &samples,
+        "aurad_run_duration_seconds_sum",
+        &[("agent", "a")],
+    );
+    assert!((sum - 4004.85).abs() < 1e-6, "{sum}");
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_run_duration_seconds_count",
+            &[("agent", "a")]
+        ),
+        5.0
+    );
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let m = Metrics::new();
+    let nasty = "a\\b\"c\nd";
+    m.tool_call(nasty, true);
+    let text = m.render();
+    assert!(
+        text.contains(r#"aurad_tool_calls_total{tool="a\\b\"c\nd"} 1"#),
+        "{text}"
+    );
+    let (_, samples) = parse(&text);
+    assert_eq!(
+        value(&samples, "aurad_tool_failures_total", &[("tool", nasty)]),
+        1.0
+    );
+}
+
+#[test]
+fn mcp_states_replace_the_previous_set() {
+    let m = Metrics::new();
+    m.set_mcp_states(&[
+        ("search".into(), "connecting".into()),
+        ("fs".into(), "up".into()),
+    ]);
+    m.set_mcp_states(&[
+        ("search".into(), "up".into()),
+        ("fs".into(), "failed".into()),
+    ]);
+    let (_, samples) = parse(&m.render());
+    let up: Vec<_> = samples
+        .iter()
+        .filter(|s| s.name == "aurad_mcp_server_up")
+        .map(|s| (s.labels[0].1.as_str(), s.labels[1].1.as_str(), s.value))
+        .collect();
+    assert_eq!(up, [("fs", "failed", 1.0), ("search", "up", 1.0)]);
+}
+
+#[test]
+fn run_events_feed_tool_and_token_counters() {
+    let m = Metrics::new();
+    let result = |is_error| RunEvent::ToolResult {
+        id: "c1".into(),
+        name: "read_file".into(),
+        output: "..".into(),
+        is_error,
+        duration_ms: 3,
+    };
+    m.observe_event("triage", &result(false));
+    m.observe_event("triage", &result(true));
+    m.observe_event(
+        "triage",
+        &RunEvent::Usage {
+            iteration: 1,
+            usage: Usage {
+                input_tokens: Some(50),
+                output_tokens: None,
+            },
+        },
+    );
+    m.observe_event(
+        "triage",
+        &RunEvent::TextDelta {
+            text: "hello".into(),
+        },
+    );
+    let (_, samples) = parse(&m.render());
+    assert_eq!(
+        value(&samples, "aurad_tool_calls_total", &[("tool", "read_file")]),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_tool_failures_total",
+            &[("tool", "read_file")]
+        ),
+        1.0
+    );
+    let tokens = |d| {
+        value(
+            &samples,
+            "aurad_model_tokens_total",
+            &[("agent", "triage"), ("direction", d)],
+        )
+    };
+    assert_eq!((tokens("input"), tokens("output")), (50.0, 0.0));
+}

@@ -1,0 +1,209 @@
+//! Loading a whole snapshot of the project for the daemon, first at start
+//! and then on every change: read and validate every file, connect the MCP
+//! servers the agents can reach (reusing the connection of every server
+//! whose configuration did not change), and report what changed.
+//!
+//! A load with errors changes nothing: the caller keeps the old snapshot
+//! and the servers it uses stay connected.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::mcp::McpServerConfig;
+use crate::config::{self, Diagnostic, Settings};
+use crate::mcp::McpManager;
+use crate::registry::{self, Snapshot};
+
+use super::supervisor::Env;
+
+/// A loaded snapshot and its warnings.
+pub struct Loaded {
+    pub snapshot: Arc<Snapshot>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Loads snapshots and owns the MCP connections they use.
+pub struct Reloader {
+    root: PathBuf,
+    env: Env,
+    /// Connected servers by name, with the configuration they run.
+    servers: HashMap<String, (McpServerConfig, McpManager)>,
+}
+
+impl Reloader {
+    pub fn new(root: PathBuf, env: Env) -> Reloader {
+        Reloader {
+            root,
+            env,
+            servers: HashMap::new(),
+        }
+    }
+
+    /// Loads the project. `Err` holds every diagnostic when any is an
+    /// error; then nothing changed.
+    pub async fn load(&mut self) -> Result<Loaded, Vec<Diagnostic>> {
+        let env = self.env.clone();
+        let root = self.root.clone();
+        // Reading and parsing files is blocking work.
+        let built = tokio::task::spawn_blocking(move || {
+            let loaded = config::load(&root, &*env);
+            registry::build(loaded, &*env)
+        })
+        .await;
+        let (mut snapshot, mut diagnostics) = match built {
+            Ok(built) => built,
+            Err(e) => {
+                return Err(vec![Diagnostic::error(
+                    std::path::Path::new("."),
+                    (0, 0),
+                    format!("loading the project failed: {e}"),
+                )]);
+            }
+        };
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            return Err(diagnostics);
+        }
+        // The servers some agent's allow-list can reach.
+        let mut wanted: BTreeMap<String, McpServerConfig> = BTreeMap::new();
+        for agent in snapshot.project.agents.values() {
+            for server in registry::servers_for(&agent.tools, &snapshot.project.mcp_servers) {
+                wanted.insert(server.name.clone(), server);
+            }
+        }
+        let mut started = Vec::new();
+        let mut managers = Vec::new();
+        for (name, config) in &wanted {
+            match self.servers.get(name) {
+                Some((old, manager)) if old == config => managers.push(manager.clone()),
+                _ => {
+                    tracing::info!(server = %name, "connecting MCP server");
+                    let manager = McpManager::start(vec![config.clone()]).await;
+                    started.push((name.clone(), config.clone(), manager.clone()));
+                    managers.push(manager);
+                }
+            }
+        }
+        for manager in &managers {
+            for conflict in manager.conflicts() {
+                diagnostics.push(Diagnostic::error(
+                    std::path::Path::new("mcp.json"),
+                    (0, 0),
+                    conflict,
+                ));
+            }
+            for tool in manager.tools() {
+                if let Err(message) = snapshot.tools.add(tool) {
+                    diagnostics.push(Diagnostic::error(
+                        std::path::Path::new("mcp.json"),
+                        (0, 0),
+                        message,
+                    ));
+                }
+            }
+        }
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            for (_, _, manager) in started {
+                manager.shutdown().await;
+            }
+            return Err(diagnostics);
+        }
+        // Commit: the new connections replace the old ones of their name;
+        // servers no longer wanted stop.
+        let mut replaced = Vec::new();
+        for (name, config, manager) in started {
+            if let Some((_, old)) = self.servers.insert(name, (config, manager)) {
+                replaced.push(old);
+            }
+        }
+        let gone: Vec<String> = self
+            .servers
+            .keys()
+            .filter(|name| !wanted.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some((_, old)) = self.servers.remove(&name) {
+                tracing::info!(server = %name, "stopping MCP server no agent uses any more");
+                replaced.push(old);
+            }
+        }
+        // Runs in flight hold their own tool handles; a replaced server's
+        // calls fail with its stopped state, which the model is told.
+        for old in replaced {
+            old.shutdown().await;
+        }
+        Ok(Loaded {
+            snapshot: Arc::new(snapshot),
+            warnings: diagnostics,
+        })
+    }
+
+    /// Every connected server's state, for metrics and health.
+    pub fn server_states(&self) -> Vec<(String, String)> {
+        let mut states: Vec<(String, String)> = self
+            .servers
+            .values()
+            .flat_map(|(_, m)| m.status())
+            .map(|s| (s.name, state_word(&s.state).to_string()))
+            .collect();
+        states.sort();
+        states
+    }
+
+    /// Stops every MCP server.
+    pub async fn shutdown(&mut self) {
+        for (_, (_, manager)) in self.servers.drain() {
+            manager.shutdown().await;
+        }
+    }
+}
+
+pub fn state_word(state: &crate::mcp::ServerState) -> &'static str {
+    match state {
+        crate::mcp::ServerState::Connecting => "connecting",
+        crate::mcp::ServerState::Connected => "connected",
+        crate::mcp::ServerState::Failed { .. } => "failed",
+        crate::mcp::ServerState::Restarting { .. } => "restarting",
+    }
+}
+
+/// What changed between two snapshots, for the log.
+pub fn describe_changes(old: &Snapshot, new: &Snapshot) -> Vec<String> {
+    let mut changes = Vec::new();
+    let (a, b) = (&old.project.agents, &new.project.agents);
+    for name in b.keys().filter(|n| !a.contains_key(*n)) {
+        changes.push(format!("agent `{name}` added"));
+    }
+    for name in a.keys().filter(|n| !b.contains_key(*n)) {
+        changes.push(format!("agent `{name}` removed"));
+    }
+    for (name, agent) in b {
+        if let Some(old) = a.get(name)
+            && old.hash != agent.hash
+        {
+            changes.push(format!("agent `{name}` changed"));
+        }
+    }
+    changes.extend(restart_needed(&old.project.settings, &new.project.settings));
+    changes
+}
+
+/// Settings that take effect only after a restart.
+pub fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
+    let mut notes = Vec::new();
+    if old.listen != new.listen {
+        notes.push(format!(
+            "aurad.yaml: `listen` changed to {}; restart aurad serve to apply it (still listening on {})",
+            new.listen, old.listen
+        ));
+    }
+    if old.database != new.database {
+        notes.push(format!(
+            "aurad.yaml: `database` changed to {}; restart aurad serve to apply it (still using {})",
+            new.database.display(),
+            old.database.display()
+        ));
+    }
+    notes
+}

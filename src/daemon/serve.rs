@@ -1,0 +1,376 @@
+//! `aurad serve` from start to stop: take the project lock, open the store,
+//! turn runs a dead process left `running` into `interrupted` (retrying
+//! those whose agent says `on_interrupt: retry`), load the snapshot, start
+//! the scheduler, the watcher and the API, and on the shutdown signal stop
+//! accepting, let runs finish for the grace period, cancel the rest and
+//! flush the store.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Daemon;
+use super::clock::Clock;
+use super::lock::ProjectLock;
+use super::metrics::Metrics;
+use super::reload::{Reloader, describe_changes};
+use super::runner::RunRequest;
+use super::schedules::Scheduler;
+use super::supervisor::{Env, Health, Supervisor};
+use super::watcher::Watcher;
+use crate::config::{Diagnostic, OnInterrupt};
+use crate::store::{RunRecord, Store};
+use crate::types::RunState;
+
+/// How `aurad serve` runs.
+pub struct ServeOptions {
+    pub root: PathBuf,
+    /// Overrides `listen` of aurad.yaml.
+    pub listen: Option<SocketAddr>,
+    pub clock: Arc<dyn Clock>,
+    pub env: Env,
+    /// Watch the project for changes (hot reload).
+    pub watch: bool,
+    /// How long the watcher waits for a burst of changes to settle.
+    pub debounce: Duration,
+    /// Told the address the API listens on once it does (tests bind port 0).
+    pub on_listening: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+}
+
+impl ServeOptions {
+    /// The production setup for `root`.
+    pub fn new(root: PathBuf) -> ServeOptions {
+        ServeOptions {
+            root,
+            listen: None,
+            clock: Arc::new(super::clock::SystemClock),
+            env: Arc::new(crate::config::process_env),
+            watch: true,
+            debounce: Duration::from_millis(150),
+            on_listening: None,
+        }
+    }
+}
+
+/// Runs the daemon until `shutdown` resolves, then shuts down gracefully.
+/// Errors that stop it from starting say what to do.
+pub async fn serve(
+    options: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    let root = options.root.clone();
+    let lock = ProjectLock::acquire(&root)?;
+    let mut reloader = Reloader::new(root.clone(), options.env.clone());
+    let loaded = reloader.load().await;
+    let (snapshot, warnings) = match loaded {
+        Ok(loaded) => (loaded.snapshot, loaded.warnings),
+        Err(diagnostics) => {
+            log_diagnostics(&diagnostics);
+            reloader.shutdown().await;
+            let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+            return Err(format!(
+                "the project has {errors} error(s) (listed above); fix them and start again (`aurad validate` lists them too)"
+            ));
+        }
+    };
+    log_diagnostics(&warnings);
+    let settings = snapshot.project.settings.clone();
+    let database = settings.database.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&database))
+        .await
+        .map_err(|e| format!("opening the database failed: {e}"))?
+        .map_err(|e| format!("database {}: {e}", settings.database.display()))?;
+    let interrupted = store
+        .interrupt_stale_runs(owner_is_alive)
+        .await
+        .map_err(|e| format!("cannot recover runs of a previous process: {e}"))?;
+    for run in &interrupted {
+        tracing::warn!(run = %run.id, agent = %run.agent, "run was left running by a process that is gone; recorded as interrupted");
+    }
+    let metrics = Arc::new(Metrics::default());
+    let supervisor = Arc::new(Supervisor::new(
+        store.clone(),
+        metrics.clone(),
+        options.clock.clone(),
+        options.env.clone(),
+        settings.max_concurrent_runs,
+    ));
+    for name in snapshot.project.agents.keys() {
+        let failures = store.consecutive_failures(name).await.unwrap_or(0);
+        if failures > 0 {
+            let last_failure = last_failure(&store, name).await;
+            supervisor.set_health(
+                name,
+                Health {
+                    consecutive_failures: failures,
+                    last_failure,
+                },
+            );
+        }
+    }
+    let listen = options.listen.unwrap_or(settings.listen);
+    let token = (options.env)("AURAD_TOKEN").filter(|t| !t.is_empty());
+    if !listen.ip().is_loopback() && token.is_none() {
+        reloader.shutdown().await;
+        return Err(format!(
+            "listening on {listen} (not loopback) needs a bearer token: set AURAD_TOKEN, or listen on 127.0.0.1"
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}; choose another address with --listen or `listen:` in aurad.yaml"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let (snapshot_tx, snapshot_rx) = watch::channel(snapshot.clone());
+    let daemon = Arc::new(Daemon {
+        root: root.clone(),
+        store: store.clone(),
+        supervisor: supervisor.clone(),
+        metrics: metrics.clone(),
+        clock: options.clock.clone(),
+        env: options.env.clone(),
+        snapshot: snapshot_tx,
+        listen: bound,
+        token,
+        mcp_states: Mutex::new(Vec::new()),
+        started_at: options.clock.now(),
+    });
+    daemon.set_mcp_states(reloader.server_states());
+    retry_interrupted(&daemon, &interrupted).await;
+
+    let stop = CancellationToken::new();
+    let scheduler = Scheduler::new(
+        store.clone(),
+        supervisor.clone(),
+        options.clock.clone(),
+        metrics.clone(),
+    );
+    let scheduler_task = tokio::spawn(scheduler.run(snapshot_rx, stop.child_token()));
+    let api_stop = CancellationToken::new();
+    let api_task = tokio::spawn(crate::api::serve(
+        listener,
+        daemon.clone(),
+        api_stop.clone(),
+    ));
+    tracing::info!(
+        dir = %root.display(),
+        listen = %bound,
+        agents = snapshot.project.agents.len(),
+        "aurad serve is ready"
+    );
+    if let Some(tx) = options.on_listening {
+        let _ = tx.send(bound);
+    }
+    let watcher = if options.watch {
+        match Watcher::start(&root, options.debounce) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!("hot reload is off: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let reload_loop = reload_loop(daemon.clone(), reloader, watcher, stop.child_token());
+    let reload_task = tokio::spawn(reload_loop);
+
+    shutdown.await;
+    tracing::info!("shutting down: no new runs are accepted");
+    stop.cancel();
+    supervisor.close();
+    let _ = scheduler_task.await;
+    let mut reloader = reload_task.await.ok();
+    let grace = daemon.snapshot().project.settings.shutdown_grace;
+    let (running, queued) = supervisor.counts();
+    if running + queued > 0 {
+        tracing::info!(
+            running,
+            queued,
+            "waiting up to {}s for runs to finish",
+            grace.as_secs()
+        );
+    }
+    if tokio::time::timeout(grace, supervisor.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("grace period over: cancelling the runs still in flight");
+        supervisor.cancel_all();
+        supervisor.wait().await;
+    }
+    api_stop.cancel();
+    match api_task.await {
+        Ok(Err(e)) => tracing::error!("the HTTP API stopped with an error: {e}"),
+        Err(e) => tracing::error!("the HTTP API task failed: {e}"),
+        Ok(Ok(())) => {}
+    }
+    if let Some(reloader) = reloader.as_mut() {
+        reloader.shutdown().await;
+    }
+    drop(daemon);
+    let closed = tokio::task::spawn_blocking(move || store.close()).await;
+    drop(lock);
+    match closed {
+        Ok(Ok(())) => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Ok(Err(e)) => Err(format!("closing the database: {e}")),
+        Err(e) => Err(format!("closing the database: {e}")),
+    }
+}
+
+/// Follows file changes: loads a new snapshot on each, swaps it in if it
+/// has no errors. Returns the reloader (for shutdown) when stopped.
+async fn reload_loop(
+    daemon: Arc<Daemon>,
+    mut reloader: Reloader,
+    watcher: Option<Watcher>,
+    stop: CancellationToken,
+) -> Reloader {
+    let Some(mut watcher) = watcher else {
+        stop.cancelled().await;
+        return reloader;
+    };
+    loop {
+        let changed = tokio::select! {
+            changed = watcher.changed() => changed,
+            _ = stop.cancelled() => return reloader,
+        };
+        let Some(paths) = changed else {
+            tracing::error!("the file watcher stopped; hot reload is off until restart");
+            stop.cancelled().await;
+            return reloader;
+        };
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        tracing::info!(changed = %shown.join(", "), "project changed; reloading");
+        match reloader.load().await {
+            Ok(loaded) => {
+                let old = daemon.snapshot();
+                log_diagnostics(&loaded.warnings);
+                for change in describe_changes(&old, &loaded.snapshot) {
+                    tracing::info!("{change}");
+                }
+                daemon
+                    .supervisor
+                    .set_limit(loaded.snapshot.project.settings.max_concurrent_runs);
+                daemon.snapshot.send_replace(loaded.snapshot);
+                daemon.metrics.reload(true);
+                daemon.set_mcp_states(reloader.server_states());
+                tracing::info!("reloaded");
+            }
+            Err(diagnostics) => {
+                log_diagnostics(&diagnostics);
+                daemon.metrics.reload(false);
+                tracing::error!(
+                    "reload rejected: the project has errors (above); the previous version keeps running"
+                );
+            }
+        }
+    }
+}
+
+/// Re-runs, once, the interrupted runs of agents with `on_interrupt:
+/// retry` that are still within their `catch_up`.
+async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
+    let snapshot = daemon.snapshot();
+    let now = daemon.clock.now();
+    for run in interrupted {
+        let Some(agent) = snapshot.project.agents.get(&run.agent) else {
+            continue;
+        };
+        if agent.triggers.on_interrupt != OnInterrupt::Retry || run.trigger == "retry" {
+            continue;
+        }
+        let since = run
+            .scheduled_for
+            .as_deref()
+            .or(run.started_at.as_deref())
+            .unwrap_or(&run.created_at);
+        let Ok(since) = chrono::DateTime::parse_from_rfc3339(since) else {
+            continue;
+        };
+        let window = agent
+            .triggers
+            .catch_up_for(run.schedule_index.unwrap_or(0), now);
+        if (now - since.to_utc())
+            .to_std()
+            .is_ok_and(|age| age > window)
+        {
+            tracing::info!(run = %run.id, "interrupted run is older than catch_up; not retried");
+            continue;
+        }
+        let request = RunRequest {
+            agent: run.agent.clone(),
+            input: Some(run.input.clone()),
+            trigger: "retry".into(),
+            ..RunRequest::default()
+        };
+        match daemon
+            .supervisor
+            .submit(snapshot.clone(), request, None)
+            .await
+        {
+            Ok(new) => {
+                tracing::info!(run = %run.id, retry = %new.id, "retrying interrupted run (on_interrupt: retry)")
+            }
+            Err(e) => tracing::error!(run = %run.id, "cannot retry interrupted run: {e}"),
+        }
+    }
+}
+
+/// When the agent's newest failed, timed-out or interrupted run ended: the
+/// start of its backoff (skipped fires recorded since do not move it).
+async fn last_failure(store: &Store, agent: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let mut newest = None;
+    for state in [RunState::Failed, RunState::TimedOut, RunState::Interrupted] {
+        let filter = crate::store::RunFilter {
+            agent: Some(agent.to_string()),
+            state: Some(state),
+            limit: 1,
+        };
+        let ended = store
+            .list_runs(&filter)
+            .await
+            .ok()
+            .and_then(|runs| runs.into_iter().next())
+            .and_then(|r| r.finished_at)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| t.to_utc());
+        newest = newest.max(ended);
+    }
+    newest
+}
+
+/// Whether the process named by a run's owner (`pid:N`) still exists.
+fn owner_is_alive(owner: &str) -> bool {
+    let Some(pid) = owner
+        .strip_prefix("pid:")
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return false;
+    };
+    if pid <= 0 || pid as u32 == std::process::id() {
+        return false;
+    }
+    // Signal 0 checks existence; EPERM means it exists under another user.
+    // SAFETY: kill with signal 0 sends nothing.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+fn log_diagnostics(diagnostics: &[Diagnostic]) {
+    for d in diagnostics {
+        if d.is_error() {
+            tracing::error!("{d}");
+        } else {
+            tracing::warn!("{d}");
+        }
+    }
+}
