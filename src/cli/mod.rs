@@ -1,17 +1,20 @@
 //! The command line: clap definitions, one file per command, exit codes.
 //! The only module that prints.
 
+mod agents;
 mod mcp;
 mod memory;
 mod render;
 mod run;
 mod runs;
+mod serve;
 mod skills;
+mod trigger;
 mod validate;
 
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::Diagnostic;
 
@@ -34,19 +37,49 @@ pub struct Cli {
     /// Project root (holds agents/, aurad.yaml); default: the current directory.
     #[arg(long, global = true, value_name = "PATH")]
     pub dir: Option<PathBuf>,
+    /// How log lines on stderr look: `human` (default) or `json` (one
+    /// object per line). RUST_LOG sets what is logged.
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The shape of the log lines written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Readable lines, coloured on a terminal.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Cli {
+    /// The log filter used when RUST_LOG is unset: `info` for the daemon,
+    /// warnings (and MCP server output) for the other commands.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            Command::Serve(_) => "info",
+            _ => "warn,aurad::mcp=info",
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon: schedules, the HTTP API, hot reload, until SIGINT or SIGTERM.
+    Serve(serve::ServeArgs),
+    /// List the agents with their schedules, next fire, last run and backoff.
+    Agents(agents::AgentsArgs),
+    /// Ask the running daemon (`aurad serve`) to start a run of an agent.
+    Trigger(trigger::TriggerArgs),
     /// Run one agent now and stream it to the terminal.
     Run(run::RunArgs),
     /// Check every file of the project and print all problems.
     Validate,
     /// List stored runs, newest first.
     Runs(runs::RunsArgs),
-    /// Replay a stored run's events.
+    /// Replay a stored run's events; `--follow` waits for the rest.
     Logs(runs::LogsArgs),
     /// Connect the MCP servers of mcp.json and show their state and tools.
     Mcp(mcp::McpArgs),
@@ -68,6 +101,9 @@ pub fn run(cli: Cli) -> i32 {
         }
     };
     match cli.command {
+        Command::Serve(args) => serve::run(&root, args),
+        Command::Agents(args) => agents::run(&root, args),
+        Command::Trigger(args) => trigger::run(&root, args),
         Command::Run(args) => run::run(&root, args),
         Command::Validate => validate::run(&root),
         Command::Runs(args) => runs::list(&root, args),
@@ -91,6 +127,21 @@ fn project_root(dir: Option<&Path>) -> Result<PathBuf, String> {
         ));
     }
     Ok(root)
+}
+
+/// `--input`: the text itself, or with `-` all of stdin. A read error is
+/// printed; the caller exits with [`EXIT_CONFIG`].
+fn read_input(arg: Option<&str>) -> Result<Option<String>, ()> {
+    match arg {
+        Some("-") => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| {
+                eprintln!("error: cannot read the input from stdin: {e}");
+            })?;
+            Ok(Some(text))
+        }
+        other => Ok(other.map(str::to_string)),
+    }
 }
 
 fn print_diagnostics(diagnostics: &[Diagnostic]) {

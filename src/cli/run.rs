@@ -1,14 +1,14 @@
 //! `aurad run NAME`: load only what this agent needs, run it through the
 //! shared runner, stream it, exit 0 on `succeeded`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::render::Renderer;
-use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
+use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, read_input};
 use crate::config;
 use crate::daemon::{RunRequest, execute, prepare};
 use crate::registry;
@@ -83,22 +83,15 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         }
         Some(manager)
     };
-    let input = match args.input.as_deref() {
-        Some("-") => {
-            let mut text = String::new();
-            if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-                eprintln!("error: cannot read the input from stdin: {e}");
-                return EXIT_CONFIG;
-            }
-            Some(text)
-        }
-        other => other.map(str::to_string),
+    let Ok(input) = read_input(args.input.as_deref()) else {
+        return EXIT_CONFIG;
     };
     let request = RunRequest {
         agent: args.name.clone(),
         input,
         model: args.model.clone(),
         trigger: "cli".into(),
+        ..RunRequest::default()
     };
     let stop_mcp = |runtime: &tokio::runtime::Runtime| {
         if let Some(manager) = &mcp {

@@ -1,6 +1,7 @@
 //! `aurad runs` and `aurad logs RUN_ID`: read the store, whether or not
 //! anything else is running.
 
+use std::io::Write;
 use std::path::Path;
 
 use clap::Args;
@@ -33,7 +34,15 @@ pub struct LogsArgs {
     /// Print one JSON event per line.
     #[arg(long)]
     pub json: bool,
+    /// Keep printing new events until the run ends (exit 0 only if it
+    /// succeeded); works with or without a running daemon. Ctrl-C stops
+    /// following, not the run.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
 }
+
+/// How often `logs --follow` looks for new events.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 pub fn list(root: &Path, args: RunsArgs) -> i32 {
     let state = match args.state.as_deref().map(|s| (s, RunState::parse(s))) {
@@ -139,35 +148,90 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let events = match store.run_events_blocking(&run.id) {
+    let events = match store.run_events_after_blocking(&run.id, 0) {
         Ok(events) => events,
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_FAILED;
         }
     };
-    if args.json {
-        for event in &events {
+    let mut renderer = Renderer::for_terminal();
+    let mut printer = |event: &RunEvent| {
+        if args.json {
             if let Ok(line) = serde_json::to_string(event) {
-                println!("{line}");
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        } else {
+            renderer.event(event);
+        }
+    };
+    let mut last_seq = 0;
+    let mut finished = false;
+    for (seq, event) in &events {
+        printer(event);
+        last_seq = *seq;
+        finished |= matches!(event, RunEvent::Finished { .. });
+    }
+    let mut run = run;
+    if args.follow && !run.state.is_final() {
+        if !args.json {
+            eprintln!(
+                "(run {} is {}: waiting for its next events; Ctrl-C stops following, not the run)",
+                run.id, run.state
+            );
+        }
+        loop {
+            std::thread::sleep(FOLLOW_POLL);
+            // The state first: events committed before it are read below.
+            match store.get_run_blocking(&run.id) {
+                Ok(Some(now)) => run = now,
+                Ok(None) => {
+                    eprintln!("error: run {} was deleted from the database", run.id);
+                    return EXIT_FAILED;
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return EXIT_FAILED;
+                }
+            }
+            match store.run_events_after_blocking(&run.id, last_seq) {
+                Ok(events) => {
+                    for (seq, event) in &events {
+                        printer(event);
+                        last_seq = *seq;
+                        finished |= matches!(event, RunEvent::Finished { .. });
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return EXIT_FAILED;
+                }
+            }
+            if run.state.is_final() {
+                break;
             }
         }
-        return EXIT_OK;
     }
-    let mut renderer = Renderer::for_terminal();
-    for event in &events {
-        renderer.event(event);
+    if args.json {
+        return follow_code(args.follow, run.state);
     }
-    if !events
-        .iter()
-        .any(|e| matches!(e, RunEvent::Finished { .. }))
-        && run.state == RunState::Running
-    {
+    if !finished && run.state == RunState::Running {
         eprintln!(
             "(run {} is still marked running: it is in progress, or its process was killed)",
             run.id
         );
     }
     renderer.finish(&run.id, run.state, run.error.as_deref(), &run.usage);
-    EXIT_OK
+    follow_code(args.follow, run.state)
+}
+
+/// `logs` exits 0; `logs --follow` exits like the run: 0 only on success.
+fn follow_code(follow: bool, state: RunState) -> i32 {
+    if !follow || state == RunState::Succeeded {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
 }

@@ -1,0 +1,285 @@
+//! `aurad agents`: every valid agent with its schedules, their next fire
+//! times, the last run and the failure backoff. Reads the files and the
+//! store, so it works whether or not `aurad serve` is running.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
+use crate::config::{self, Agent};
+use crate::daemon::AgentInfo;
+use crate::scheduler::failure_backoff;
+use crate::store::{RunFilter, RunRecord, Store};
+use crate::types::RunState;
+
+#[derive(Debug, Args)]
+pub struct AgentsArgs {
+    /// Print the agents as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(root: &Path, args: AgentsArgs) -> i32 {
+    let loaded = config::load(root, &config::process_env);
+    print_diagnostics(&loaded.diagnostics);
+    let broken = loaded.has_errors();
+    let settings_broken = loaded
+        .diagnostics
+        .iter()
+        .any(|d| d.is_error() && d.path == Path::new("aurad.yaml"));
+    let now = Utc::now();
+    let project = &loaded.project;
+    // Without a valid aurad.yaml the database is not known; without the
+    // file there are no runs yet (and listing must not create it).
+    let history = if settings_broken || !project.settings.database.exists() {
+        None
+    } else {
+        match read_history(&project.settings.database, project.agents.keys()) {
+            Ok(history) => Some(history),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return EXIT_FAILED;
+            }
+        }
+    };
+    let infos: Vec<AgentInfo> = project
+        .agents
+        .values()
+        .map(|agent| {
+            let past = history
+                .as_ref()
+                .and_then(|h| h.iter().find(|p| p.agent == agent.name));
+            describe(agent, past, now)
+        })
+        .collect();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&infos).unwrap_or_default()
+        );
+    } else if infos.is_empty() {
+        if !broken {
+            eprintln!(
+                "no agents in {}; create agents/NAME.yaml",
+                root.join("agents").display()
+            );
+        }
+    } else {
+        print_table(project, &infos, !settings_broken, now);
+    }
+    if settings_broken {
+        eprintln!("aurad.yaml has errors, so the runs in the database are not shown");
+    }
+    if broken {
+        eprintln!(
+            "some files have errors and their agents are left out; fix them (see above), or run `aurad validate`"
+        );
+        return EXIT_CONFIG;
+    }
+    EXIT_OK
+}
+
+/// What the store knows about one agent.
+struct Past {
+    agent: String,
+    last_run: Option<RunRecord>,
+    consecutive_failures: u32,
+    /// When the newest counted failure ended.
+    last_failure: Option<DateTime<Utc>>,
+}
+
+fn read_history<'a>(
+    database: &Path,
+    agents: impl Iterator<Item = &'a String>,
+) -> Result<Vec<Past>, String> {
+    let store =
+        Store::open(database).map_err(|e| format!("database {}: {e}", database.display()))?;
+    let runtime = super::runtime().ok_or("cannot read the database")?;
+    let mut history = Vec::new();
+    for agent in agents {
+        let (last_run, failures) = runtime
+            .block_on(async {
+                Ok::<_, crate::store::StoreError>((
+                    store.last_run(agent).await?,
+                    store.consecutive_failures(agent).await?,
+                ))
+            })
+            .map_err(|e| e.to_string())?;
+        let last_failure = if failures > 0 {
+            last_failure(&store, agent)?
+        } else {
+            None
+        };
+        history.push(Past {
+            agent: agent.clone(),
+            last_run,
+            consecutive_failures: failures,
+            last_failure,
+        });
+    }
+    drop(runtime);
+    store.close().map_err(|e| e.to_string())?;
+    Ok(history)
+}
+
+/// When the agent's newest failed, timed-out or interrupted run ended: the
+/// failures the backoff counts. Skipped and missed fires recorded since do
+/// not move it.
+fn last_failure(store: &Store, agent: &str) -> Result<Option<DateTime<Utc>>, String> {
+    let mut newest: Option<DateTime<Utc>> = None;
+    for state in [RunState::Failed, RunState::TimedOut, RunState::Interrupted] {
+        let filter = RunFilter {
+            agent: Some(agent.to_string()),
+            state: Some(state),
+            limit: 1,
+        };
+        let runs = store
+            .list_runs_blocking(&filter)
+            .map_err(|e| e.to_string())?;
+        let ended = runs
+            .first()
+            .and_then(|r| r.finished_at.as_deref().or(r.started_at.as_deref()))
+            .and_then(parse_time);
+        newest = newest.max(ended);
+    }
+    Ok(newest)
+}
+
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text).ok().map(|t| t.to_utc())
+}
+
+/// The agent as `GET /v1/agents` describes it.
+fn describe(agent: &Agent, past: Option<&Past>, now: DateTime<Utc>) -> AgentInfo {
+    let failures = past.map_or(0, |p| p.consecutive_failures);
+    let backoff_until = past
+        .and_then(|p| p.last_failure)
+        .zip(failure_backoff(failures))
+        .and_then(|(at, wait)| Some(at + chrono::Duration::from_std(wait).ok()?));
+    let last_run = past.and_then(|p| p.last_run.clone());
+    AgentInfo::new(agent, now, last_run, failures, backoff_until)
+}
+
+/// `runs_known`: the store was read (or has no file yet), so no last run
+/// means none.
+fn print_table(
+    project: &config::Project,
+    infos: &[AgentInfo],
+    runs_known: bool,
+    now: DateTime<Utc>,
+) {
+    let header = ["NAME", "SCHEDULE", "NEXT FIRE", "LAST", "BACKOFF"];
+    let mut rows: Vec<[String; 5]> = Vec::new();
+    for info in infos {
+        let last = match &info.last_run {
+            Some(run) => describe_last(run, now),
+            None if runs_known => "-".to_string(),
+            None => "?".to_string(),
+        };
+        let backoff = match info.backoff_until {
+            Some(until) => format!(
+                "backing off until {} ({} failure{})",
+                until.with_timezone(&chrono::Local).format("%H:%M"),
+                info.consecutive_failures,
+                if info.consecutive_failures == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ),
+            None => "-".to_string(),
+        };
+        let schedules = project
+            .agents
+            .get(&info.name)
+            .map(|a| a.triggers.schedules.as_slice())
+            .unwrap_or_default();
+        if schedules.is_empty() {
+            rows.push([info.name.clone(), "-".into(), "-".into(), last, backoff]);
+            continue;
+        }
+        // One line per schedule; the agent's columns on the first only.
+        for (i, entry) in schedules.iter().enumerate() {
+            let next = entry.cron.next_after(now).map_or("-".to_string(), |at| {
+                at.with_timezone(&entry.cron.timezone())
+                    .format("%Y-%m-%d %H:%M %Z")
+                    .to_string()
+            });
+            let schedule = entry.cron.to_string();
+            if i == 0 {
+                rows.push([
+                    info.name.clone(),
+                    schedule,
+                    next,
+                    last.clone(),
+                    backoff.clone(),
+                ]);
+            } else {
+                rows.push([String::new(), schedule, next, String::new(), String::new()]);
+            }
+        }
+    }
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 5]| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                out.push_str(&" ".repeat(w - cell.chars().count() + 2));
+            }
+        }
+        out.trim_end().to_string()
+    };
+    println!("{}", line(header));
+    for row in &rows {
+        println!("{}", line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
+    }
+}
+
+/// `succeeded 3h ago`, `running 12s ago`.
+fn describe_last(run: &RunRecord, now: DateTime<Utc>) -> String {
+    let at = run
+        .finished_at
+        .as_deref()
+        .or(run.started_at.as_deref())
+        .unwrap_or(&run.created_at);
+    match parse_time(at) {
+        Some(at) => format!("{} {}", run.state, ago(now - at)),
+        None => run.state.to_string(),
+    }
+}
+
+fn ago(elapsed: chrono::Duration) -> String {
+    let s = elapsed.num_seconds().max(0);
+    match s {
+        0..5 => "just now".to_string(),
+        5..120 => format!("{s}s ago"),
+        120..7200 => format!("{}m ago", s / 60),
+        7200..172_800 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ago_picks_a_readable_unit() {
+        let d = chrono::Duration::seconds;
+        assert_eq!(ago(d(-3)), "just now");
+        assert_eq!(ago(d(42)), "42s ago");
+        assert_eq!(ago(d(600)), "10m ago");
+        assert_eq!(ago(d(3 * 3600)), "3h ago");
+        assert_eq!(ago(d(5 * 86_400)), "5d ago");
+    }
+}

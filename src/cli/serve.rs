@@ -1,0 +1,93 @@
+//! `aurad serve`: run the daemon on a multi-thread runtime until the first
+//! SIGINT or SIGTERM, then shut down gracefully; a second signal exits at
+//! once.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::{EXIT_CANCELLED, EXIT_FAILED, EXIT_OK};
+use crate::daemon::{ServeOptions, serve};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address of the HTTP API (IP:PORT); overrides `listen` of aurad.yaml.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+}
+
+pub fn run(root: &Path, args: ServeArgs) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("aurad")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let options = ServeOptions {
+        listen: args.listen,
+        ..ServeOptions::new(root.to_path_buf())
+    };
+    let result = runtime.block_on(async {
+        // Registered before the daemon starts, so a signal during start-up
+        // stops it gracefully too instead of killing the process.
+        let signals = Signals::register()?;
+        serve(options, signals.first()).await
+    });
+    // A tool stuck in a blocking call must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(message) => {
+            eprintln!("error: {message}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, handled by us from registration on.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Signals {
+    fn register() -> Result<Signals, String> {
+        let listen = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| format!("cannot listen for {name}: {e}"))
+        };
+        Ok(Signals {
+            interrupt: listen(SignalKind::interrupt(), "SIGINT")?,
+            terminate: listen(SignalKind::terminate(), "SIGTERM")?,
+        })
+    }
+
+    /// Which signal arrived first.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+
+    /// Resolves on the first signal; from then on a second one exits the
+    /// process at once.
+    async fn first(mut self) {
+        let name = self.next().await;
+        tracing::info!("{name} received: shutting down gracefully (send it again to exit at once)");
+        tokio::spawn(async move {
+            self.next().await;
+            tracing::warn!(
+                "second signal: exiting now; runs in flight will be recorded as interrupted at the next start"
+            );
+            std::process::exit(EXIT_CANCELLED);
+        });
+    }
+}
