@@ -41,6 +41,7 @@ impl Project {
             input: Some(input.into()),
             model: None,
             trigger: "test".into(),
+            ..RunRequest::default()
         };
         let mut prepared = prepare(&snapshot, request, &|_| None).unwrap();
         prepared.retry = RetryPolicy {

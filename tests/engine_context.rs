@@ -24,6 +24,7 @@ async fn run(dir: &std::path::Path, input: &str) -> (RunOutcome, Vec<RunEvent>) 
         input: Some(input.into()),
         model: None,
         trigger: "test".into(),
+        ..RunRequest::default()
     };
     let prepared = prepare(&snapshot, request, &|_| None).unwrap();
     let store = Store::open(&dir.join("aurad.db")).unwrap();

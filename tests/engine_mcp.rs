@@ -35,6 +35,7 @@ async fn run(dir: &tempfile::TempDir, snapshot: &Snapshot) -> (RunOutcome, Vec<R
         input: Some("go".into()),
         model: None,
         trigger: "test".into(),
+        ..RunRequest::default()
     };
     let prepared = prepare(snapshot, request, &|_| None).unwrap();
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();

@@ -2,8 +2,11 @@
 //! file). Each test crate compiles this separately and uses only a part.
 #![allow(dead_code)]
 
+pub mod daemon;
+pub mod inproc;
 pub mod mock_llm;
 pub mod project;
+pub mod serve;
 
 /// The MCP test server of `examples/mcp_test_server.rs`, next to the running
 /// test or benchmark binary (`target/<profile>/examples/`). `cargo test`

@@ -1,0 +1,473 @@
+//! The real `aurad serve` binary: start-up and the project lock, `aurad
+//! trigger` / `runs` / `logs --follow` against it, a graceful SIGTERM, a
+//! `kill -9` mid-run and the restart that records the run `interrupted`,
+//! and `aurad agents`. The model is the mock server on 127.0.0.1.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use aurad::store::{NewRun, Store};
+use aurad::types::{RunEvent, RunState, Usage};
+use chrono::{Timelike, Utc};
+use support::mock_llm::{MockLlm, Reply};
+use support::project::project_with_mock;
+use support::serve::{DEADLINE, KillOnDrop, Serve, aurad, free_port, poll, write_settings};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `aurad --dir root ARGS` to the end.
+fn run(root: &Path, args: &[&str]) -> Output {
+    aurad(root)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run aurad")
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// The run id `aurad trigger` printed (`run ID STATE`).
+fn triggered(out: &Output) -> String {
+    let stdout = text(&out.stdout);
+    let words: Vec<&str> = stdout.split_whitespace().collect();
+    match words.as_slice() {
+        ["run", id, state] if ["queued", "running"].contains(state) => id.to_string(),
+        _ => panic!("unexpected trigger output\n{}", show(out)),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn serve_answers_and_a_second_serve_on_the_directory_is_refused() {
+    let mock = MockLlm::start_in_thread();
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let addr = write_settings(dir.path(), &mock);
+    let serve = Serve::start(dir.path(), addr, &[]);
+    assert!(
+        serve.log().contains("aurad serve is ready"),
+        "{}",
+        serve.log()
+    );
+
+    let second = run(dir.path(), &["serve", "--listen", "127.0.0.1:0"]);
+    let stderr = text(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{}", show(&second));
+    assert!(
+        stderr.contains(&format!("another `aurad serve` (pid {})", serve.pid())),
+        "{}",
+        show(&second)
+    );
+    assert!(stderr.contains("error: "), "{}", show(&second));
+    // The first one is unharmed.
+    serve.wait_healthy();
+}
+
+#[test]
+fn trigger_then_runs_and_logs_follow_see_the_run() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Delay(
+        Duration::from_millis(800),
+        Box::new(Reply::Text("hello from the daemon".into())),
+    ));
+    mock.push(Reply::Text("followed to the end".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: \"s {{ vars.who }}\"\n");
+    let addr = write_settings(dir.path(), &mock);
+    let _serve = Serve::start(dir.path(), addr, &[]);
+
+    let out = run(
+        dir.path(),
+        &["trigger", "a", "--input", "hi", "--var", "who=me"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let id = triggered(&out);
+
+    let runs = run(dir.path(), &["runs"]);
+    assert!(text(&runs.stdout).contains(&id), "{}", show(&runs));
+
+    let logs = run(dir.path(), &["logs", &id, "--follow"]);
+    assert_eq!(logs.status.code(), Some(0), "{}", show(&logs));
+    assert!(
+        text(&logs.stdout).contains("hello from the daemon"),
+        "{}",
+        show(&logs)
+    );
+    assert!(
+        text(&logs.stderr).contains(&format!("run {id} succeeded")),
+        "{}",
+        show(&logs)
+    );
+    let first = &mock.requests()[0];
+    assert_eq!(first.messages()[0]["content"], "s me", "{:?}", first.body);
+    assert_eq!(first.messages()[1]["content"], "hi", "{:?}", first.body);
+
+    // --follow streams the run's events and exits like the run.
+    let follow = run(
+        dir.path(),
+        &["trigger", "a", "--input", "again", "--follow"],
+    );
+    assert_eq!(follow.status.code(), Some(0), "{}", show(&follow));
+    assert!(
+        text(&follow.stdout).contains("followed to the end"),
+        "{}",
+        show(&follow)
+    );
+    assert!(
+        text(&follow.stderr).contains("succeeded"),
+        "{}",
+        show(&follow)
+    );
+
+    let unknown = run(dir.path(), &["trigger", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", show(&unknown));
+    assert!(text(&unknown.stderr).contains("nope"), "{}", show(&unknown));
+}
+
+#[test]
+fn trigger_without_a_daemon_says_how_to_start_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let out = run(dir.path(), &["trigger", "a", "--url", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        format!(
+            "error: no aurad serve is answering at {url}; start it with aurad serve (or pass --url)"
+        )
+    );
+}
+
+#[test]
+fn sigterm_lets_the_run_in_flight_finish_then_exits_0() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Delay(
+        Duration::from_millis(1500),
+        Box::new(Reply::Text("finished in time".into())),
+    ));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let addr = write_settings(dir.path(), &mock);
+    let mut serve = Serve::start(dir.path(), addr, &["--log-format", "json"]);
+    let out = run(dir.path(), &["trigger", "a", "--input", "go"]);
+    let id = triggered(&out);
+    mock.wait_for_requests_blocking(1, DEADLINE);
+
+    serve.signal(libc::SIGTERM);
+    let status = serve.wait_exit();
+    let log = serve.log();
+    assert_eq!(status.code(), Some(0), "{log}");
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    let run = store.get_run_blocking(&id).unwrap().unwrap();
+    assert_eq!(run.state, RunState::Succeeded, "{log}");
+    assert_eq!(run.output.as_deref(), Some("finished in time"));
+    // --log-format json: every log line is one JSON object.
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let messages: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["fields"]["message"].as_str())
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.contains("SIGTERM received")),
+        "{log}"
+    );
+    assert!(messages.iter().any(|m| m.contains("stopped")), "{log}");
+}
+
+#[test]
+fn a_killed_serve_leaves_an_interrupted_run_and_a_sound_database() {
+    let mock = MockLlm::start_in_thread();
+    mock.set_fallback(Reply::Hang);
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let addr = write_settings(dir.path(), &mock);
+    let mut serve = Serve::start(dir.path(), addr, &[]);
+    let id = triggered(&run(dir.path(), &["trigger", "a", "--input", "hang"]));
+
+    let db = dir.path().join("aurad.db");
+    let store = Store::open(&db).unwrap();
+    poll(
+        "the run to be running with its `started` event stored",
+        || serve.log(),
+        || {
+            let run = store.get_run_blocking(&id).ok()??;
+            let events = store.run_events_blocking(&id).ok()?;
+            (run.state == RunState::Running
+                && events.iter().any(|e| matches!(e, RunEvent::Started { .. })))
+            .then_some(())
+        },
+    );
+    mock.wait_for_requests_blocking(1, DEADLINE);
+    serve.kill_now();
+    assert_eq!(
+        store.get_run_blocking(&id).unwrap().unwrap().state,
+        RunState::Running
+    );
+
+    let addr = write_settings(dir.path(), &mock);
+    let mut again = Serve::start(dir.path(), addr, &[]);
+    poll(
+        "the run to be recorded interrupted",
+        || again.log(),
+        || {
+            let run = store.get_run_blocking(&id).ok()??;
+            (run.state == RunState::Interrupted).then_some(())
+        },
+    );
+    let logs = run(dir.path(), &["logs", &id]);
+    assert_eq!(logs.status.code(), Some(0), "{}", show(&logs));
+    let stderr = text(&logs.stderr);
+    assert!(
+        stderr.contains(&format!("▶ a · mock/m · run {id}")),
+        "{}",
+        show(&logs)
+    );
+    assert!(
+        stderr.contains(&format!("run {id} interrupted")),
+        "{}",
+        show(&logs)
+    );
+
+    again.signal(libc::SIGTERM);
+    assert_eq!(again.wait_exit().code(), Some(0), "{}", again.log());
+    store.close().unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
+/// Records a run of `agent` that ended in `state` now.
+fn record_run(store: &Store, agent: &str, state: RunState) {
+    let rt = runtime();
+    let id = aurad::store::new_run_id();
+    rt.block_on(store.claim_run(NewRun {
+        id: id.clone(),
+        agent: agent.into(),
+        trigger: "cli".into(),
+        input: "x".into(),
+        model: "mock/m".into(),
+        definition_hash: "h".into(),
+        owner: String::new(),
+        fire: None,
+        state: RunState::Running,
+    }))
+    .unwrap();
+    rt.block_on(store.finish_run(&id, state, Some("boom".into()), None, Usage::default()))
+        .unwrap();
+}
+
+#[test]
+fn agents_shows_schedules_next_fire_last_run_and_backoff() {
+    let mock = MockLlm::start_in_thread();
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\nschedule: \"0 9 * * *\"\n");
+    std::fs::write(
+        dir.path().join("agents/b.yaml"),
+        "model: mock/m\nsystem: s\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("agents/c.yaml"),
+        "model: mock/m\nsystem: s\nbogus: 1\n",
+    )
+    .unwrap();
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    record_run(&store, "a", RunState::Failed);
+    record_run(&store, "a", RunState::Failed);
+    store.close().unwrap();
+
+    let now = Utc::now();
+    let today = now
+        .with_hour(9)
+        .and_then(|t| t.with_minute(0))
+        .and_then(|t| t.with_second(0))
+        .and_then(|t| t.with_nanosecond(0))
+        .unwrap();
+    let next = if today > now {
+        today
+    } else {
+        today + chrono::Duration::days(1)
+    };
+
+    let out = run(dir.path(), &["agents"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("agents/c.yaml:3:1: unknown field `bogus`"),
+        "{}",
+        show(&out)
+    );
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("NEXT FIRE"),
+        "{stdout}"
+    );
+    let a = lines.iter().find(|l| l.starts_with("a ")).expect(&stdout);
+    for part in [
+        "0 9 * * * (UTC)",
+        &next.format("%Y-%m-%d 09:00 UTC").to_string(),
+        "failed just now",
+        "backing off until",
+        "(2 failures)",
+    ] {
+        assert!(a.contains(part), "{part:?} missing in {a:?}\n{stdout}");
+    }
+    let b = lines.iter().find(|l| l.starts_with("b ")).expect(&stdout);
+    assert!(!b.contains("backing off"), "{stdout}");
+
+    let out = run(dir.path(), &["agents", "--json"]);
+    let agents: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}\n{}", show(&out)));
+    let names: Vec<&str> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let a = &agents[0];
+    assert_eq!(a["schedules"][0]["cron"], "0 9 * * *");
+    assert_eq!(a["schedules"][0]["timezone"], "UTC");
+    let first: chrono::DateTime<Utc> =
+        serde_json::from_value(a["schedules"][0]["next_fires"][0].clone()).unwrap();
+    assert_eq!(first, next);
+    assert_eq!(a["consecutive_failures"], 2);
+    assert!(a["backoff_until"].is_string(), "{a}");
+    assert_eq!(a["last_run"]["state"], "failed");
+    assert!(agents[1]["last_run"].is_null());
+}
+
+#[test]
+fn logs_follow_waits_for_a_run_written_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    let rt = runtime();
+    let id = aurad::store::new_run_id();
+    rt.block_on(store.claim_run(NewRun {
+        id: id.clone(),
+        agent: "a".into(),
+        trigger: "api".into(),
+        input: "x".into(),
+        model: "mock/m".into(),
+        definition_hash: "h".into(),
+        owner: "pid:999999999".into(),
+        fire: None,
+        state: RunState::Running,
+    }))
+    .unwrap();
+    let started = RunEvent::Started {
+        run_id: id.clone(),
+        agent: "a".into(),
+        model: "mock/m".into(),
+        trigger: "api".into(),
+        definition_hash: "h".into(),
+        input: "x".into(),
+    };
+    rt.block_on(store.append_events(&id, vec![started]))
+        .unwrap();
+
+    let stdout = tempfile::NamedTempFile::new().unwrap();
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut child = KillOnDrop(
+        aurad(dir.path())
+            .args(["logs", &id, "--follow"])
+            .stdout(stdout.reopen().unwrap())
+            .stderr(stderr.reopen().unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let read = |f: &tempfile::NamedTempFile| std::fs::read_to_string(f.path()).unwrap();
+    poll(
+        "logs --follow to wait for more events",
+        || read(&stderr),
+        || {
+            read(&stderr)
+                .contains("waiting for its next events")
+                .then_some(())
+        },
+    );
+    assert!(child.0.try_wait().unwrap().is_none(), "{}", read(&stderr));
+
+    let words = RunEvent::TextDelta {
+        text: "late words".into(),
+    };
+    rt.block_on(store.append_events(&id, vec![words])).unwrap();
+    poll(
+        "the new event to be printed",
+        || read(&stderr),
+        || read(&stdout).contains("late words").then_some(()),
+    );
+    let finished = RunEvent::Finished {
+        state: RunState::Failed,
+        reason: Some("boom".into()),
+        output: None,
+        usage: Usage::default(),
+    };
+    rt.block_on(store.finish_run_with_events(
+        &id,
+        vec![finished],
+        RunState::Failed,
+        Some("boom".into()),
+        None,
+        Usage::default(),
+    ))
+    .unwrap();
+    let status = poll(
+        "logs --follow to exit",
+        || read(&stderr),
+        || child.0.try_wait().unwrap(),
+    );
+    assert_eq!(status.code(), Some(1), "{}", read(&stderr));
+    assert!(
+        read(&stderr).contains(&format!("run {id} failed: boom")),
+        "{}",
+        read(&stderr)
+    );
+}
+
+#[test]
+fn a_second_signal_exits_at_once_with_130() {
+    let mock = MockLlm::start_in_thread();
+    mock.set_fallback(Reply::Hang);
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let addr = write_settings(dir.path(), &mock);
+    let mut serve = Serve::start(dir.path(), addr, &[]);
+    triggered(&run(dir.path(), &["trigger", "a", "--input", "hang"]));
+    mock.wait_for_requests_blocking(1, DEADLINE);
+
+    serve.signal(libc::SIGINT);
+    poll(
+        "the graceful shutdown to wait for the run",
+        || serve.log(),
+        || serve.log().contains("waiting up to").then_some(()),
+    );
+    serve.signal(libc::SIGTERM);
+    let status = serve.wait_exit();
+    let log = serve.log();
+    assert_eq!(status.code(), Some(130), "{log}");
+    assert!(
+        log.contains(
+            "second signal: exiting now; runs in flight will be recorded as interrupted at the next start"
+        ),
+        "{log}"
+    );
+}

@@ -1,0 +1,190 @@
+//! The real `aurad serve` binary as a child process: a project whose
+//! `aurad.yaml` names a free loopback port, start-up awaited by polling
+//! `GET /healthz`, and a guard that kills the process when the test ends.
+//! Plus polling with a deadline and a tiny HTTP GET.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::mock_llm::MockLlm;
+
+/// How long start-up, a run or a shutdown may take before a test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The `aurad` binary with `--dir root`, logging kept quiet unless asked.
+pub fn aurad(root: &Path) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("aurad"));
+    cmd.arg("--dir").arg(root).env_remove("RUST_LOG");
+    cmd
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Writes the project's `aurad.yaml`: the `mock` provider and a free
+/// `listen` port, which it returns.
+pub fn write_settings(root: &Path, mock: &MockLlm) -> SocketAddr {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    std::fs::write(
+        root.join("aurad.yaml"),
+        format!(
+            "providers:\n  mock: {{ kind: openai, base_url: \"{}\" }}\nlisten: {addr}\nshutdown_grace: 20s\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    addr
+}
+
+/// Calls `f` until it returns `Some`, every 20 ms; panics with `what` (and
+/// `context()`) when `DEADLINE` passes first.
+pub fn poll<T>(what: &str, context: impl Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(value) = f() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `GET path` on `addr`: the status and body, or `None` when nothing
+/// answers.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// A running `aurad serve`; killed (and reaped) when dropped.
+pub struct Serve {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub root: PathBuf,
+    /// Where its stderr (the log) goes.
+    log: tempfile::NamedTempFile,
+    status: Option<ExitStatus>,
+}
+
+impl Serve {
+    /// Starts `aurad serve` on `root` (listening on `addr`, as written in
+    /// its aurad.yaml) with `extra` arguments, and waits until `/healthz`
+    /// answers.
+    pub fn start(root: &Path, addr: SocketAddr, extra: &[&str]) -> Serve {
+        let serve = Serve::spawn(root, addr, extra);
+        serve.wait_healthy();
+        serve
+    }
+
+    /// Starts `aurad serve` without waiting for it.
+    pub fn spawn(root: &Path, addr: SocketAddr, extra: &[&str]) -> Serve {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = aurad(root)
+            .arg("serve")
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("spawn aurad serve");
+        Serve {
+            child: Some(child),
+            addr,
+            root: root.to_path_buf(),
+            log,
+            status: None,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Polls `/healthz` until it answers 200; panics with the log if the
+    /// process exits or the deadline passes first.
+    pub fn wait_healthy(&self) {
+        poll(
+            "GET /healthz to answer 200",
+            || self.log(),
+            || match http_get(self.addr, "/healthz") {
+                Some((200, _)) => Some(()),
+                _ => None,
+            },
+        );
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill sends a signal to our own child process.
+        let rc = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(rc, 0, "kill({}, {signal})", self.pid());
+    }
+
+    /// Waits for the process to exit; panics with the log after `DEADLINE`.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        if let Some(status) = self.status {
+            return status;
+        }
+        let log = self.log.path().to_path_buf();
+        let child = self.child.as_mut().expect("running");
+        let context = || std::fs::read_to_string(&log).unwrap_or_default();
+        let status = poll("aurad serve to exit", context, || {
+            child.try_wait().expect("try_wait")
+        });
+        self.status = Some(status);
+        status
+    }
+
+    /// `kill -9`, then reaps it.
+    pub fn kill_now(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill_now();
+    }
+}
+
+/// Any other child process of a test; killed (and reaped) when dropped.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
