@@ -31,6 +31,7 @@ fn request(text: &str) -> ChatRequest {
         tools: vec![],
         temperature: None,
         max_tokens: None,
+        output_schema: None,
     }
 }
 
@@ -197,6 +198,7 @@ async fn request_carries_stream_options_tools_messages_and_key() {
         }],
         temperature: Some(0.5),
         max_tokens: Some(256),
+        output_schema: None,
     };
     call(&provider(&mock, Some("sk-test")), &req)
         .await

@@ -2,6 +2,9 @@
 //! answer delivered as deltas plus the assembled turn, and errors typed by
 //! what the caller does next (retry or fail). May depend on `types` only.
 
+pub mod anthropic;
+pub mod gemini;
+mod http;
 pub mod openai;
 pub mod retry;
 pub mod test_model;
@@ -21,6 +24,10 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
+    /// The JSON Schema the final answer must match (the agent's
+    /// `output_schema`), for providers with a native structured-output or
+    /// JSON mode. The engine validates the answer whatever the provider did.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// A piece of a streamed answer, delivered as it arrives.

@@ -7,23 +7,18 @@
 //! assembly in the `stream` submodule. Malformed provider data never panics:
 //! it becomes [`ProviderError::Stream`].
 
-use std::time::Duration;
-
-use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::header::ACCEPT;
 use serde_json::{Map, Value, json};
 
+use super::http::{Answer, answer, send_error, status_error};
 use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
 use crate::types::Message;
 
 mod stream;
 
 use stream::{Assembler, Flow, parse_full_response};
-
-/// How much of a non-JSON error body is kept in the error message.
-const MAX_ERROR_BODY_CHARS: usize = 500;
 
 /// A provider speaking the OpenAI chat-completions protocol.
 #[derive(Debug, Clone)]
@@ -65,44 +60,17 @@ impl OpenAiProvider {
             builder = builder.bearer_auth(key);
         }
         let response = builder.send().await.map_err(send_error)?;
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = parse_retry_after(response.headers());
-            let body = response.text().await.unwrap_or_default();
-            return Err(ProviderError::Status {
-                status: status.as_u16(),
-                message: error_message(&body, status.canonical_reason()),
-                retry_after,
-            });
+        if !response.status().is_success() {
+            return Err(status_error(response).await);
         }
-        let is_json = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
-        if is_json {
-            // The server ignored `stream: true` and answered in one piece.
-            let body = response
-                .text()
-                .await
-                .map_err(|e| ProviderError::Stream(error_chain(&e)))?;
-            let value: Value = serde_json::from_str(&body)
-                .map_err(|e| ProviderError::Stream(format!("invalid JSON response: {e}")))?;
-            return parse_full_response(&value, on_delta);
-        }
-
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = match answer(response).await? {
+            Answer::Whole(value) => return parse_full_response(&value, on_delta),
+            Answer::Events(events) => events,
+        };
         let mut assembler = Assembler::default();
         while let Some(event) = events.next().await {
-            let event = event.map_err(|e| match e {
-                // A broken connection is retried like one that never
-                // opened; the retry layer refuses once text was shown.
-                eventsource_stream::EventStreamError::Transport(e) => {
-                    ProviderError::Connect(format!("stream broken: {}", error_chain(&e)))
-                }
-                other => ProviderError::Stream(other.to_string()),
-            })?;
-            if assembler.push_event(&event.event, &event.data, on_delta)? == Flow::Done {
+            let (name, data) = event?;
+            if assembler.push_event(&name, &data, on_delta)? == Flow::Done {
                 break;
             }
         }
@@ -158,6 +126,12 @@ pub fn request_body(request: &ChatRequest) -> Value {
     if let Some(m) = request.max_tokens {
         body.insert("max_tokens".into(), json!(m));
     }
+    if let Some(schema) = &request.output_schema {
+        body.insert(
+            "response_format".into(),
+            json!({ "type": "json_schema", "json_schema": { "name": "output", "schema": schema } }),
+        );
+    }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({ "include_usage": true }));
     Value::Object(body)
@@ -199,92 +173,6 @@ fn message_json(message: &Message) -> Value {
     }
 }
 
-/// A send error: a bad URL is a configuration problem, anything else
-/// (DNS, refused, TLS, timeout before the answer) a connection error.
-fn send_error(e: reqwest::Error) -> ProviderError {
-    if e.is_builder() {
-        ProviderError::Config(format!("invalid request: {}", error_chain(&e)))
-    } else {
-        ProviderError::Connect(error_chain(&e))
-    }
-}
-
-/// The error and its sources, joined: reqwest's own message alone is
-/// usually "error sending request for url (...)".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
-}
-
-/// The provider's own error text from an error body.
-fn error_message(body: &str, reason: Option<&str>) -> String {
-    if let Ok(value) = serde_json::from_str::<Value>(body)
-        && let Some(text) = error_text(&value)
-    {
-        return text;
-    }
-    let body = body.trim();
-    if body.is_empty() {
-        reason.unwrap_or("no error text").to_string()
-    } else {
-        truncate(body)
-    }
-}
-
-/// `{"error":{"message":..}}`, `{"error":".."}`, `{"message":..}` or
-/// `{"detail":..}`.
-fn error_text(value: &Value) -> Option<String> {
-    let err = value.get("error");
-    let text = err
-        .and_then(|e| e.get("message"))
-        .and_then(Value::as_str)
-        .or_else(|| err.and_then(Value::as_str))
-        .or_else(|| value.get("message").and_then(Value::as_str))
-        .or_else(|| value.get("detail").and_then(Value::as_str))?;
-    Some(text.to_string())
-}
-
-/// `Retry-After` in seconds or as an HTTP date, or OpenAI's
-/// `retry-after-ms`.
-fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && (0.0..1e12).contains(&ms)
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
-    }
-    let value = header(RETRY_AFTER.as_str())?;
-    if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && (0.0..1e9).contains(&secs))
-            .then(|| Duration::from_secs_f64(secs));
-    }
-    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(wait.to_std().unwrap_or(Duration::ZERO))
-}
-
-/// Cuts text to [`MAX_ERROR_BODY_CHARS`] characters.
-fn truncate(text: &str) -> String {
-    match text.char_indices().nth(MAX_ERROR_BODY_CHARS) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +211,7 @@ mod tests {
             }],
             temperature: Some(0.2),
             max_tokens: Some(100),
+            output_schema: None,
         };
         let body = request_body(&request);
         assert_eq!(
@@ -353,6 +242,7 @@ mod tests {
             tools: vec![],
             temperature: None,
             max_tokens: None,
+            output_schema: None,
         };
         let body = request_body(&bare);
         assert!(body.get("tools").is_none() && body.get("temperature").is_none());
@@ -363,38 +253,5 @@ mod tests {
     fn base_url_trailing_slash_is_ignored() {
         let p = OpenAiProvider::new("http://h/v1/".into(), None, reqwest::Client::new());
         assert_eq!(p.endpoint(), "http://h/v1/chat/completions");
-    }
-
-    #[test]
-    fn error_bodies_and_retry_after() {
-        assert_eq!(
-            error_message(r#"{"error":{"message":"bad model"}}"#, None),
-            "bad model"
-        );
-        assert_eq!(error_message(r#"{"detail":"nope"}"#, None), "nope");
-        assert_eq!(error_message("", Some("Bad Gateway")), "Bad Gateway");
-        let long = "x".repeat(2000);
-        assert_eq!(
-            error_message(&long, None).chars().count(),
-            MAX_ERROR_BODY_CHARS + 3
-        );
-
-        let mut h = HeaderMap::new();
-        assert_eq!(parse_retry_after(&h), None);
-        h.insert(RETRY_AFTER, "7".parse().unwrap());
-        assert_eq!(parse_retry_after(&h), Some(Duration::from_secs(7)));
-        h.insert(
-            RETRY_AFTER,
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(parse_retry_after(&h), Some(Duration::ZERO));
-        let later = (chrono::Utc::now() + chrono::Duration::seconds(120)).to_rfc2822();
-        h.insert(RETRY_AFTER, later.parse().unwrap());
-        let wait = parse_retry_after(&h).unwrap();
-        assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120));
-        h.insert(RETRY_AFTER, "soon".parse().unwrap());
-        assert_eq!(parse_retry_after(&h), None);
-        h.insert("retry-after-ms", "250".parse().unwrap());
-        assert_eq!(parse_retry_after(&h), Some(Duration::from_millis(250)));
     }
 }

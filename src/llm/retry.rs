@@ -199,6 +199,7 @@ mod tests {
             tools: vec![],
             temperature: None,
             max_tokens: None,
+            output_schema: None,
         };
         let slept = std::sync::Arc::new(Mutex::new(Vec::new()));
         let slept2 = slept.clone();
@@ -349,6 +350,7 @@ mod tests {
             tools: vec![],
             temperature: None,
             max_tokens: None,
+            output_schema: None,
         };
         let p = RetryPolicy {
             max_attempts: 2,

@@ -198,6 +198,7 @@ mod tests {
             tools,
             temperature: None,
             max_tokens: None,
+            output_schema: None,
         }
     }
 

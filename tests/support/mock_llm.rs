@@ -1,7 +1,11 @@
-//! A scripted mock of an OpenAI-compatible server for tests and benches:
-//! real HTTP/1.1 on 127.0.0.1 (tokio `TcpListener`, minimal parsing), one
-//! scripted [`Reply`] per `POST /v1/chat/completions`, every request
-//! recorded before it is answered. Streams are sent chunked, each SSE event
+//! A scripted mock of a model server for tests and benches: real HTTP/1.1
+//! on 127.0.0.1 (tokio `TcpListener`, minimal parsing), one scripted
+//! [`Reply`] per model request, every request recorded before it is
+//! answered. It speaks the three wire formats at once, chosen by the route:
+//! OpenAI `POST /v1/chat/completions` (base URL [`MockLlm::base_url`]),
+//! Anthropic `POST /v1/messages` and Gemini
+//! `POST /v1beta/models/{model}:streamGenerateContent` (base URL
+//! [`MockLlm::root_url`]). Streams are sent chunked, each SSE event
 //! split over two separate flushed writes, so client-side chunk splitting is
 //! real. Every answer carries `Connection: close`.
 //!
@@ -23,9 +27,36 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 
+mod anthropic;
+mod gemini;
 mod http;
 
 use http::{read_request, write_raw, write_stream};
+
+/// The wire format a request asked for, by its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+impl Wire {
+    /// The wire format of `route` (the path without the query), or `None`
+    /// for a route that is not a model request.
+    fn of_route(route: &str) -> Option<Wire> {
+        if route == "/v1/chat/completions" {
+            Some(Wire::OpenAi)
+        } else if route == "/v1/messages" {
+            Some(Wire::Anthropic)
+        } else if route.starts_with("/v1beta/models/") && route.ends_with(":streamGenerateContent")
+        {
+            Some(Wire::Gemini)
+        } else {
+            None
+        }
+    }
+}
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -226,9 +257,15 @@ impl MockLlm {
         (mock, rx)
     }
 
-    /// `http://127.0.0.1:PORT/v1`.
+    /// `http://127.0.0.1:PORT/v1`: the base URL of an OpenAI provider.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.shared.addr)
+    }
+
+    /// `http://127.0.0.1:PORT`: the base URL of an Anthropic or Gemini
+    /// provider.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.shared.addr)
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -334,14 +371,21 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
         return;
     };
     let route = request.path.split('?').next().unwrap_or("").to_string();
-    let is_chat = route == "/v1/chat/completions";
+    let wire = Wire::of_route(&route);
+    let is_chat = wire.is_some();
     let is_post = request.method == "POST";
-    let model = request
-        .body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("mock-model")
-        .to_string();
+    let model = match wire {
+        Some(Wire::Gemini) => route
+            .trim_start_matches("/v1beta/models/")
+            .trim_end_matches(":streamGenerateContent")
+            .to_string(),
+        _ => request
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("mock-model")
+            .to_string(),
+    };
     let reply = {
         let mut state = shared.lock();
         state.requests.push(request);
@@ -366,10 +410,15 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
         };
         Reply::error(status, message)
     });
-    let _ = answer(&mut socket, reply, &model).await;
+    let _ = answer(&mut socket, reply, wire.unwrap_or(Wire::OpenAi), &model).await;
 }
 
-async fn answer(socket: &mut TcpStream, reply: Reply, model: &str) -> std::io::Result<()> {
+async fn answer(
+    socket: &mut TcpStream,
+    reply: Reply,
+    wire: Wire,
+    model: &str,
+) -> std::io::Result<()> {
     let mut reply = reply;
     loop {
         match reply {
@@ -389,7 +438,17 @@ async fn answer(socket: &mut TcpStream, reply: Reply, model: &str) -> std::io::R
                 headers,
                 body,
             } => return write_raw(socket, status, &headers, &body).await,
-            other => return write_stream(socket, &stream_chunks(&other, model)).await,
+            other => {
+                let frames = match wire {
+                    Wire::OpenAi => stream_chunks(&other, model)
+                        .iter()
+                        .map(|data| format!("data: {data}\n\n"))
+                        .collect(),
+                    Wire::Anthropic => anthropic::frames(&other, model),
+                    Wire::Gemini => gemini::frames(&other, model),
+                };
+                return write_stream(socket, &frames).await;
+            }
         }
     }
 }
@@ -523,7 +582,7 @@ fn stream_chunks(reply: &Reply, model: &str) -> Vec<String> {
 }
 
 /// `text` cut into pieces of `size` characters (one empty piece for "").
-fn pieces(text: &str, size: usize) -> Vec<String> {
+pub(super) fn pieces(text: &str, size: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     if chars.is_empty() {
         return vec![String::new()];

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{error_text, truncate};
+use super::super::http::{error_text, truncate};
 use crate::llm::{Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
@@ -128,6 +128,12 @@ impl Assembler {
         }
         if let Some(n) = usage.get("completion_tokens").and_then(Value::as_u64) {
             self.usage.output_tokens = Some(n);
+        }
+        if let Some(n) = usage
+            .pointer("/prompt_tokens_details/cached_tokens")
+            .and_then(Value::as_u64)
+        {
+            self.usage.cached_input_tokens = Some(n);
         }
     }
 

@@ -147,14 +147,14 @@ pub(super) async fn write_raw(
     socket.shutdown().await
 }
 
-/// Sends `events` (SSE data payloads) chunked, each split over two writes.
+/// Sends `events` (whole SSE frames, `data: ...\n\n` or with an `event:`
+/// line) chunked, each split over two writes.
 pub(super) async fn write_stream(socket: &mut TcpStream, events: &[String]) -> std::io::Result<()> {
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
                 Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     socket.write_all(head.as_bytes()).await?;
     socket.flush().await?;
-    for data in events {
-        let event = format!("data: {data}\n\n");
+    for event in events {
         let mid = (1..event.len() / 2)
             .rev()
             .find(|&i| event.is_char_boundary(i))

@@ -1,0 +1,391 @@
+//! The Anthropic Messages provider: `POST {base_url}/v1/messages` with
+//! `stream: true`, the answer read as server-sent events (`message_start`,
+//! `content_block_*`, `message_delta`, `message_stop`) and assembled into a
+//! [`ModelTurn`].
+//!
+//! The pure parts are tested without HTTP: the request JSON here, the event
+//! assembly in the `stream` submodule. Malformed provider data never panics:
+//! it becomes [`ProviderError::Stream`].
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use serde_json::{Map, Value, json};
+
+use super::http::{Answer, answer, send_error, status_error};
+use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use crate::types::Message;
+
+mod stream;
+
+use stream::{Assembler, Flow, parse_full_response};
+
+/// The API root of Anthropic itself.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// `max_tokens` when the request sets none: the Messages API requires it.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The `anthropic-version` header every request carries.
+const API_VERSION: &str = "2023-06-01";
+
+/// A provider speaking the Anthropic Messages protocol.
+#[derive(Debug, Clone)]
+pub struct AnthropicProvider {
+    base_url: String,
+    api_key: Option<String>,
+    client: reqwest::Client,
+}
+
+impl AnthropicProvider {
+    /// `base_url` is the API root such as [`DEFAULT_BASE_URL`] (without
+    /// `/v1`); a trailing `/` is ignored. With `api_key`, requests carry
+    /// `x-api-key: KEY`; an empty key counts as none.
+    pub fn new(base_url: String, api_key: Option<String>, client: reqwest::Client) -> Self {
+        let base_url = base_url.trim_end_matches('/').to_string();
+        AnthropicProvider {
+            base_url,
+            api_key: api_key.filter(|k| !k.is_empty()),
+            client,
+        }
+    }
+
+    /// The URL requests are sent to.
+    pub fn endpoint(&self) -> String {
+        format!("{}/v1/messages", self.base_url)
+    }
+
+    async fn call(
+        &self,
+        request: &ChatRequest,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<ModelTurn, ProviderError> {
+        let mut builder = self
+            .client
+            .post(self.endpoint())
+            .header(ACCEPT, "text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .header("anthropic-version", API_VERSION)
+            .json(&request_body(request));
+        if let Some(key) = &self.api_key {
+            builder = builder.header("x-api-key", key);
+        }
+        let response = builder.send().await.map_err(send_error)?;
+        if !response.status().is_success() {
+            return Err(status_error(response).await);
+        }
+        let mut events = match answer(response).await? {
+            Answer::Whole(value) => return parse_full_response(&value, on_delta),
+            Answer::Events(events) => events,
+        };
+        let mut assembler = Assembler::default();
+        while let Some(event) = events.next().await {
+            let (name, data) = event?;
+            if assembler.push_event(&name, &data, on_delta)? == Flow::Done {
+                break;
+            }
+        }
+        assembler.finish()
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_delta: &'a mut (dyn FnMut(Delta) + Send),
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(self.call(request, on_delta))
+    }
+}
+
+/// The JSON body of a streamed Messages request.
+///
+/// System messages are joined into the top-level `system`; tool results are
+/// `tool_result` blocks of a user turn, and consecutive turns of one role
+/// are merged into one (the API wants user and assistant to alternate).
+///
+/// `output_schema` is not sent: the stable Messages API has no JSON or
+/// structured-output mode, and the engine validates (and asks the model to
+/// repair) the final answer whatever the provider did.
+pub fn request_body(request: &ChatRequest) -> Value {
+    let system: Vec<&str> = request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::System { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert(
+        "max_tokens".into(),
+        json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+    );
+    if !system.is_empty() {
+        body.insert("system".into(), json!(system.join("\n\n")));
+    }
+    body.insert(
+        "messages".into(),
+        Value::Array(messages_json(&request.messages)),
+    );
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.parameters,
+                })
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(t) = request.temperature {
+        // Through the shortest decimal form, so 0.2f32 is sent as 0.2 and
+        // not as 0.20000000298023224.
+        if let Some(n) = t
+            .to_string()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+        {
+            body.insert("temperature".into(), Value::Number(n));
+        }
+    }
+    body.insert("stream".into(), json!(true));
+    Value::Object(body)
+}
+
+/// The conversation as Anthropic turns: `{role, content}` with consecutive
+/// same-role turns merged. A user turn that is a single text stays a plain
+/// string; any other turn is a list of content blocks.
+fn messages_json(messages: &[Message]) -> Vec<Value> {
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in messages {
+        let (role, blocks) = match message {
+            Message::System { .. } => continue,
+            Message::User { content } => ("user", vec![text_block(content)]),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
+                if !content.is_empty() {
+                    blocks.push(text_block(content));
+                }
+                blocks.extend(tool_calls.iter().map(|c| {
+                    json!({
+                        "type": "tool_use",
+                        "id": c.id,
+                        "name": c.name,
+                        "input": tool_input(&c.arguments),
+                    })
+                }));
+                ("assistant", blocks)
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                let mut block = json!({
+                    "type": "tool_result",
+                    "tool_use_id": tool_call_id,
+                    "content": content,
+                });
+                if *is_error {
+                    block["is_error"] = json!(true);
+                }
+                ("user", vec![block])
+            }
+        };
+        if blocks.is_empty() {
+            // An empty assistant answer: the API rejects empty turns, and
+            // dropping it lets the turns around it merge.
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last, existing)) if *last == role => {
+                // Empty texts are dropped when merging: the API rejects
+                // empty text blocks.
+                existing.retain(|b| !is_empty_text(b));
+                existing.extend(blocks.into_iter().filter(|b| !is_empty_text(b)));
+            }
+            _ => turns.push((role, blocks)),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|(role, blocks)| {
+            let content = match blocks.as_slice() {
+                [only] if role == "user" && only["type"] == "text" => only["text"].clone(),
+                _ => Value::Array(blocks),
+            };
+            json!({ "role": role, "content": content })
+        })
+        .collect()
+}
+
+fn text_block(text: &str) -> Value {
+    json!({ "type": "text", "text": text })
+}
+
+fn is_empty_text(block: &Value) -> bool {
+    block["type"] == "text" && block["text"].as_str().is_some_and(str::is_empty)
+}
+
+/// A tool call's `input`: its arguments parsed as a JSON object. Arguments
+/// that are not a JSON object (the model produced malformed JSON, which the
+/// engine already reported back as a tool error) are sent as `{}`: the API
+/// accepts nothing else, and the matching `tool_result` carries the error.
+fn tool_input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{ToolCall, ToolSpec};
+
+    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn tool(id: &str, content: &str, is_error: bool) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "t".into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    #[test]
+    fn request_body_has_every_part() {
+        let request = ChatRequest {
+            model: "claude-x".into(),
+            messages: vec![
+                Message::system("sys one"),
+                Message::system("sys two"),
+                Message::user("hi"),
+                Message::Assistant {
+                    content: "let me look".into(),
+                    tool_calls: vec![
+                        call("c1", "read", "{\"p\":1}"),
+                        call("c2", "grep", "not json"),
+                        call("c3", "ls", ""),
+                    ],
+                },
+                tool("c1", "out", false),
+                tool("c2", "bad arguments", true),
+                tool("c3", "", false),
+                Message::user("and now?"),
+                Message::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![call("c4", "read", "{}")],
+                },
+                tool("c4", "more", false),
+                Message::Assistant {
+                    content: "done".into(),
+                    tool_calls: vec![],
+                },
+            ],
+            tools: vec![ToolSpec {
+                name: "read".into(),
+                description: "reads".into(),
+                parameters: json!({ "type": "object" }),
+            }],
+            temperature: Some(0.2),
+            max_tokens: Some(100),
+            output_schema: Some(json!({ "type": "object" })),
+        };
+        let body = request_body(&request);
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-x",
+                "max_tokens": 100,
+                "system": "sys one\n\nsys two",
+                "messages": [
+                    { "role": "user", "content": "hi" },
+                    { "role": "assistant", "content": [
+                        { "type": "text", "text": "let me look" },
+                        { "type": "tool_use", "id": "c1", "name": "read", "input": { "p": 1 } },
+                        { "type": "tool_use", "id": "c2", "name": "grep", "input": {} },
+                        { "type": "tool_use", "id": "c3", "name": "ls", "input": {} },
+                    ] },
+                    { "role": "user", "content": [
+                        { "type": "tool_result", "tool_use_id": "c1", "content": "out" },
+                        { "type": "tool_result", "tool_use_id": "c2", "content": "bad arguments",
+                          "is_error": true },
+                        { "type": "tool_result", "tool_use_id": "c3", "content": "" },
+                        { "type": "text", "text": "and now?" },
+                    ] },
+                    { "role": "assistant", "content": [
+                        { "type": "tool_use", "id": "c4", "name": "read", "input": {} },
+                    ] },
+                    { "role": "user", "content": [
+                        { "type": "tool_result", "tool_use_id": "c4", "content": "more" },
+                    ] },
+                    { "role": "assistant", "content": [{ "type": "text", "text": "done" }] },
+                ],
+                "tools": [{ "name": "read", "description": "reads",
+                            "input_schema": { "type": "object" } }],
+                "temperature": 0.2,
+                "stream": true,
+            })
+        );
+    }
+
+    #[test]
+    fn bare_request_defaults_max_tokens_and_omits_optional_parts() {
+        let bare = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                Message::user("a"),
+                Message::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![],
+                },
+                Message::user("b"),
+            ],
+            tools: vec![],
+            temperature: None,
+            max_tokens: None,
+            output_schema: None,
+        };
+        let body = request_body(&bare);
+        assert_eq!(body["max_tokens"], json!(DEFAULT_MAX_TOKENS));
+        assert!(body.get("system").is_none() && body.get("tools").is_none());
+        assert!(body.get("temperature").is_none());
+        // The empty assistant turn is dropped and the user turns merged.
+        assert_eq!(
+            body["messages"],
+            json!([{ "role": "user", "content": [
+                { "type": "text", "text": "a" },
+                { "type": "text", "text": "b" },
+            ] }])
+        );
+    }
+
+    #[test]
+    fn base_url_trailing_slash_is_ignored_and_empty_key_is_none() {
+        let p = AnthropicProvider::new("http://h/".into(), Some(String::new()), Default::default());
+        assert_eq!(p.endpoint(), "http://h/v1/messages");
+        assert!(p.api_key.is_none());
+        let p = AnthropicProvider::new(DEFAULT_BASE_URL.into(), None, Default::default());
+        assert_eq!(p.endpoint(), "https://api.anthropic.com/v1/messages");
+    }
+}
