@@ -350,7 +350,7 @@ impl Drop for Daemon {
 // 1. Reload latency
 
 fn agent_yaml(model: &str, prompt: &str, schedule: Option<&str>) -> String {
-    let mut yaml = format!("model: {model}\nprompt: {prompt}\n");
+    let mut yaml = format!("model: {model}\nprompt: {prompt:?}\n");
     if let Some(cron) = schedule {
         let _ = writeln!(yaml, "schedule: \"{cron}\"");
     }

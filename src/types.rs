@@ -79,6 +79,10 @@ pub struct Usage {
     pub input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// The part of `input_tokens` read from the provider's prompt cache
+    /// (billed at a lower price), where the provider reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -93,6 +97,40 @@ impl Usage {
         }
         self.input_tokens = sum(self.input_tokens, other.input_tokens);
         self.output_tokens = sum(self.output_tokens, other.output_tokens);
+        self.cached_input_tokens = sum(self.cached_input_tokens, other.cached_input_tokens);
+    }
+
+    /// Input plus output tokens, counting unknown parts as zero.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.unwrap_or(0) + self.output_tokens.unwrap_or(0)
+    }
+}
+
+/// What a model costs, in US dollars per million tokens (`prices:` in
+/// `aurad.yaml`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+    /// Input read from the prompt cache; `None`: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+}
+
+impl Price {
+    /// The cost of `usage`, or `None` when a token count it needs is
+    /// unknown (unknown is not zero).
+    pub fn cost(&self, usage: &Usage) -> Option<f64> {
+        let input = usage.input_tokens? as f64;
+        let output = usage.output_tokens? as f64;
+        let cached = (usage.cached_input_tokens.unwrap_or(0) as f64).min(input);
+        let cached_price = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
+        Some(
+            ((input - cached) * self.input_per_mtok
+                + cached * cached_price
+                + output * self.output_per_mtok)
+                / 1e6,
+        )
     }
 }
 
@@ -212,6 +250,9 @@ pub enum RunEvent {
         iteration: u32,
         #[serde(flatten)]
         usage: Usage,
+        /// US dollars, where the model's price is known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     ToolCall {
         id: String,
@@ -233,6 +274,12 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<String>,
         usage: Usage,
+        /// US dollars, where the model's price is known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The final answer as JSON, for agents with an `output_schema`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
     },
 }
 

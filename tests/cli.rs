@@ -34,7 +34,7 @@ fn validate_reports_every_problem_with_its_place() {
         "agents/bad_duration.yaml:3:20: limits.timeout: invalid duration \"10q\"",
         "agents/missing_env.yaml:2:20: environment variable AURAD_FIXTURE_UNSET_VAR is not set",
         "agents/unknown_field.yaml:3:1: unknown field `max_stpes`, expected one of `description`, `model`",
-        "agents/unknown_provider.yaml:1:8: unknown provider `nope` in model \"nope/some-model\"; known providers: local, openai, test",
+        "agents/unknown_provider.yaml:1:8: unknown provider `nope` in model \"nope/some-model\"; known providers: anthropic, gemini, local, openai, test",
         "agents/unknown_tool.yaml:3:8: tools: unknown tool \"bsh\"; known tools: bash, calculator",
         "agents/wrong_type.yaml:4:19: limits.max_iterations: invalid type: string \"lots\", expected u32",
         "aurad.yaml:3:16: unknown provider kind \"cohere\"",

@@ -5,58 +5,13 @@ mod support;
 
 use std::time::Duration;
 
-use aurad::daemon::{RunRequest, execute, prepare};
-use aurad::engine::RunOutcome;
-use aurad::llm::retry::RetryPolicy;
-use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
 use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
-use support::project::project_with_mock;
+use support::project::Project;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-struct Project {
-    dir: tempfile::TempDir,
-}
-
-impl Project {
-    fn new(mock: &MockLlm, agent: &str) -> Project {
-        Project {
-            dir: project_with_mock(mock, agent),
-        }
-    }
-
-    async fn run(
-        &self,
-        input: &str,
-        cancel: CancellationToken,
-    ) -> (RunOutcome, Vec<RunEvent>, Store) {
-        let loaded = aurad::config::load(self.dir.path(), &|_| None);
-        let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
-        assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
-        let request = RunRequest {
-            agent: "a".into(),
-            input: Some(input.into()),
-            model: None,
-            trigger: "test".into(),
-            ..RunRequest::default()
-        };
-        let mut prepared = prepare(&snapshot, request, &|_| None).unwrap();
-        prepared.retry = RetryPolicy {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(20),
-        };
-        let store = Store::open(&self.dir.path().join("aurad.db")).unwrap();
-        let mut events = Vec::new();
-        let outcome = execute(prepared, &store, cancel, |e| events.push(e.clone()))
-            .await
-            .unwrap();
-        (outcome, events, store)
-    }
-}
 
 const TOOLS_AGENT: &str =
     "model: mock/m1\nsystem: You are terse.\ntools: [calculator, current_time]\n";

@@ -465,3 +465,44 @@ async fn runs_of_a_dead_process_are_interrupted_and_retried_once_when_asked() {
     daemon.stop().await.unwrap();
     assert_eq!(runs(&store, "a").await.len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_run_over_the_daily_budget_is_recorded_without_a_model_call() {
+    let mock = MockLlm::start().await;
+    mock.set_fallback(Reply::Text("done".into()));
+    // Each answer (10 in / 5 out tokens) costs $0.00002; the day allows
+    // $0.00003, so the third fire finds the budget spent.
+    let dir = project(
+        &mock,
+        "schedule: \"* * * * *\"\nlimits: { max_cost_usd_per_day: 0.00003 }\n",
+    );
+    let settings = dir.path().join("aurad.yaml");
+    let mut text = std::fs::read_to_string(&settings).unwrap();
+    text.push_str("prices:\n  mock/m: { input_per_mtok: 1.0, output_per_mtok: 2.0 }\n");
+    std::fs::write(settings, text).unwrap();
+    let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
+    let daemon = start(dir.path(), start_options(&clock)).await;
+    let store = open_store(&dir);
+    for (minute, n) in [("01", 1), ("02", 2), ("03", 3)] {
+        clock.set(at(&format!("2026-06-01T12:{minute}:00Z")));
+        settled(&store, n).await;
+    }
+    let all = settled(&store, 3).await;
+    assert_eq!(
+        fires(&all),
+        vec![
+            (iso("2026-06-01T12:01:00Z"), RunState::Succeeded),
+            (iso("2026-06-01T12:02:00Z"), RunState::Succeeded),
+            (iso("2026-06-01T12:03:00Z"), RunState::BudgetExceeded),
+        ]
+    );
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "the third fire made no model call"
+    );
+    let reason = all[2].error.as_deref().unwrap();
+    assert!(reason.contains("max_cost_usd_per_day"), "{reason}");
+    assert!(all[..2].iter().all(|r| r.cost_usd.is_some()));
+    daemon.stop().await.unwrap();
+}

@@ -421,6 +421,8 @@ fn logs_follow_waits_for_a_run_written_by_another_process() {
         reason: Some("boom".into()),
         output: None,
         usage: Usage::default(),
+        cost_usd: None,
+        result: None,
     };
     rt.block_on(store.finish_run_with_events(
         &id,

@@ -142,6 +142,8 @@ mod tests {
             reason: None,
             output: Some("hi".into()),
             usage: Usage::default(),
+            cost_usd: None,
+            result: None,
         }
     }
 

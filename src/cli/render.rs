@@ -150,14 +150,21 @@ impl Renderer {
         }
     }
 
-    /// The closing line: run id, state, reason, usage.
-    pub fn finish(&mut self, run_id: &str, state: RunState, reason: Option<&str>, usage: &Usage) {
+    /// The closing line: run id, state, reason, usage, cost.
+    pub fn finish(
+        &mut self,
+        run_id: &str,
+        state: RunState,
+        reason: Option<&str>,
+        usage: &Usage,
+        cost_usd: Option<f64>,
+    ) {
         let mut line = format!("run {run_id} {state}");
         if let Some(reason) = reason {
             line.push_str(&format!(": {reason}"));
         }
         if let Some(tokens) = format_usage(usage) {
-            line.push_str(&format!(" · {tokens}"));
+            line.push_str(&format!(" · {tokens} · {}", format_cost(cost_usd)));
         }
         let (mark, code) = if state == RunState::Succeeded {
             ("✓", "32")
@@ -168,17 +175,32 @@ impl Renderer {
     }
 }
 
-/// `1234 in / 56 out tokens`, or `None` when nothing was reported.
+/// `1234 in (1000 cached) / 56 out tokens`, or `None` when nothing was
+/// reported.
 pub fn format_usage(usage: &Usage) -> Option<String> {
     let show = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
     if usage.input_tokens.is_none() && usage.output_tokens.is_none() {
         return None;
     }
+    let cached = usage
+        .cached_input_tokens
+        .filter(|&n| n > 0)
+        .map_or(String::new(), |n| format!(" ({n} cached)"));
     Some(format!(
-        "{} in / {} out tokens",
+        "{} in{cached} / {} out tokens",
         show(usage.input_tokens),
         show(usage.output_tokens)
     ))
+}
+
+/// `$0.0123`, or `cost unknown` (no price for the model in `prices`, or
+/// token counts the provider did not report): unknown is not zero.
+pub fn format_cost(cost_usd: Option<f64>) -> String {
+    match cost_usd {
+        Some(c) if c >= 0.01 => format!("${c:.2}"),
+        Some(c) => format!("${c:.4}"),
+        None => "cost unknown".into(),
+    }
 }
 
 /// The text on one line, cut to `max` characters.

@@ -163,6 +163,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
             outcome.state,
             outcome.reason.as_deref(),
             &outcome.usage,
+            outcome.cost_usd,
         );
     }
     match outcome.state {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::render::{Renderer, format_usage};
+use super::render::{Renderer, format_cost, format_usage};
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, open_store};
 use crate::store::RunFilter;
 use crate::types::{RunEvent, RunState};
@@ -88,8 +88,8 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         return EXIT_OK;
     }
     println!(
-        "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  TOKENS",
-        "RUN", "AGENT", "STATE", "TRIGGER", "STARTED", "TIME"
+        "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {:>12}  TOKENS",
+        "RUN", "AGENT", "STATE", "TRIGGER", "STARTED", "TIME", "COST"
     );
     for r in runs {
         let started = r.started_at.as_deref().unwrap_or(&r.created_at);
@@ -97,15 +97,20 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
             (Some(s), Some(f)) => duration_between(s, f),
             _ => "-".into(),
         };
+        let (cost, tokens) = match format_usage(&r.usage) {
+            Some(tokens) => (format_cost(r.cost_usd), tokens),
+            None => ("-".into(), "-".into()),
+        };
         println!(
-            "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {}",
+            "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {:>12}  {}",
             r.id,
             r.agent,
             r.state.as_str(),
             r.trigger,
             started.get(..19).unwrap_or(started).replace('T', " "),
             duration,
-            format_usage(&r.usage).unwrap_or_else(|| "-".into())
+            cost,
+            tokens
         );
     }
     EXIT_OK
@@ -223,7 +228,13 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
             run.id
         );
     }
-    renderer.finish(&run.id, run.state, run.error.as_deref(), &run.usage);
+    renderer.finish(
+        &run.id,
+        run.state,
+        run.error.as_deref(),
+        &run.usage,
+        run.cost_usd,
+    );
     follow_code(args.follow, run.state)
 }
 

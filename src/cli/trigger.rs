@@ -312,6 +312,7 @@ async fn render_stream(response: reqwest::Response, mut run_id: Option<String>) 
             state,
             reason,
             usage,
+            cost_usd,
             ..
         } = &event
         {
@@ -320,6 +321,7 @@ async fn render_stream(response: reqwest::Response, mut run_id: Option<String>) 
                 *state,
                 reason.as_deref(),
                 usage,
+                *cost_usd,
             );
             return if *state == RunState::Succeeded {
                 EXIT_OK

@@ -2,13 +2,14 @@
 //! conversion into a validated [`Agent`], reporting every problem it finds.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::diag::{Diagnostic, locate};
-use super::duration::duration_value;
+pub use super::limits::Limits;
+use super::limits::{RawLimits, parse_limits};
+use super::schema::json_schema;
 use super::triggers::{RawTriggers, Triggers, parse_triggers};
 
 #[derive(Debug, Deserialize)]
@@ -23,6 +24,7 @@ struct RawAgent {
     #[serde(default)]
     limits: RawLimits,
     temperature: Option<f32>,
+    max_tokens: Option<u32>,
     skills: Option<Value>,
     memory: Option<RawMemory>,
     schedule: Option<Value>,
@@ -67,37 +69,6 @@ pub struct MemoryConfig {
     pub max_entries: usize,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    max_iterations: Option<u32>,
-    max_tool_calls: Option<u32>,
-    timeout: Option<Value>,
-    max_context_tokens: Option<usize>,
-    max_tokens_per_run: Option<Value>,
-    max_cost_usd_per_day: Option<Value>,
-}
-
-/// Run limits; each ends a run with its own state and reason when reached.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    pub max_iterations: u32,
-    pub max_tool_calls: u32,
-    pub timeout: Duration,
-    pub max_context_tokens: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_iterations: 10,
-            max_tool_calls: 50,
-            timeout: Duration::from_secs(600),
-            max_context_tokens: 32_000,
-        }
-    }
-}
-
 /// A validated agent definition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Agent {
@@ -116,6 +87,11 @@ pub struct Agent {
     pub tools: Vec<String>,
     pub limits: Limits,
     pub temperature: Option<f32>,
+    /// The most tokens one model answer may have; `None`: the provider's
+    /// default (Anthropic, which requires one, gets 4096).
+    pub max_tokens: Option<u32>,
+    /// The JSON Schema the final answer must match (checked as a schema).
+    pub output_schema: Option<serde_json::Value>,
     pub skills: SkillsChoice,
     pub memory: MemoryConfig,
     /// Schedules, overlap and missed-fire policies, webhook.
@@ -161,10 +137,18 @@ pub fn parse_agent(
     };
     let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
 
-    if raw.output_schema.is_some() {
+    let output_schema = raw.output_schema.as_ref().and_then(|schema| {
+        json_schema(schema, "output_schema")
+            .map_err(|(keys, msg)| {
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                diags.push(err(&keys, msg));
+            })
+            .ok()
+    });
+    if let Some(0) = raw.max_tokens {
         diags.push(err(
-            &["output_schema"],
-            "`output_schema` is not supported yet (structured output is not in this build); remove the field".into(),
+            &["max_tokens"],
+            "`max_tokens` must be at least 1 (the most tokens one model answer may have)".into(),
         ));
     }
     let triggers = parse_triggers(
@@ -180,24 +164,6 @@ pub fn parse_agent(
         text,
         &mut diags,
     );
-    for (field, present) in [
-        (
-            "max_tokens_per_run",
-            raw.limits.max_tokens_per_run.is_some(),
-        ),
-        (
-            "max_cost_usd_per_day",
-            raw.limits.max_cost_usd_per_day.is_some(),
-        ),
-    ] {
-        if present {
-            diags.push(err(
-                &["limits", field],
-                format!("`limits.{field}` is not supported yet (budgets are not in this build); remove the field"),
-            ));
-        }
-    }
-
     let model = match raw.model.as_deref().map(str::trim) {
         None | Some("") => {
             diags.push(err(
@@ -256,42 +222,7 @@ pub fn parse_agent(
             ));
         }
     }
-    let mut limits = Limits::default();
-    let l = &raw.limits;
-    if let Some(n) = l.max_iterations {
-        if n == 0 {
-            diags.push(err(
-                &["limits", "max_iterations"],
-                "`limits.max_iterations` must be at least 1".into(),
-            ));
-        }
-        limits.max_iterations = n;
-    }
-    if let Some(n) = l.max_tool_calls {
-        limits.max_tool_calls = n;
-    }
-    if let Some(n) = l.max_context_tokens {
-        if n < 256 {
-            diags.push(err(
-                &["limits", "max_context_tokens"],
-                format!("`limits.max_context_tokens` is {n}; it must be at least 256"),
-            ));
-        }
-        limits.max_context_tokens = n;
-    }
-    if let Some(v) = &l.timeout {
-        match duration_value(v) {
-            Ok(d) if d.is_zero() => diags.push(err(
-                &["limits", "timeout"],
-                "`limits.timeout` must be more than 0".into(),
-            )),
-            Ok(d) => limits.timeout = d,
-            Err(msg) => diags.push(err(
-                &["limits", "timeout"],
-                format!("limits.timeout: {msg}"),
-            )),
-        }
-    }
+    let limits = parse_limits(&raw.limits, &err, &mut diags);
     if let Some(t) = raw.temperature
         && !(0.0..=2.0).contains(&t)
     {
@@ -375,6 +306,8 @@ pub fn parse_agent(
         tools: raw.tools,
         limits,
         temperature: raw.temperature,
+        max_tokens: raw.max_tokens,
+        output_schema,
         skills,
         memory,
         triggers,

@@ -7,8 +7,11 @@ pub mod agent;
 pub mod diag;
 pub mod duration;
 pub mod interp;
+pub mod limits;
 pub mod mcp;
 pub mod plugins;
+mod prices;
+mod schema;
 pub mod settings;
 pub mod triggers;
 

@@ -13,6 +13,7 @@ use serde_yaml::Value;
 use super::{ArgsIn, PluginAction};
 use crate::config::diag::{Diagnostic, locate};
 use crate::config::duration::parse_duration;
+use crate::config::schema::json_schema;
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE"];
 
@@ -52,37 +53,7 @@ pub(super) fn check_schema(schema: &Value) -> Result<serde_json::Value, (Vec<Str
             ));
         }
     }
-    let json = serde_json::to_value(schema).map_err(|e| {
-        at_params(format!(
-            "`parameters` cannot be read as JSON ({e}); use string keys and plain values"
-        ))
-    })?;
-    if let Err(e) = jsonschema::validator_for(&json) {
-        // The error's instance path is where in the schema the problem is.
-        let at = e.instance_path().to_string();
-        let segments: Vec<String> = at
-            .split('/')
-            .skip(1)
-            .map(|s| s.replace("~1", "/").replace("~0", "~"))
-            .collect();
-        let mut keys = vec!["parameters".to_string()];
-        keys.extend(segments);
-        let place = if at.is_empty() {
-            String::new()
-        } else {
-            format!(" at {at}")
-        };
-        let hint = if keys.last().is_some_and(|k| k == "type") {
-            "use a JSON type: object, array, string, number, integer, boolean or null"
-        } else {
-            "fix the schema"
-        };
-        return Err((
-            keys,
-            format!("`parameters` is not a valid JSON Schema{place}: {e}; {hint}"),
-        ));
-    }
-    Ok(json)
+    json_schema(schema, "parameters")
 }
 
 /// A timeout written as a duration string or a number of seconds.

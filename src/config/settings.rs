@@ -1,5 +1,5 @@
-//! `aurad.yaml`: optional project settings (providers, database). Every field
-//! has a default; fields of later issues are refused, not ignored.
+//! `aurad.yaml`: optional project settings (providers, database, listen
+//! address, concurrency, shutdown grace, prices). Every field has a default.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,6 +12,8 @@ use serde_yaml::Value;
 use super::agent::yaml_diagnostic;
 use super::diag::{Diagnostic, locate};
 use super::duration::duration_value;
+use super::prices::parse_prices;
+use crate::types::Price;
 
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -38,6 +40,37 @@ struct RawProvider {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
     OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
+        }
+    }
+
+    fn parse(s: &str) -> Option<ProviderKind> {
+        [
+            ProviderKind::OpenAi,
+            ProviderKind::Anthropic,
+            ProviderKind::Gemini,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+
+    /// The variable holding the key of the built-in provider of this kind.
+    fn default_key_env(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "OPENAI_API_KEY",
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Gemini => "GEMINI_API_KEY",
+        }
+    }
 }
 
 /// A configured model provider.
@@ -45,8 +78,9 @@ pub enum ProviderKind {
 pub struct ProviderConfig {
     pub name: String,
     pub kind: ProviderKind,
-    /// `None`: the kind's default (for `openai`, `OPENAI_BASE_URL` or the
-    /// public endpoint), resolved when the provider is built.
+    /// `None`: the kind's default (the vendor's public endpoint; for the
+    /// built-in `openai`, `OPENAI_BASE_URL` first), resolved when the
+    /// provider is built.
     pub base_url: Option<String>,
     /// The environment variable holding the API key.
     pub api_key_env: Option<String>,
@@ -56,7 +90,8 @@ pub struct ProviderConfig {
 pub struct Settings {
     /// Absolute path of the SQLite database.
     pub database: PathBuf,
-    /// Configured providers plus the built-in `openai`.
+    /// Configured providers plus the built-in `openai`, `anthropic` and
+    /// `gemini`.
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Where `aurad serve` answers the HTTP API.
     pub listen: SocketAddr,
@@ -64,6 +99,9 @@ pub struct Settings {
     pub max_concurrent_runs: usize,
     /// How long shutdown lets running runs finish before cancelling them.
     pub shutdown_grace: Duration,
+    /// Prices per model, by `provider/model`; a model not listed has an
+    /// unknown cost.
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// The API's default address: loopback only, so no token is needed.
@@ -72,28 +110,33 @@ pub const DEFAULT_LISTEN: SocketAddr =
 
 impl Settings {
     pub fn defaults(root: &Path) -> Settings {
-        let mut providers = BTreeMap::new();
-        providers.insert(
-            "openai".to_string(),
-            ProviderConfig {
-                name: "openai".into(),
-                kind: ProviderKind::OpenAi,
+        let providers = [
+            ProviderKind::OpenAi,
+            ProviderKind::Anthropic,
+            ProviderKind::Gemini,
+        ]
+        .into_iter()
+        .map(|kind| {
+            let name = kind.as_str().to_string();
+            let config = ProviderConfig {
+                name: name.clone(),
+                kind,
                 base_url: None,
-                api_key_env: Some("OPENAI_API_KEY".into()),
-            },
-        );
+                api_key_env: Some(kind.default_key_env().into()),
+            };
+            (name, config)
+        })
+        .collect();
         Settings {
             database: root.join("aurad.db"),
             providers,
             listen: DEFAULT_LISTEN,
             max_concurrent_runs: 8,
             shutdown_grace: Duration::from_secs(30),
+            prices: BTreeMap::new(),
         }
     }
 }
-
-/// Built-in provider names whose wire formats arrive in a later issue.
-pub const LATER_PROVIDERS: &[&str] = &["anthropic", "gemini"];
 
 /// Parses `aurad.yaml`'s interpolated text. On errors the defaults are
 /// returned along with the diagnostics.
@@ -111,11 +154,8 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
         }
     };
     let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
-    if raw.prices.is_some() {
-        diags.push(err(
-            &["prices"],
-            "`prices` is not supported yet in this build; remove the field".into(),
-        ));
+    if let Some(prices) = &raw.prices {
+        settings.prices = parse_prices(prices, path, text, &mut diags);
     }
     if let Some(listen) = &raw.listen {
         match listen.trim().parse::<SocketAddr>() {
@@ -166,22 +206,15 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
             ));
             continue;
         }
-        let kind = match p.kind.as_str() {
-            "openai" => ProviderKind::OpenAi,
-            "anthropic" | "gemini" => {
-                diags.push(err(
-                    &["providers", &name, "kind"],
-                    format!("provider kind `{}` is not supported yet in this build; use kind: openai (any OpenAI-compatible server)", p.kind),
-                ));
-                continue;
-            }
-            other => {
-                diags.push(err(
-                    &["providers", &name, "kind"],
-                    format!("unknown provider kind {other:?}: expected one of `openai`, `anthropic`, `gemini`"),
-                ));
-                continue;
-            }
+        let Some(kind) = ProviderKind::parse(&p.kind) else {
+            diags.push(err(
+                &["providers", &name, "kind"],
+                format!(
+                    "unknown provider kind {:?}: expected one of `openai`, `anthropic`, `gemini`",
+                    p.kind
+                ),
+            ));
+            continue;
         };
         if let Some(url) = &p.base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
@@ -192,16 +225,20 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
             ));
             continue;
         }
-        if p.base_url.is_none() && name != "openai" {
+        if p.base_url.is_none() && kind == ProviderKind::OpenAi && name != "openai" {
             diags.push(err(
                 &["providers", &name],
                 format!("provider `{name}` needs a `base_url`, e.g. http://localhost:11434/v1 for Ollama"),
             ));
             continue;
         }
-        let api_key_env = p
-            .api_key_env
-            .or_else(|| (name == "openai").then(|| "OPENAI_API_KEY".to_string()));
+        // A provider under a built-in name keeps that name's key variable,
+        // and so does one talking to the vendor's own endpoint; a gateway
+        // (own base_url) has a key only when it names its variable.
+        let builtin = ProviderKind::parse(&name).is_some_and(|k| k == kind);
+        let api_key_env = p.api_key_env.or_else(|| {
+            (builtin || p.base_url.is_none()).then(|| kind.default_key_env().to_string())
+        });
         settings.providers.insert(
             name.clone(),
             ProviderConfig {
@@ -231,6 +268,28 @@ mod tests {
             Some("http://localhost:11434/v1")
         );
         assert!(s.providers.contains_key("openai"));
+    }
+
+    #[test]
+    fn vendor_kinds_default_to_their_endpoints_and_key_variables() {
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), "");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(s.providers["anthropic"].kind, ProviderKind::Anthropic);
+        assert_eq!(
+            s.providers["gemini"].api_key_env.as_deref(),
+            Some("GEMINI_API_KEY")
+        );
+        let text = "providers:\n  claude: { kind: anthropic }\n  gateway: { kind: gemini, base_url: \"http://127.0.0.1:9/g\" }\n";
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        assert!(d.is_empty(), "{d:?}");
+        let claude = &s.providers["claude"];
+        assert_eq!(
+            (claude.kind, claude.base_url.as_deref()),
+            (ProviderKind::Anthropic, None)
+        );
+        assert_eq!(claude.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        // A gateway has a key only when it names the variable.
+        assert_eq!(s.providers["gateway"].api_key_env, None);
     }
 
     #[test]

@@ -320,7 +320,9 @@ fn run_events_feed_tool_and_token_counters() {
             usage: Usage {
                 input_tokens: Some(50),
                 output_tokens: None,
+                cached_input_tokens: None,
             },
+            cost_usd: None,
         },
     );
     m.observe_event(

@@ -81,6 +81,7 @@ mod tests {
         let seq = r.push(RunEvent::Usage {
             iteration: 1,
             usage: Default::default(),
+            cost_usd: None,
         });
         assert_eq!(seq, 2);
         assert!(r.at_boundary());
@@ -93,7 +94,8 @@ mod tests {
                 RunEvent::TextDelta { text: "abc".into() },
                 RunEvent::Usage {
                     iteration: 1,
-                    usage: Default::default()
+                    usage: Default::default(),
+                    cost_usd: None,
                 },
                 RunEvent::TextDelta { text: "d".into() },
             ]

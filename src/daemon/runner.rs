@@ -9,12 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::EnvLookup;
 use crate::config::{MemoryConfig, SkillsChoice};
-use crate::engine::{self, ActiveSkills, Parts, RecalledBlock, RunOutcome, RunSpec};
+use crate::engine::{self, ActiveSkills, DailyBudget, Parts, RecalledBlock, RunOutcome, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
-use crate::store::{Fire, NewRun, Store, StoreError, new_run_id};
+use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, new_run_id};
 use crate::tools::ToolSet;
 use crate::types::{RecalledMemory, RunEvent, RunState};
 
@@ -58,6 +58,9 @@ pub struct PreparedRun {
     pub provider: Arc<dyn Provider>,
     pub tools: ToolSet,
     pub retry: RetryPolicy,
+    /// Where the agent's day starts for its daily budget: the time zone of
+    /// its first schedule, else UTC.
+    pub timezone: chrono_tz::Tz,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -116,6 +119,7 @@ pub fn prepare(
         .transpose()
         .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
     let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
+    let price = project.settings.prices.get(&model).copied();
     let spec = RunSpec {
         run_id: new_run_id(),
         agent: agent.name.clone(),
@@ -127,11 +131,20 @@ pub fn prepare(
         input,
         limits: agent.limits.clone(),
         temperature: agent.temperature,
+        max_tokens: agent.max_tokens,
+        output_schema: agent.output_schema.clone(),
+        price,
+        daily_budget: None, // read from the store in `run_claimed`
         root: project.root.clone(),
         skills,
         memory: None,
     };
     Ok(PreparedRun {
+        timezone: agent
+            .triggers
+            .schedules
+            .first()
+            .map_or(chrono_tz::Tz::UTC, |s| s.cron.timezone()),
         fire: request.fire,
         memory: agent.memory.clone(),
         spec,
@@ -139,6 +152,36 @@ pub fn prepare(
         tools: snapshot.tools.select(&agent.tools),
         retry: RetryPolicy::default(),
     })
+}
+
+/// What the agent's runs created since the start of today (in `timezone`)
+/// cost, as far as known. A store that cannot answer is logged and counts
+/// as nothing spent: the run's own spending is still checked.
+async fn spent_today(store: &Store, agent: &str, timezone: chrono_tz::Tz) -> f64 {
+    let now = chrono::Utc::now().with_timezone(&timezone);
+    let midnight = now
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists as a naive time");
+    // Where midnight falls in a DST gap, the day starts at the first
+    // instant after it; where it repeats, at the earlier one.
+    let start = (0..=180)
+        .find_map(|m| {
+            (midnight + chrono::Duration::minutes(m))
+                .and_local_timezone(timezone)
+                .earliest()
+        })
+        .map_or(now.to_utc(), |t| t.to_utc());
+    match store.cost_since(agent, start).await {
+        Ok(spent) => spent,
+        Err(e) => {
+            tracing::error!(
+                agent,
+                "cannot read today's spending for the daily budget: {e}"
+            );
+            0.0
+        }
+    }
 }
 
 /// The memories recalled for the run's input. A failed recall is logged and
@@ -287,9 +330,16 @@ pub async fn run_claimed(
         provider,
         mut tools,
         retry,
+        timezone,
         fire: _,
     } = prepared;
     spec.memory = recall(store, &memory, &spec).await;
+    if let Some(limit_usd) = spec.limits.max_cost_usd_per_day {
+        spec.daily_budget = Some(DailyBudget {
+            limit_usd,
+            spent_usd: spent_today(store, &spec.agent, timezone).await,
+        });
+    }
     if memory.tools {
         let bound = crate::memory::memory_tools_with_limit(
             store.clone(),
@@ -332,16 +382,15 @@ pub async fn run_claimed(
     let (outcome, (last_batch, store_error)) = tokio::join!(engine, record);
     let state = outcome.state;
     debug_assert!(state != RunState::Running);
-    let last_seq = store
-        .finish_run_with_events(
-            &spec.run_id,
-            last_batch,
-            state,
-            outcome.reason.clone(),
-            outcome.output.clone(),
-            outcome.usage,
-        )
-        .await?;
+    let end = RunEnd {
+        state,
+        error: outcome.reason.clone(),
+        output: outcome.output.clone(),
+        usage: outcome.usage,
+        cost_usd: outcome.cost_usd,
+        result: outcome.result.clone(),
+    };
+    let last_seq = store.finish_run_as(&spec.run_id, last_batch, end).await?;
     sink.committed(last_seq);
     match store_error {
         Some(e) => Err(e),

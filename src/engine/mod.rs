@@ -5,6 +5,7 @@
 //! resolved parts. May depend on `llm`, `tools`, `config` (limits) and `types`.
 
 pub mod context;
+pub mod output;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,7 +20,8 @@ use crate::config::duration::format_duration;
 use crate::llm::retry::{RetryPolicy, stream_with_retry};
 use crate::llm::{ChatRequest, Delta, Provider, ProviderError};
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
-use crate::types::{Message, RecalledMemory, RunEvent, RunState, Usage};
+use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, Usage};
+use output::OutputCheck;
 
 /// Everything about one run that the engine needs, already resolved.
 #[derive(Debug, Clone)]
@@ -38,12 +40,28 @@ pub struct RunSpec {
     pub input: String,
     pub limits: Limits,
     pub temperature: Option<f32>,
+    /// The most tokens one model answer may have.
+    pub max_tokens: Option<u32>,
+    /// The JSON Schema the final answer must match.
+    pub output_schema: Option<serde_json::Value>,
+    /// The model's price; `None`: costs are unknown.
+    pub price: Option<Price>,
+    /// The agent's daily spending limit, as it stood when the run started.
+    pub daily_budget: Option<DailyBudget>,
     /// The project root: where tools run.
     pub root: PathBuf,
     /// Skills put in as one system message after the system prompt.
     pub skills: Option<ActiveSkills>,
     /// Memories put ahead of the input.
     pub memory: Option<RecalledBlock>,
+}
+
+/// `limits.max_cost_usd_per_day` and what the agent's earlier runs of the
+/// day (in its time zone) cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DailyBudget {
+    pub limit_usd: f64,
+    pub spent_usd: f64,
 }
 
 /// The skills of a run, resolved before it starts.
@@ -79,6 +97,10 @@ pub struct RunOutcome {
     pub reason: Option<String>,
     pub output: Option<String>,
     pub usage: Usage,
+    /// US dollars; `None`: unknown.
+    pub cost_usd: Option<f64>,
+    /// The final answer as JSON, for agents with an `output_schema`.
+    pub result: Option<serde_json::Value>,
     pub iterations: u32,
 }
 
@@ -136,11 +158,17 @@ pub async fn run(
     };
     let end = state.run_loop().await;
     let (usage, iterations) = (state.usage, state.iterations);
+    let cost_usd = state.cost();
     token.cancel();
     let _ = timer.await;
+    let mut result = None;
     let (run_state, reason, output) = match end {
-        End::Answer(text) => (RunState::Succeeded, None, Some(text)),
+        End::Answer(text, value) => {
+            result = value;
+            (RunState::Succeeded, None, Some(text))
+        }
         End::Failed(reason) => (RunState::Failed, Some(reason), None),
+        End::OverBudget(reason) => (RunState::BudgetExceeded, Some(reason), None),
         End::Stopped if timed_out.load(Ordering::SeqCst) => (
             RunState::TimedOut,
             Some(format!(
@@ -156,19 +184,26 @@ pub async fn run(
         reason: reason.clone(),
         output: output.clone(),
         usage,
+        cost_usd,
+        result: result.clone(),
     });
     RunOutcome {
         state: run_state,
         reason,
         output,
         usage,
+        cost_usd,
+        result,
         iterations,
     }
 }
 
 enum End {
-    Answer(String),
+    /// The final answer, and its JSON for an agent with an output schema.
+    Answer(String, Option<serde_json::Value>),
     Failed(String),
+    /// A spending limit was reached before a model call.
+    OverBudget(String),
     /// The run's token fired: cancelled or timed out.
     Stopped,
 }
@@ -192,6 +227,18 @@ impl LoopState<'_> {
         if let Some(skills) = &spec.skills {
             messages.push(Message::system(skills.message.clone()));
         }
+        let output_check = match &spec.output_schema {
+            Some(schema) => {
+                messages.push(Message::system(output::instruction(schema)));
+                match OutputCheck::new(schema) {
+                    Ok(check) => Some(check),
+                    Err(reason) => return End::Failed(reason),
+                }
+            }
+            None => None,
+        };
+        // Set while the one repair turn of a schema-violating answer runs.
+        let mut repairing = false;
         match spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
             Some(memory) => {
                 messages.push(Message::user(format!("{}\n\n{}", memory.block, spec.input)))
@@ -209,7 +256,12 @@ impl LoopState<'_> {
         };
         let mut tool_calls_made: u32 = 0;
         loop {
-            if self.iterations >= spec.limits.max_iterations {
+            if let Some(reason) = self.over_budget() {
+                return End::OverBudget(reason);
+            }
+            // The repair turn is granted even on the last iteration: the
+            // answer is there, only its form is wrong.
+            if self.iterations >= spec.limits.max_iterations && !repairing {
                 return End::Failed(format!(
                     "reached max_iterations ({}) without a final answer; raise limits.max_iterations or simplify the task",
                     spec.limits.max_iterations
@@ -229,7 +281,8 @@ impl LoopState<'_> {
                 messages: trimmed.messages,
                 tools: tools.clone(),
                 temperature: spec.temperature,
-                max_tokens: None,
+                max_tokens: spec.max_tokens,
+                output_schema: spec.output_schema.clone(),
             };
             let turn = {
                 let events = self.events.clone();
@@ -268,17 +321,33 @@ impl LoopState<'_> {
             self.emit(RunEvent::Usage {
                 iteration: self.iterations,
                 usage: turn.usage,
+                cost_usd: spec.price.and_then(|p| p.cost(&turn.usage)),
             });
             if turn.tool_calls.is_empty() {
-                return match turn.finish_reason.as_deref() {
-                    Some("length") => End::Failed(
-                        "the answer was cut off at the model's output limit (finish_reason: length)".into(),
-                    ),
-                    Some("content_filter") => End::Failed(
-                        "the provider's content filter stopped the answer (finish_reason: content_filter)".into(),
-                    ),
-                    _ => End::Answer(turn.text),
+                if let Some(reason) = cut_off(turn.finish_reason.as_deref()) {
+                    return End::Failed(reason);
+                }
+                let Some(check) = &output_check else {
+                    return End::Answer(turn.text, None);
                 };
+                match check.check(&turn.text) {
+                    Ok(value) => return End::Answer(turn.text, Some(value)),
+                    Err(errors) if repairing => {
+                        return End::Failed(format!(
+                            "the final answer does not match output_schema after one repair turn: {}",
+                            errors.join("; ")
+                        ));
+                    }
+                    Err(errors) => {
+                        repairing = true;
+                        messages.push(Message::Assistant {
+                            content: turn.text,
+                            tool_calls: vec![],
+                        });
+                        messages.push(Message::user(output::repair_message(&errors)));
+                        continue;
+                    }
+                }
             }
             let calls = turn.tool_calls;
             tool_calls_made = tool_calls_made.saturating_add(calls.len() as u32);
@@ -333,5 +402,50 @@ impl LoopState<'_> {
 
     fn emit(&self, event: RunEvent) {
         let _ = self.events.send(event);
+    }
+
+    /// The run's cost so far, where the price and the counts are known.
+    fn cost(&self) -> Option<f64> {
+        self.spec.price.and_then(|p| p.cost(&self.usage))
+    }
+
+    /// Why no further model call may be made, if a spending limit is
+    /// reached.
+    fn over_budget(&self) -> Option<String> {
+        let limits = &self.spec.limits;
+        if let Some(max) = limits.max_tokens_per_run {
+            let used = self.usage.total_tokens();
+            if used >= max {
+                return Some(format!(
+                    "the run used {used} tokens, reaching limits.max_tokens_per_run ({max}); no further model call was made"
+                ));
+            }
+        }
+        let budget = self.spec.daily_budget?;
+        let spent = budget.spent_usd + self.cost().unwrap_or(0.0);
+        (spent >= budget.limit_usd).then(|| {
+            format!(
+                "the agent has spent ${spent:.4} today, reaching limits.max_cost_usd_per_day (${}); no further model call was made until the day ends",
+                budget.limit_usd
+            )
+        })
+    }
+}
+
+/// Why an answer without tool calls is not a final answer, if it is not.
+/// Each provider names the reasons its own way: OpenAI `length` and
+/// `content_filter`, Anthropic `max_tokens` and `refusal`, Gemini
+/// `MAX_TOKENS`, `SAFETY` and its other blocking reasons.
+fn cut_off(finish_reason: Option<&str>) -> Option<String> {
+    let reason = finish_reason?;
+    match reason {
+        "length" | "max_tokens" | "MAX_TOKENS" => Some(format!(
+            "the answer was cut off at the model's output limit (finish reason: {reason}); raise max_tokens"
+        )),
+        "content_filter" | "refusal" | "SAFETY" | "RECITATION" | "BLOCKLIST"
+        | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => Some(format!(
+            "the provider's content filter stopped the answer (finish reason: {reason})"
+        )),
+        _ => None,
     }
 }

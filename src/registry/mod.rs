@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use crate::config::diag::locate;
 use crate::config::mcp::McpServerConfig;
-use crate::config::settings::{DEFAULT_OPENAI_BASE_URL, LATER_PROVIDERS};
+use crate::config::settings::DEFAULT_OPENAI_BASE_URL;
 use crate::config::{Agent, Diagnostic, EnvLookup, Loaded, Project, ProviderKind, Settings};
 use crate::llm::Provider;
+use crate::llm::anthropic::{self, AnthropicProvider};
+use crate::llm::gemini::{self, GeminiProvider};
 use crate::llm::openai::OpenAiProvider;
 use crate::llm::test_model::TestModel;
 use crate::mcp::McpManager;
@@ -98,6 +100,19 @@ pub fn check_agent(
             message,
         ));
     }
+    if agent.limits.max_cost_usd_per_day.is_some()
+        && agent.model != "test"
+        && !settings.prices.contains_key(&agent.model)
+    {
+        diags.push(Diagnostic::error(
+            &agent.path,
+            locate(&agent.text, &["limits", "max_cost_usd_per_day"]),
+            format!(
+                "limits.max_cost_usd_per_day needs the price of {:?}: add it under `prices` in aurad.yaml, e.g. prices: {{ {:?}: {{ input_per_mtok: 0.15, output_per_mtok: 0.6 }} }}",
+                agent.model, agent.model
+            ),
+        ));
+    }
     if let Some((provider, _)) = agent.model.split_once('/')
         && provider != "openai"
         && let Some(var) = settings
@@ -176,17 +191,10 @@ pub fn check_model(model: &str, settings: &Settings) -> Result<(), String> {
     }
     let mut known: Vec<&str> = settings.providers.keys().map(String::as_str).collect();
     known.push("test");
-    if LATER_PROVIDERS.contains(&provider) {
-        Err(format!(
-            "provider `{provider}` is not supported yet in this build; use an OpenAI-compatible provider ({})",
-            known.join(", ")
-        ))
-    } else {
-        Err(format!(
-            "unknown provider `{provider}` in model {model:?}; known providers: {} (add others under `providers:` in aurad.yaml)",
-            known.join(", ")
-        ))
-    }
+    Err(format!(
+        "unknown provider `{provider}` in model {model:?}; known providers: {} (add others under `providers:` in aurad.yaml)",
+        known.join(", ")
+    ))
 }
 
 /// Builds the provider for `model`, returning it and the model name to send.
@@ -201,50 +209,53 @@ pub fn provider_for(
     }
     let (name, model_name) = model.split_once('/').expect("checked above");
     let config = &settings.providers[name];
-    match config.kind {
-        ProviderKind::OpenAi => {
-            let base_url = config
-                .base_url
-                .clone()
-                .or_else(|| (name == "openai").then(|| env("OPENAI_BASE_URL")).flatten())
-                .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.to_string());
-            let api_key = config
-                .api_key_env
-                .as_deref()
-                .and_then(env)
-                .filter(|k| !k.is_empty());
-            if api_key.is_none()
-                && name != "openai"
-                && let Some(var) = &config.api_key_env
-            {
-                return Err(format!(
-                    "{var} is not set (the api_key_env of provider `{name}` in aurad.yaml): export the key"
-                ));
-            }
-            if api_key.is_none() && base_url == DEFAULT_OPENAI_BASE_URL {
-                let var = config.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
-                return Err(format!(
-                    "{var} is not set: export your API key, or try the agent offline with `--model test`"
-                ));
-            }
-            let mut builder = reqwest::Client::builder()
-                .connect_timeout(std::time::Duration::from_secs(10))
-                .read_timeout(std::time::Duration::from_secs(300));
-            if base_url.starts_with("http://") {
-                // A plain-HTTP endpoint (Ollama, vLLM, a local proxy) never
-                // needs TLS: skip loading the system's root certificates,
-                // which costs milliseconds at every start.
-                builder = builder.tls_certs_only(std::iter::empty());
-            }
-            let client = builder
-                .build()
-                .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
-            Ok((
-                Arc::new(OpenAiProvider::new(base_url, api_key, client)),
-                model_name.to_string(),
-            ))
-        }
+    let vendor_url = match config.kind {
+        ProviderKind::OpenAi => DEFAULT_OPENAI_BASE_URL,
+        ProviderKind::Anthropic => anthropic::DEFAULT_BASE_URL,
+        ProviderKind::Gemini => gemini::DEFAULT_BASE_URL,
+    };
+    let base_url = config
+        .base_url
+        .clone()
+        .or_else(|| (name == "openai").then(|| env("OPENAI_BASE_URL")).flatten())
+        .unwrap_or_else(|| vendor_url.to_string());
+    let api_key = config
+        .api_key_env
+        .as_deref()
+        .and_then(env)
+        .filter(|k| !k.is_empty());
+    if api_key.is_none()
+        && let Some(var) = &config.api_key_env
+        && (base_url == vendor_url || name != config.kind.as_str())
+    {
+        return Err(if base_url == vendor_url {
+            format!(
+                "{var} is not set: export your API key, or try the agent offline with `--model test`"
+            )
+        } else {
+            format!(
+                "{var} is not set (the api_key_env of provider `{name}` in aurad.yaml): export the key"
+            )
+        });
     }
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .read_timeout(std::time::Duration::from_secs(300));
+    if base_url.starts_with("http://") {
+        // A plain-HTTP endpoint (Ollama, vLLM, a local proxy) never needs
+        // TLS: skip loading the system's root certificates, which costs
+        // milliseconds at every start.
+        builder = builder.tls_certs_only(std::iter::empty());
+    }
+    let client = builder
+        .build()
+        .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
+    let provider: Arc<dyn Provider> = match config.kind {
+        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(base_url, api_key, client)),
+        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(base_url, api_key, client)),
+        ProviderKind::Gemini => Arc::new(GeminiProvider::new(base_url, api_key, client)),
+    };
+    Ok((provider, model_name.to_string()))
 }
 
 /// The MCP servers whose tools (`<server>_<tool>`) an allow-list can reach,

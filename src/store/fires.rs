@@ -39,6 +39,8 @@ impl Store {
             reason: Some(reason.clone()),
             output: None,
             usage: Usage::default(),
+            cost_usd: None,
+            result: None,
         };
         let rows = encode_events(&run.id, &[finished])?;
         self.call(move |conn| unrun(conn, &run, state, &reason, &rows))
@@ -162,6 +164,8 @@ fn interrupt_stale(
             reason: Some(reason),
             output: None,
             usage: Usage::default(),
+            cost_usd: None,
+            result: None,
         };
         insert_events(&tx, &id, &encode_events(&id, &[finished])?)?;
         changed.push(id);

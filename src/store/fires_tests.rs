@@ -21,6 +21,8 @@ fn finished(state: RunState, reason: &str) -> RunEvent {
         reason: Some(reason.into()),
         output: None,
         usage: Usage::default(),
+        cost_usd: None,
+        result: None,
     }
 }
 

@@ -118,6 +118,17 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_received ON webhook_deliveries(received_at);
 "#,
     },
+    Migration {
+        name: "run cost, cached tokens and structured result",
+        sql: r#"
+-- Input tokens read from the provider's prompt cache (part of input_tokens).
+ALTER TABLE runs ADD COLUMN cached_input_tokens INTEGER;
+-- US dollars, from `prices` in aurad.yaml; NULL: unknown (not zero).
+ALTER TABLE runs ADD COLUMN cost_usd REAL;
+-- The final answer parsed as JSON, for agents with an output_schema.
+ALTER TABLE runs ADD COLUMN result TEXT;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

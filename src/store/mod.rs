@@ -50,7 +50,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::ffi::ErrorCode;
 use rusqlite::{Connection, OpenFlags};
 
-pub use runs::{Fire, NewRun, RunFilter, RunRecord};
+pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
 use worker::{Worker, guarded};
 
 /// How long a statement waits for another process's lock before failing.

@@ -107,11 +107,28 @@ impl Store {
         self.read(move |conn| consecutive_failures(conn, &agent))
             .await
     }
+
+    /// The known cost in US dollars of the agent's runs created at or
+    /// after `since` (runs of unknown cost count nothing). Drives the daily
+    /// budget.
+    pub async fn cost_since(&self, agent: &str, since: DateTime<Utc>) -> Result<f64, StoreError> {
+        let agent = agent.to_owned();
+        let since = super::time_text(since);
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT COALESCE(SUM(cost_usd), 0.0) FROM runs
+                 WHERE agent = ?1 AND created_at >= ?2",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![agent, since], |row| row.get(0)))
+            .map_err(sql("summing an agent's cost"))
+        })
+        .await
+    }
 }
 
 const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
     created_at, started_at, finished_at, error, output, input_tokens, output_tokens,
-    schedule_index, scheduled_for"#;
+    schedule_index, scheduled_for, cached_input_tokens, cost_usd, result"#;
 
 /// A `runs` row as stored, before its values are checked.
 struct RawRun {
@@ -119,7 +136,9 @@ struct RawRun {
     state: String,
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
+    cached_input_tokens: Option<i64>,
     schedule_index: Option<i64>,
+    result: Option<String>,
 }
 
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -139,13 +158,17 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
             error: row.get(11)?,
             output: row.get(12)?,
             usage: Usage::default(),
+            cost_usd: row.get(18)?,
+            result: None,         // set by `check`
             schedule_index: None, // set by `check`
             scheduled_for: row.get(16)?,
         },
         state: row.get(2)?,
         input_tokens: row.get(13)?,
         output_tokens: row.get(14)?,
+        cached_input_tokens: row.get(17)?,
         schedule_index: row.get(15)?,
+        result: row.get(19)?,
     })
 }
 
@@ -156,7 +179,9 @@ impl RawRun {
             state,
             input_tokens,
             output_tokens,
+            cached_input_tokens,
             schedule_index,
+            result,
         } = self;
         let corrupt = |message: String| StoreError::CorruptRun {
             run_id: record.id.clone(),
@@ -172,7 +197,13 @@ impl RawRun {
         record.usage = Usage {
             input_tokens: tokens("input_tokens", input_tokens)?,
             output_tokens: tokens("output_tokens", output_tokens)?,
+            cached_input_tokens: tokens("cached_input_tokens", cached_input_tokens)?,
         };
+        record.result = result
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|e| corrupt(format!("result is not JSON: {e}")))
+            })
+            .transpose()?;
         record.schedule_index = schedule_index
             .map(|i| {
                 usize::try_from(i).map_err(|_| corrupt(format!("negative schedule_index {i}")))

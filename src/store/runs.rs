@@ -58,12 +58,44 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub output: Option<String>,
     pub usage: Usage,
+    /// US dollars, from `prices`; `None`: unknown (no price for the model,
+    /// or token counts the provider did not report).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// The final answer as JSON, for agents with an `output_schema`.
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
     /// The schedule whose fire this run is for (scheduled runs only).
     #[serde(default)]
     pub schedule_index: Option<usize>,
     /// That fire's instant (scheduled runs only).
     #[serde(default)]
     pub scheduled_for: Option<String>,
+}
+
+/// How a run ended, as [`Store::finish_run_as`] records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub state: RunState,
+    pub error: Option<String>,
+    pub output: Option<String>,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+    pub result: Option<serde_json::Value>,
+}
+
+impl RunEnd {
+    /// A run that ended in `state` with no output, usage or cost.
+    pub fn new(state: RunState, error: Option<String>) -> RunEnd {
+        RunEnd {
+            state,
+            error,
+            output: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            result: None,
+        }
+    }
 }
 
 /// Which runs [`Store::list_runs`] returns, newest first.
@@ -145,14 +177,31 @@ impl Store {
         output: Option<String>,
         usage: Usage,
     ) -> Result<i64, StoreError> {
-        if !state.is_final() {
+        let end = RunEnd {
+            output,
+            usage,
+            ..RunEnd::new(state, error)
+        };
+        self.finish_run_as(run_id, events, end).await
+    }
+
+    /// [`Store::finish_run_with_events`] with the cost and the structured
+    /// result too.
+    pub async fn finish_run_as(
+        &self,
+        run_id: &str,
+        events: Vec<RunEvent>,
+        end: RunEnd,
+    ) -> Result<i64, StoreError> {
+        if !end.state.is_final() {
             return Err(StoreError::Invalid(format!(
-                "run {run_id}: cannot finish a run as `{state}`, which is not a final state"
+                "run {run_id}: cannot finish a run as `{}`, which is not a final state",
+                end.state
             )));
         }
         let rows = encode_events(run_id, &events)?;
         let run_id = run_id.to_owned();
-        self.call(move |conn| finish(conn, &run_id, &rows, state, error, output, usage))
+        self.call(move |conn| finish(conn, &run_id, &rows, end))
             .await
     }
 }
@@ -373,12 +422,10 @@ fn finish(
     conn: &mut Connection,
     run_id: &str,
     rows: &[(&'static str, String)],
-    state: RunState,
-    error: Option<String>,
-    output: Option<String>,
-    usage: Usage,
+    end: RunEnd,
 ) -> Result<i64, StoreError> {
     set_durability(conn, Durability::Full)?;
+    let result = end.result.as_ref().map(serde_json::Value::to_string);
     let context = format!("run {run_id}: cannot record its final state");
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -386,16 +433,20 @@ fn finish(
     let changed = tx
         .execute(
             "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4, output = ?5,
-                             input_tokens = ?6, output_tokens = ?7
+                             input_tokens = ?6, output_tokens = ?7,
+                             cached_input_tokens = ?8, cost_usd = ?9, result = ?10
              WHERE id = ?1",
             params![
                 run_id,
-                state.as_str(),
+                end.state.as_str(),
                 now_text(),
-                error,
-                output,
-                tokens_to_sql(usage.input_tokens),
-                tokens_to_sql(usage.output_tokens)
+                end.error,
+                end.output,
+                tokens_to_sql(end.usage.input_tokens),
+                tokens_to_sql(end.usage.output_tokens),
+                tokens_to_sql(end.usage.cached_input_tokens),
+                end.cost_usd.filter(|c| c.is_finite()),
+                result
             ],
         )
         .map_err(|e| StoreError::sqlite(&context, e))?;

@@ -180,6 +180,8 @@ async fn a_run_cancelled_while_queued_never_starts() {
         reason: Some(reason.clone()),
         output: None,
         usage: Usage::default(),
+        cost_usd: None,
+        result: None,
     };
     let seq = store
         .finish_run_with_events(

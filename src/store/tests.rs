@@ -102,6 +102,7 @@ async fn claim_append_finish_round_trip() {
     let usage = Usage {
         input_tokens: Some(12),
         output_tokens: Some(34),
+        cached_input_tokens: Some(2),
     };
     let events = vec![
         RunEvent::Started {
@@ -116,12 +117,15 @@ async fn claim_append_finish_round_trip() {
         RunEvent::Usage {
             iteration: 1,
             usage,
+            cost_usd: None,
         },
         RunEvent::Finished {
             state: RunState::Succeeded,
             reason: None,
             output: Some("Hi".into()),
             usage,
+            cost_usd: None,
+            result: None,
         },
     ];
     store.append_events(&run.id, events.clone()).await.unwrap();

@@ -1,6 +1,15 @@
 //! A throwaway project directory whose `mock` provider points at a mock
 //! server, with one agent `a`.
 
+use std::time::Duration;
+
+use aurad::daemon::{RunRequest, execute, prepare};
+use aurad::engine::RunOutcome;
+use aurad::llm::retry::RetryPolicy;
+use aurad::store::Store;
+use aurad::types::RunEvent;
+use tokio_util::sync::CancellationToken;
+
 use super::mock_llm::MockLlm;
 
 /// Creates the project; `agent` is the YAML of `agents/a.yaml`.
@@ -17,4 +26,57 @@ pub fn project_with_mock(mock: &MockLlm, agent: &str) -> tempfile::TempDir {
     .unwrap();
     std::fs::write(dir.path().join("agents/a.yaml"), agent).unwrap();
     dir
+}
+
+/// A project run through the shared runner (`prepare` + `execute`), as
+/// `aurad run` does, with fast retries.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new(mock: &MockLlm, agent: &str) -> Project {
+        Project {
+            dir: project_with_mock(mock, agent),
+        }
+    }
+
+    /// With `settings` (YAML lines) added to `aurad.yaml`.
+    pub fn with_settings(mock: &MockLlm, agent: &str, settings: &str) -> Project {
+        let project = Project::new(mock, agent);
+        let path = project.dir.path().join("aurad.yaml");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(settings);
+        std::fs::write(path, text).unwrap();
+        project
+    }
+
+    pub async fn run(
+        &self,
+        input: &str,
+        cancel: CancellationToken,
+    ) -> (RunOutcome, Vec<RunEvent>, Store) {
+        let loaded = aurad::config::load(self.dir.path(), &|_| None);
+        let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
+        assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+        let request = RunRequest {
+            agent: "a".into(),
+            input: Some(input.into()),
+            model: None,
+            trigger: "test".into(),
+            ..RunRequest::default()
+        };
+        let mut prepared = prepare(&snapshot, request, &|_| None).unwrap();
+        prepared.retry = RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(20),
+        };
+        let store = Store::open(&self.dir.path().join("aurad.db")).unwrap();
+        let mut events = Vec::new();
+        let outcome = execute(prepared, &store, cancel, |e| events.push(e.clone()))
+            .await
+            .unwrap();
+        (outcome, events, store)
+    }
 }
