@@ -582,3 +582,40 @@ async fn an_unreachable_server_is_a_retryable_connection_error() {
         assert!(error.is_retryable(), "{wire:?}");
     }
 }
+
+/// `kind: anthropic` / `kind: gemini` in aurad.yaml, through the registry
+/// and the runner as any run goes: the right route, the agent's
+/// `max_tokens`, a run that succeeds with its usage.
+#[tokio::test]
+async fn configured_vendor_kinds_run_agents_end_to_end() {
+    for (kind, route) in [
+        ("anthropic", "/v1/messages"),
+        ("gemini", "/v1beta/models/m:streamGenerateContent?alt=sse"),
+    ] {
+        let mock = MockLlm::start().await;
+        mock.push(Reply::Text("Hi from the gateway.".into()));
+        let settings = format!(
+            "  gw: {{ kind: {kind}, base_url: \"{}\" }}\n",
+            mock.root_url()
+        );
+        let agent = "model: gw/m\nsystem: Be brief.\nmax_tokens: 321\n";
+        let project = support::project::Project::with_settings(&mock, agent, &settings);
+        let (outcome, _, _) = project
+            .run("hi", tokio_util::sync::CancellationToken::new())
+            .await;
+        assert_eq!(
+            outcome.state,
+            aurad::types::RunState::Succeeded,
+            "{kind}: {outcome:?}"
+        );
+        assert_eq!(outcome.output.as_deref(), Some("Hi from the gateway."));
+        assert_eq!(outcome.usage.input_tokens, Some(10), "{kind}");
+        let sent = mock.wait_for_requests(1, WAIT).await;
+        assert_eq!(sent[0].path, route, "{kind}");
+        let max_tokens = match kind {
+            "anthropic" => &sent[0].body["max_tokens"],
+            _ => &sent[0].body["generationConfig"]["maxOutputTokens"],
+        };
+        assert_eq!(max_tokens, &json!(321), "{kind}: {}", sent[0].body);
+    }
+}
