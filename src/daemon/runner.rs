@@ -83,7 +83,7 @@ pub fn prepare(
         ));
     };
     let model = request.model.clone().unwrap_or_else(|| agent.model.clone());
-    let (provider, model_name) = provider_for(&model, &project.settings, env)?;
+    let (provider, model_name) = provider_for(&model, &project.settings, &snapshot.http, env)?;
     let context = TemplateContext {
         agent: &agent.name,
         now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),

@@ -4,7 +4,7 @@
 //! file (tool allow-lists against known tools, name collisions, models
 //! against providers). May depend on `config`, `llm`, `tools`, `mcp`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::config::diag::locate;
 use crate::config::mcp::McpServerConfig;
@@ -26,6 +26,41 @@ pub struct Snapshot {
     pub tools: ToolRegistry,
     /// Skills of `skills/` (those without errors).
     pub skills: Vec<crate::skills::Skill>,
+    /// The HTTP clients of the model providers, shared by every run.
+    pub http: Arc<HttpClients>,
+}
+
+/// HTTP clients for the model providers, each made on first use and then
+/// shared by every run of the snapshot, so runs reuse connections (and TLS
+/// sessions) to a provider instead of opening their own.
+#[derive(Default)]
+pub struct HttpClients {
+    /// For plain-HTTP endpoints (Ollama, vLLM, a local proxy): no root
+    /// certificates to load, which costs milliseconds at every start.
+    plain: OnceLock<reqwest::Client>,
+    tls: OnceLock<reqwest::Client>,
+}
+
+impl HttpClients {
+    /// The client for requests to `base_url`.
+    pub fn for_url(&self, base_url: &str) -> Result<reqwest::Client, String> {
+        let plain = base_url.starts_with("http://");
+        let cell = if plain { &self.plain } else { &self.tls };
+        if let Some(client) = cell.get() {
+            return Ok(client.clone());
+        }
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .read_timeout(std::time::Duration::from_secs(300));
+        if plain {
+            builder = builder.tls_certs_only(std::iter::empty());
+        }
+        let client = builder
+            .build()
+            .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
+        // Two runs racing here each build one; the first stored wins.
+        Ok(cell.get_or_init(|| client).clone())
+    }
 }
 
 /// Builds the snapshot and adds the cross-file diagnostics to `loaded`'s.
@@ -79,6 +114,7 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
             project,
             tools,
             skills,
+            http: Arc::new(HttpClients::default()),
         },
         diagnostics,
     )
@@ -201,6 +237,7 @@ pub fn check_model(model: &str, settings: &Settings) -> Result<(), String> {
 pub fn provider_for(
     model: &str,
     settings: &Settings,
+    http: &HttpClients,
     env: EnvLookup,
 ) -> Result<(Arc<dyn Provider>, String), String> {
     check_model(model, settings)?;
@@ -238,18 +275,7 @@ pub fn provider_for(
             )
         });
     }
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .read_timeout(std::time::Duration::from_secs(300));
-    if base_url.starts_with("http://") {
-        // A plain-HTTP endpoint (Ollama, vLLM, a local proxy) never needs
-        // TLS: skip loading the system's root certificates, which costs
-        // milliseconds at every start.
-        builder = builder.tls_certs_only(std::iter::empty());
-    }
-    let client = builder
-        .build()
-        .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
+    let client = http.for_url(&base_url)?;
     let provider: Arc<dyn Provider> = match config.kind {
         ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(base_url, api_key, client)),
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(base_url, api_key, client)),
