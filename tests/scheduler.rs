@@ -12,7 +12,7 @@ use aurad::daemon::ManualClock;
 use aurad::store::{RunRecord, Store};
 use aurad::types::RunState;
 use chrono::{DateTime, Utc};
-use support::inproc::{Start, eventually, runs, start, try_start};
+use support::inproc::{InProc, Start, eventually, runs, start, try_start};
 use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
 
@@ -41,6 +41,19 @@ fn start_options(clock: &ManualClock) -> Start {
         clock: Arc::new(clock.clone()),
         ..Start::default()
     }
+}
+
+/// Starts the daemon and waits until its scheduler sleeps on `clock`: it
+/// has planned from the clock's time, so a later `clock.set` is a move it
+/// sees happen, not the time it starts at (where a fire due exactly then
+/// would count as already checked).
+async fn start_planned(root: &std::path::Path, clock: &ManualClock) -> InProc {
+    let daemon = start(root, start_options(clock)).await;
+    eventually("the scheduler to sleep on the clock", WAIT, || async {
+        (clock.sleepers() > 0).then_some(())
+    })
+    .await;
+    daemon
 }
 
 fn open_store(dir: &tempfile::TempDir) -> Store {
@@ -87,7 +100,7 @@ async fn five_and_six_field_expressions_fire_on_time() {
         "schedule:\n  - \"*/5 * * * *\"\n  - \"*/20 * * * * *\"\non_overlap: allow\n",
     );
     let clock = ManualClock::new(at("2026-06-01T12:04:30Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-06-01T12:04:40Z"));
     settled(&store, 1).await;
@@ -118,7 +131,7 @@ async fn paris_spring_forward_gap_fires_once_right_after_it() {
     );
     // 01:50 CET on the night 02:00-03:00 does not exist.
     let clock = ManualClock::new(at("2026-03-29T00:50:00Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-03-29T01:00:00Z")); // 03:00 CEST, right after the gap
     settled(&store, 1).await;
@@ -143,7 +156,7 @@ async fn paris_fall_back_repeated_time_fires_once() {
         "schedule:\n  - { cron: \"30 2 * * *\", timezone: Europe/Paris }\n",
     );
     let clock = ManualClock::new(at("2026-10-25T00:00:00Z")); // 02:00 CEST
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-10-25T00:30:00Z")); // 02:30 CEST, first pass
     settled(&store, 1).await;
@@ -173,7 +186,7 @@ async fn overlap_case(policy: &str, extra: &str) -> (Vec<RunRecord>, tempfile::T
         ),
     );
     let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-06-01T12:01:00Z"));
     wait_state(&store, 1, RunState::Running).await;
@@ -231,7 +244,7 @@ async fn overlap_queue_holds_one_and_skips_the_rest() {
         "schedule: \"* * * * *\"\non_overlap: queue\nlimits: { timeout: 3s }\n",
     );
     let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-06-01T12:01:00Z"));
     wait_state(&store, 1, RunState::Running).await;
@@ -261,7 +274,7 @@ async fn max_concurrent_runs_queues_the_rest() {
     text.push_str("max_concurrent_runs: 1\n");
     std::fs::write(settings, text).unwrap();
     let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-06-01T12:01:00Z"));
     wait_state(&store, 1, RunState::Running).await;
@@ -283,14 +296,14 @@ async fn downtime_case(policy: &str, extra: &str) -> Vec<(String, RunState)> {
         &format!("schedule: \"*/5 * * * *\"\non_missed: {policy}\n{extra}"),
     );
     let clock = ManualClock::new(at("2026-06-01T11:59:50Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-06-01T12:00:00Z"));
     settled(&store, 1).await;
     daemon.stop().await.unwrap();
 
     let clock = ManualClock::new(at("2026-06-01T12:31:00Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let all = settled(&store, 7).await;
     daemon.stop().await.unwrap();
     fires(&all[1..])
@@ -337,7 +350,7 @@ async fn a_restart_never_fires_twice() {
     mock.set_fallback(Reply::Text("done".into()));
     let dir = project(&mock, "schedule: \"*/5 * * * *\"\n");
     let clock = ManualClock::new(at("2026-06-01T11:59:50Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-06-01T12:00:00Z"));
     settled(&store, 1).await;
@@ -345,12 +358,12 @@ async fn a_restart_never_fires_twice() {
     // Restarted at the same instant, and a little later in the period.
     for now in ["2026-06-01T12:00:00Z", "2026-06-01T12:00:20Z"] {
         let clock = ManualClock::new(at(now));
-        let daemon = start(dir.path(), start_options(&clock)).await;
+        let daemon = start_planned(dir.path(), &clock).await;
         clock.set(at("2026-06-01T12:04:59Z"));
         daemon.stop().await.unwrap();
     }
     let clock = ManualClock::new(at("2026-06-01T12:04:59Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     clock.set(at("2026-06-01T12:05:00Z"));
     let all = settled(&store, 2).await;
     daemon.stop().await.unwrap();
@@ -370,7 +383,7 @@ async fn failures_back_off_the_schedule() {
     mock.set_fallback(Reply::error(400, "bad request"));
     let dir = project(&mock, "schedule: \"*/10 * * * * *\"\n");
     let clock = ManualClock::new(at("2026-06-01T12:00:05Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     clock.set(at("2026-06-01T12:00:10Z"));
     settled(&store, 1).await;
@@ -481,7 +494,7 @@ async fn a_scheduled_run_over_the_daily_budget_is_recorded_without_a_model_call(
     text.push_str("prices:\n  mock/m: { input_per_mtok: 1.0, output_per_mtok: 2.0 }\n");
     std::fs::write(settings, text).unwrap();
     let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
-    let daemon = start(dir.path(), start_options(&clock)).await;
+    let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
     for (minute, n) in [("01", 1), ("02", 2), ("03", 3)] {
         clock.set(at(&format!("2026-06-01T12:{minute}:00Z")));

@@ -60,6 +60,13 @@ impl ManualClock {
         }
     }
 
+    /// How many sleeps wait on this clock now: a test waits for the
+    /// scheduler to be asleep (it has planned from the current time) before
+    /// moving the clock, so the move is one the scheduler sees happen.
+    pub fn sleepers(&self) -> usize {
+        self.changed.receiver_count()
+    }
+
     pub fn advance(&self, by: Duration) {
         let now = self.now();
         self.set(now + chrono::Duration::from_std(by).expect("a test duration"));
