@@ -14,7 +14,7 @@ use reqwest::header::ACCEPT;
 use serde_json::{Map, Value, json};
 
 use super::http::{Answer, answer, error_message, parse_retry_after, send_error};
-use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError, shortest_decimal};
 use crate::types::Message;
 
 pub mod schema;
@@ -177,17 +177,8 @@ pub fn request_body(request: &ChatRequest) -> Result<Value, ProviderError> {
     }
 
     let mut config = Map::new();
-    if let Some(t) = request.temperature {
-        // Through the shortest decimal form, so 0.2f32 is sent as 0.2 and
-        // not as 0.20000000298023224.
-        if let Some(n) = t
-            .to_string()
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-        {
-            config.insert("temperature".into(), Value::Number(n));
-        }
+    if let Some(t) = request.temperature.and_then(shortest_decimal) {
+        config.insert("temperature".into(), t);
     }
     if let Some(m) = request.max_tokens {
         config.insert("maxOutputTokens".into(), json!(m));

@@ -102,3 +102,14 @@ pub trait Provider: Send + Sync {
         on_delta: &'a mut (dyn FnMut(Delta) + Send),
     ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>>;
 }
+
+/// `value` as a JSON number through its shortest decimal form, so 0.2f32 is
+/// sent as 0.2 and not as 0.20000000298023224; `None` for NaN or infinity.
+fn shortest_decimal(value: f32) -> Option<serde_json::Value> {
+    value
+        .to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map(serde_json::Value::Number)
+}

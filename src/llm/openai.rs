@@ -13,7 +13,7 @@ use reqwest::header::ACCEPT;
 use serde_json::{Map, Value, json};
 
 use super::http::{Answer, answer, send_error, status_error};
-use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError, shortest_decimal};
 use crate::types::Message;
 
 mod stream;
@@ -111,17 +111,8 @@ pub fn request_body(request: &ChatRequest) -> Value {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    if let Some(t) = request.temperature {
-        // Through the shortest decimal form, so 0.2f32 is sent as 0.2 and
-        // not as 0.20000000298023224.
-        if let Some(n) = t
-            .to_string()
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-        {
-            body.insert("temperature".into(), Value::Number(n));
-        }
+    if let Some(t) = request.temperature.and_then(shortest_decimal) {
+        body.insert("temperature".into(), t);
     }
     if let Some(m) = request.max_tokens {
         body.insert("max_tokens".into(), json!(m));
