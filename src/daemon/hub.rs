@@ -31,7 +31,9 @@ struct Inner {
     committed: i64,
     /// Events not yet committed, in order.
     pending: Vec<Numbered>,
-    tx: broadcast::Sender<Numbered>,
+    /// Made by the first subscriber: most runs (scheduled ones) are never
+    /// watched live, and a channel of [`CAPACITY`] slots is not free.
+    tx: Option<broadcast::Sender<Numbered>>,
     finished: bool,
 }
 
@@ -51,7 +53,7 @@ impl Default for Hub {
             inner: Mutex::new(Inner {
                 committed: 0,
                 pending: Vec::new(),
-                tx: broadcast::channel(CAPACITY).0,
+                tx: None,
                 finished: false,
             }),
         }
@@ -66,8 +68,10 @@ impl Hub {
     pub fn publish(&self, seq: i64, event: &RunEvent) {
         let mut inner = self.lock();
         inner.pending.push((seq, event.clone()));
-        // No receivers is fine.
-        let _ = inner.tx.send((seq, event.clone()));
+        if let Some(tx) = &inner.tx {
+            // No receivers left is fine.
+            let _ = tx.send((seq, event.clone()));
+        }
     }
 
     pub fn committed(&self, last_seq: i64) {
@@ -82,21 +86,25 @@ impl Hub {
     pub fn finish(&self) {
         let mut inner = self.lock();
         inner.finished = true;
-        // Replacing the sender drops the old one, which closes receivers
-        // once they have read what was sent.
-        inner.tx = broadcast::channel(1).0;
+        // Dropping the sender closes the receivers once they have read what
+        // was sent.
+        inner.tx = None;
     }
 
     /// `None` once the run has finished (read the store instead).
     pub fn subscribe(&self) -> Option<Subscription> {
-        let inner = self.lock();
+        let mut inner = self.lock();
         if inner.finished {
             return None;
         }
+        let live = inner
+            .tx
+            .get_or_insert_with(|| broadcast::channel(CAPACITY).0)
+            .subscribe();
         Some(Subscription {
             committed: inner.committed,
             pending: inner.pending.clone(),
-            live: inner.tx.subscribe(),
+            live,
         })
     }
 }
