@@ -37,6 +37,8 @@ struct Inner {
     tool_failures: BTreeMap<String, u64>,
     /// (agent, direction) -> tokens.
     tokens: BTreeMap<(String, &'static str), u64>,
+    /// agent -> US dollars of the model calls whose price is known.
+    cost_usd: BTreeMap<String, f64>,
     reloads: u64,
     reload_errors: u64,
     /// (server, state) pairs whose gauge is 1.
@@ -153,11 +155,18 @@ impl Metrics {
     pub fn observe_event(&self, agent: &str, event: &RunEvent) {
         match event {
             RunEvent::ToolResult { name, is_error, .. } => self.tool_call(name, *is_error),
-            RunEvent::Usage { usage, .. } => self.model_tokens(
-                agent,
-                usage.input_tokens.unwrap_or(0),
-                usage.output_tokens.unwrap_or(0),
-            ),
+            RunEvent::Usage {
+                usage, cost_usd, ..
+            } => {
+                self.model_tokens(
+                    agent,
+                    usage.input_tokens.unwrap_or(0),
+                    usage.output_tokens.unwrap_or(0),
+                );
+                if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+                    *self.lock().cost_usd.entry(agent.to_owned()).or_default() += cost;
+                }
+            }
             _ => {}
         }
     }
@@ -267,6 +276,21 @@ impl Metrics {
                 "aurad_model_tokens_total",
                 &[("agent", agent), ("direction", direction)],
                 n,
+            );
+        }
+
+        family(
+            &mut out,
+            "aurad_model_cost_usd_total",
+            "counter",
+            "US dollars spent on model calls by agent (calls whose model has a price in aurad.yaml).",
+        );
+        for (agent, cost) in &inner.cost_usd {
+            sample(
+                &mut out,
+                "aurad_model_cost_usd_total",
+                &[("agent", agent)],
+                cost,
             );
         }
 

@@ -129,6 +129,7 @@ fn an_empty_registry_announces_every_family() {
             "aurad_tool_calls_total",
             "aurad_tool_failures_total",
             "aurad_model_tokens_total",
+            "aurad_model_cost_usd_total",
             "aurad_reloads_total",
             "aurad_reload_errors_total",
             "aurad_mcp_server_up",
@@ -352,4 +353,32 @@ fn run_events_feed_tool_and_token_counters() {
         )
     };
     assert_eq!((tokens("input"), tokens("output")), (50.0, 0.0));
+    // No price, no cost sample: unknown is not zero.
+    assert!(
+        find(
+            &samples,
+            "aurad_model_cost_usd_total",
+            &[("agent", "triage")]
+        )
+        .is_none()
+    );
+    for cost in [0.25, 0.5] {
+        m.observe_event(
+            "triage",
+            &RunEvent::Usage {
+                iteration: 2,
+                usage: Usage::default(),
+                cost_usd: Some(cost),
+            },
+        );
+    }
+    let (_, samples) = parse(&m.render());
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_cost_usd_total",
+            &[("agent", "triage")]
+        ),
+        0.75
+    );
 }
