@@ -8,19 +8,18 @@
 //! in `schema`. Malformed provider data never panics: it becomes
 //! [`ProviderError::Stream`].
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use reqwest::header::ACCEPT;
 use serde_json::{Map, Value, json};
 
-use super::http::{Answer, answer, error_message, parse_retry_after, send_error};
+use super::http::{error_message, parse_retry_after, read_turn, send_error};
 use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError, shortest_decimal};
 use crate::types::Message;
 
 pub mod schema;
 mod stream;
 
-use stream::{Assembler, parse_full_response, retry_delay};
+use stream::{Assembler, retry_delay};
 
 /// The public Gemini API.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -78,17 +77,7 @@ impl GeminiProvider {
         if !response.status().is_success() {
             return Err(status_error(response).await);
         }
-        let mut events = match answer(response).await? {
-            Answer::Whole(value) => return parse_full_response(&value, on_delta),
-            Answer::Events(events) => events,
-        };
-        let mut assembler = Assembler::default();
-        while let Some(event) = events.next().await {
-            // No end marker: the answer is complete when the body ends.
-            let (_, data) = event?;
-            assembler.push_event(&data, on_delta)?;
-        }
-        assembler.finish()
+        read_turn::<Assembler>(response, on_delta).await
     }
 }
 

@@ -10,7 +10,7 @@ use futures::stream::BoxStream;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
-use super::ProviderError;
+use super::{Delta, ModelTurn, ProviderError};
 
 /// How much of a non-JSON error body is kept in the error message.
 const MAX_ERROR_BODY_CHARS: usize = 500;
@@ -25,8 +25,53 @@ pub(super) fn send_error(e: reqwest::Error) -> ProviderError {
     }
 }
 
+/// Whether the stream goes on after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flow {
+    More,
+    Done,
+}
+
+/// How one wire format assembles an answer (its `stream` module).
+pub(super) trait Assemble: Default {
+    /// One server-sent event: its name (`message` unless named) and data.
+    fn push_event(
+        &mut self,
+        name: &str,
+        data: &str,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Flow, ProviderError>;
+    /// The turn, once the stream has ended.
+    fn finish(self) -> Result<ModelTurn, ProviderError>;
+    /// A whole answer sent as one JSON document.
+    fn parse_full(
+        value: &Value,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<ModelTurn, ProviderError>;
+}
+
+/// Reads a successful `response` into a turn with the assembler `A`,
+/// streamed or whole.
+pub(super) async fn read_turn<A: Assemble>(
+    response: reqwest::Response,
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+) -> Result<ModelTurn, ProviderError> {
+    let mut events = match answer(response).await? {
+        Answer::Whole(value) => return A::parse_full(&value, on_delta),
+        Answer::Events(events) => events,
+    };
+    let mut assembler = A::default();
+    while let Some(event) = events.next().await {
+        let (name, data) = event?;
+        if assembler.push_event(&name, &data, on_delta)? == Flow::Done {
+            break;
+        }
+    }
+    assembler.finish()
+}
+
 /// A successful answer, as it came.
-pub(super) enum Answer {
+enum Answer {
     /// One JSON document: the server (a proxy, say) ignored `stream: true`.
     Whole(Value),
     /// Server-sent events as (event name, data).
@@ -37,7 +82,7 @@ pub(super) enum Answer {
 /// stream. A connection broken mid-stream is a [`ProviderError::Connect`]
 /// (retried like one that never opened; the retry layer refuses once text
 /// was shown), malformed SSE a [`ProviderError::Stream`].
-pub(super) async fn answer(response: reqwest::Response) -> Result<Answer, ProviderError> {
+async fn answer(response: reqwest::Response) -> Result<Answer, ProviderError> {
     let is_json = response
         .headers()
         .get(CONTENT_TYPE)

@@ -7,18 +7,17 @@
 //! assembly in the `stream` submodule. Malformed provider data never panics:
 //! it becomes [`ProviderError::Stream`].
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use reqwest::header::ACCEPT;
 use serde_json::{Map, Value, json};
 
-use super::http::{Answer, answer, send_error, status_error};
+use super::http::{read_turn, send_error, status_error};
 use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError, shortest_decimal};
 use crate::types::Message;
 
 mod stream;
 
-use stream::{Assembler, Flow, parse_full_response};
+use stream::Assembler;
 
 /// A provider speaking the OpenAI chat-completions protocol.
 #[derive(Debug, Clone)]
@@ -63,18 +62,7 @@ impl OpenAiProvider {
         if !response.status().is_success() {
             return Err(status_error(response).await);
         }
-        let mut events = match answer(response).await? {
-            Answer::Whole(value) => return parse_full_response(&value, on_delta),
-            Answer::Events(events) => events,
-        };
-        let mut assembler = Assembler::default();
-        while let Some(event) = events.next().await {
-            let (name, data) = event?;
-            if assembler.push_event(&name, &data, on_delta)? == Flow::Done {
-                break;
-            }
-        }
-        assembler.finish()
+        read_turn::<Assembler>(response, on_delta).await
     }
 }
 

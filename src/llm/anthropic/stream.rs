@@ -7,16 +7,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::super::http::{error_text, truncate};
+use super::super::http::{Assemble, Flow, error_text, truncate};
 use crate::llm::{Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
-
-/// Whether the stream goes on after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Flow {
-    More,
-    Done,
-}
 
 /// A content block being assembled. Only `tool_use` blocks need state:
 /// text and thinking are forwarded as they come.
@@ -53,39 +46,6 @@ pub(super) struct Assembler {
 }
 
 impl Assembler {
-    /// One server-sent event: its name (`message` unless named) and data.
-    /// The event type is taken from the data's `type`, the name serving
-    /// when the data has none.
-    pub(super) fn push_event(
-        &mut self,
-        event: &str,
-        data: &str,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
-    ) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
-        let value: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(_) if event == "error" => return Err(ProviderError::Stream(truncate(data))),
-            Err(e) => {
-                return Err(ProviderError::Stream(format!(
-                    "invalid event JSON ({e}): {}",
-                    truncate(data)
-                )));
-            }
-        };
-        if !value.is_object() {
-            return Err(ProviderError::Stream(format!(
-                "event is not an object: {}",
-                truncate(data)
-            )));
-        }
-        let kind = value.get("type").and_then(Value::as_str).unwrap_or(event);
-        self.push(kind, &value, on_delta)
-    }
-
     /// One parsed event object of type `kind`.
     fn push(
         &mut self,
@@ -251,9 +211,76 @@ impl Assembler {
             cached_input_tokens: self.cache_read_tokens,
         }
     }
+}
+
+/// An `error` event (`{"type":"error","error":{"type":..,"message":..}}`)
+/// as the status Anthropic would have answered with before the stream
+/// started, so an overloaded or rate-limited stream is retried like one.
+fn stream_error(value: &Value) -> ProviderError {
+    let kind = value
+        .pointer("/error/type")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let status = match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "timeout_error" => 504,
+        "overloaded_error" => 529,
+        _ => 400,
+    };
+    let message = error_text(value)
+        .filter(|m| !m.is_empty())
+        .or_else(|| (!kind.is_empty()).then(|| kind.to_string()))
+        .unwrap_or_else(|| truncate(&value.to_string()));
+    ProviderError::Status {
+        status,
+        message,
+        retry_after: None,
+    }
+}
+
+impl Assemble for Assembler {
+    /// One server-sent event: its name (`message` unless named) and data.
+    /// The event type is taken from the data's `type`, the name serving
+    /// when the data has none.
+    fn push_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Flow, ProviderError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        let value: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(_) if event == "error" => return Err(ProviderError::Stream(truncate(data))),
+            Err(e) => {
+                return Err(ProviderError::Stream(format!(
+                    "invalid event JSON ({e}): {}",
+                    truncate(data)
+                )));
+            }
+        };
+        if !value.is_object() {
+            return Err(ProviderError::Stream(format!(
+                "event is not an object: {}",
+                truncate(data)
+            )));
+        }
+        let kind = value.get("type").and_then(Value::as_str).unwrap_or(event);
+        self.push(kind, &value, on_delta)
+    }
 
     /// The assembled turn, once the stream has ended.
-    pub(super) fn finish(self) -> Result<ModelTurn, ProviderError> {
+    fn finish(self) -> Result<ModelTurn, ProviderError> {
         if !self.done {
             return Err(ProviderError::Stream(
                 "stream ended before message_stop".into(),
@@ -302,68 +329,36 @@ impl Assembler {
             finish_reason: self.finish_reason,
         })
     }
-}
 
-/// An `error` event (`{"type":"error","error":{"type":..,"message":..}}`)
-/// as the status Anthropic would have answered with before the stream
-/// started, so an overloaded or rate-limited stream is retried like one.
-fn stream_error(value: &Value) -> ProviderError {
-    let kind = value
-        .pointer("/error/type")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let status = match kind {
-        "invalid_request_error" => 400,
-        "authentication_error" => 401,
-        "billing_error" => 402,
-        "permission_error" => 403,
-        "not_found_error" => 404,
-        "request_too_large" => 413,
-        "rate_limit_error" => 429,
-        "api_error" => 500,
-        "timeout_error" => 504,
-        "overloaded_error" => 529,
-        _ => 400,
-    };
-    let message = error_text(value)
-        .filter(|m| !m.is_empty())
-        .or_else(|| (!kind.is_empty()).then(|| kind.to_string()))
-        .unwrap_or_else(|| truncate(&value.to_string()));
-    ProviderError::Status {
-        status,
-        message,
-        retry_after: None,
+    /// A non-streamed Messages answer (a server that ignored `stream`): its
+    /// content blocks, usage and stop reason.
+    fn parse_full(
+        value: &Value,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<ModelTurn, ProviderError> {
+        if value.get("type").and_then(Value::as_str) == Some("error") {
+            return Err(stream_error(value));
+        }
+        let Some(content) = value.get("content").and_then(Value::as_array) else {
+            return Err(ProviderError::Stream(format!(
+                "response has no content: {}",
+                truncate(&value.to_string())
+            )));
+        };
+        let mut assembler = Assembler::default();
+        for (index, block) in (0u64..).zip(content) {
+            assembler.start_block(index, block, on_delta)?;
+        }
+        if let Some(usage) = value.get("usage") {
+            assembler.push_usage(usage);
+        }
+        assembler.finish_reason = value
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        assembler.done = true;
+        assembler.finish()
     }
-}
-
-/// A non-streamed Messages answer (a server that ignored `stream`): its
-/// content blocks, usage and stop reason.
-pub(super) fn parse_full_response(
-    value: &Value,
-    on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> Result<ModelTurn, ProviderError> {
-    if value.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(stream_error(value));
-    }
-    let Some(content) = value.get("content").and_then(Value::as_array) else {
-        return Err(ProviderError::Stream(format!(
-            "response has no content: {}",
-            truncate(&value.to_string())
-        )));
-    };
-    let mut assembler = Assembler::default();
-    for (index, block) in (0u64..).zip(content) {
-        assembler.start_block(index, block, on_delta)?;
-    }
-    if let Some(usage) = value.get("usage") {
-        assembler.push_usage(usage);
-    }
-    assembler.finish_reason = value
-        .get("stop_reason")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    assembler.done = true;
-    assembler.finish()
 }
 
 #[cfg(test)]
@@ -593,7 +588,7 @@ mod tests {
             "stop_reason": "tool_use",
             "usage": { "input_tokens": 3, "cache_read_input_tokens": 2, "output_tokens": 4 },
         });
-        let turn = parse_full_response(&value, &mut |d| deltas.push(d)).unwrap();
+        let turn = Assembler::parse_full(&value, &mut |d| deltas.push(d)).unwrap();
         assert_eq!(turn.text, "whole");
         assert_eq!(turn.reasoning, "think");
         assert_eq!(turn.tool_calls[0].arguments, "{\"p\":1}");
@@ -608,7 +603,7 @@ mod tests {
                 Delta::Text("whole".into())
             ]
         );
-        let err = parse_full_response(&json!({ "type": "message" }), &mut |_| {}).unwrap_err();
+        let err = Assembler::parse_full(&json!({ "type": "message" }), &mut |_| {}).unwrap_err();
         assert!(matches!(err, ProviderError::Stream(m) if m.contains("no content")));
     }
 }

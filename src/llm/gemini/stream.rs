@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::http::{error_text, truncate};
+use super::super::http::{Assemble, Flow, error_text, truncate};
 use crate::llm::{Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
@@ -27,7 +27,7 @@ pub(super) struct Assembler {
 
 impl Assembler {
     /// The data of one server-sent event: one response object.
-    pub(super) fn push_event(
+    pub(super) fn push_data(
         &mut self,
         data: &str,
         on_delta: &mut (dyn FnMut(Delta) + Send),
@@ -197,47 +197,6 @@ impl Assembler {
             self.usage.cached_input_tokens = Some(n);
         }
     }
-
-    /// The assembled turn, once the stream has ended.
-    pub(super) fn finish(self) -> Result<ModelTurn, ProviderError> {
-        if !self.saw_candidate {
-            return Err(ProviderError::Stream(
-                "the answer ended without any candidate".into(),
-            ));
-        }
-        // The last response always names a finish reason: without one the
-        // answer was cut short.
-        if self.finish_reason.is_none() {
-            return Err(ProviderError::Stream(
-                "stream ended early (no finishReason)".into(),
-            ));
-        }
-        Ok(ModelTurn {
-            text: self.text,
-            reasoning: self.reasoning,
-            tool_calls: self.tool_calls,
-            usage: self.usage,
-            finish_reason: self.finish_reason,
-        })
-    }
-}
-
-/// A non-streamed answer: one response object, or a list of them (the
-/// JSON-array form of `streamGenerateContent`).
-pub(super) fn parse_full_response(
-    value: &Value,
-    on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> Result<ModelTurn, ProviderError> {
-    let mut assembler = Assembler::default();
-    match value {
-        Value::Array(responses) => {
-            for response in responses {
-                assembler.push_response(response, on_delta)?;
-            }
-        }
-        response => assembler.push_response(response, on_delta)?,
-    }
-    assembler.finish()
 }
 
 /// Gemini's error object `{"code": 503, "message": .., "status":
@@ -284,6 +243,60 @@ pub(super) fn retry_delay(err: &Value) -> Option<Duration> {
         })
 }
 
+impl Assemble for Assembler {
+    fn push_event(
+        &mut self,
+        _name: &str,
+        data: &str,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Flow, ProviderError> {
+        // Gemini's events are unnamed and have no end marker: the answer is
+        // complete when the body ends.
+        self.push_data(data, on_delta).map(|()| Flow::More)
+    }
+
+    /// The assembled turn, once the stream has ended.
+    fn finish(self) -> Result<ModelTurn, ProviderError> {
+        if !self.saw_candidate {
+            return Err(ProviderError::Stream(
+                "the answer ended without any candidate".into(),
+            ));
+        }
+        // The last response always names a finish reason: without one the
+        // answer was cut short.
+        if self.finish_reason.is_none() {
+            return Err(ProviderError::Stream(
+                "stream ended early (no finishReason)".into(),
+            ));
+        }
+        Ok(ModelTurn {
+            text: self.text,
+            reasoning: self.reasoning,
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+        })
+    }
+
+    /// A non-streamed answer: one response object, or a list of them (the
+    /// JSON-array form of `streamGenerateContent`).
+    fn parse_full(
+        value: &Value,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<ModelTurn, ProviderError> {
+        let mut assembler = Assembler::default();
+        match value {
+            Value::Array(responses) => {
+                for response in responses {
+                    assembler.push_response(response, on_delta)?;
+                }
+            }
+            response => assembler.push_response(response, on_delta)?,
+        }
+        assembler.finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,7 +308,7 @@ mod tests {
         let mut result = Ok(());
         for e in events {
             let data = e.as_str().map_or_else(|| e.to_string(), str::to_string);
-            if let Err(err) = asm.push_event(&data, &mut on_delta) {
+            if let Err(err) = asm.push_data(&data, &mut on_delta) {
                 result = Err(err);
                 break;
             }
@@ -468,7 +481,7 @@ mod tests {
             json!([{ "text": "whole" }]),
             json!({ "promptTokenCount": 1 }),
         );
-        let turn = parse_full_response(&one, &mut |d| deltas.push(d)).unwrap();
+        let turn = Assembler::parse_full(&one, &mut |d| deltas.push(d)).unwrap();
         assert_eq!(turn.text, "whole");
         assert_eq!(deltas, vec![Delta::Text("whole".into())]);
 
@@ -476,9 +489,9 @@ mod tests {
             parts(json!([{ "text": "a" }])),
             last(json!([{ "text": "b" }]), json!({}))
         ]);
-        let turn = parse_full_response(&list, &mut |_| {}).unwrap();
+        let turn = Assembler::parse_full(&list, &mut |_| {}).unwrap();
         assert_eq!(turn.text, "ab");
-        let err = parse_full_response(
+        let err = Assembler::parse_full(
             &json!([{ "error": { "code": 500, "message": "boom" } }]),
             &mut |_| {},
         );

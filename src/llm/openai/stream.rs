@@ -7,16 +7,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::super::http::{error_text, truncate};
+use super::super::http::{Assemble, Flow, error_text, truncate};
 use crate::llm::{Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
-
-/// Whether the stream goes on after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Flow {
-    More,
-    Done,
-}
 
 /// A tool call being assembled from stream pieces.
 #[derive(Debug, Default)]
@@ -43,40 +36,6 @@ pub(super) struct Assembler {
 }
 
 impl Assembler {
-    /// One server-sent event: its type (`message` unless named) and data.
-    pub(super) fn push_event(
-        &mut self,
-        event: &str,
-        data: &str,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
-    ) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
-        if data == "[DONE]" {
-            self.done = true;
-            return Ok(Flow::Done);
-        }
-        let chunk: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(_) if event == "error" => return Err(ProviderError::Stream(truncate(data))),
-            Err(e) => {
-                return Err(ProviderError::Stream(format!(
-                    "invalid chunk JSON ({e}): {}",
-                    truncate(data)
-                )));
-            }
-        };
-        if event == "error" && chunk.get("error").is_none() {
-            return Err(ProviderError::Stream(
-                error_text(&chunk).unwrap_or_else(|| truncate(data)),
-            ));
-        }
-        self.push_chunk(&chunk, on_delta)?;
-        Ok(Flow::More)
-    }
-
     /// One parsed chunk object.
     fn push_chunk(
         &mut self,
@@ -214,9 +173,59 @@ impl Assembler {
         }
         Ok(())
     }
+}
+
+/// Adds a piece of an id or name: appended when it continues the value,
+/// ignored when a server repeats the whole value, taken whole when a server
+/// sends the value so far.
+fn merge_piece(current: &mut String, piece: &str) {
+    if piece.is_empty() || current == piece {
+        return;
+    }
+    if !current.is_empty() && piece.starts_with(current.as_str()) {
+        *current = piece.to_string();
+    } else {
+        current.push_str(piece);
+    }
+}
+
+impl Assemble for Assembler {
+    /// One server-sent event: its type (`message` unless named) and data.
+    fn push_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Flow, ProviderError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(Flow::Done);
+        }
+        let chunk: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(_) if event == "error" => return Err(ProviderError::Stream(truncate(data))),
+            Err(e) => {
+                return Err(ProviderError::Stream(format!(
+                    "invalid chunk JSON ({e}): {}",
+                    truncate(data)
+                )));
+            }
+        };
+        if event == "error" && chunk.get("error").is_none() {
+            return Err(ProviderError::Stream(
+                error_text(&chunk).unwrap_or_else(|| truncate(data)),
+            ));
+        }
+        self.push_chunk(&chunk, on_delta)?;
+        Ok(Flow::More)
+    }
 
     /// The assembled turn, once the stream has ended.
-    pub(super) fn finish(self) -> Result<ModelTurn, ProviderError> {
+    fn finish(self) -> Result<ModelTurn, ProviderError> {
         if !self.done && self.finish_reason.is_none() {
             return Err(ProviderError::Stream("stream ended early".into()));
         }
@@ -251,37 +260,23 @@ impl Assembler {
             finish_reason: self.finish_reason,
         })
     }
-}
 
-/// Adds a piece of an id or name: appended when it continues the value,
-/// ignored when a server repeats the whole value, taken whole when a server
-/// sends the value so far.
-fn merge_piece(current: &mut String, piece: &str) {
-    if piece.is_empty() || current == piece {
-        return;
+    /// A non-streamed chat-completion answer (a server that ignored `stream`).
+    fn parse_full(
+        value: &Value,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<ModelTurn, ProviderError> {
+        let mut assembler = Assembler::default();
+        assembler.push_chunk(value, on_delta)?;
+        if value.get("choices").and_then(Value::as_array).is_none() {
+            return Err(ProviderError::Stream(format!(
+                "response has no choices: {}",
+                truncate(&value.to_string())
+            )));
+        }
+        assembler.done = true;
+        assembler.finish()
     }
-    if !current.is_empty() && piece.starts_with(current.as_str()) {
-        *current = piece.to_string();
-    } else {
-        current.push_str(piece);
-    }
-}
-
-/// A non-streamed chat-completion answer (a server that ignored `stream`).
-pub(super) fn parse_full_response(
-    value: &Value,
-    on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> Result<ModelTurn, ProviderError> {
-    let mut assembler = Assembler::default();
-    assembler.push_chunk(value, on_delta)?;
-    if value.get("choices").and_then(Value::as_array).is_none() {
-        return Err(ProviderError::Stream(format!(
-            "response has no choices: {}",
-            truncate(&value.to_string())
-        )));
-    }
-    assembler.done = true;
-    assembler.finish()
 }
 
 #[cfg(test)]
@@ -445,7 +440,7 @@ mod tests {
                 "message": { "role": "assistant", "content": "whole" } }],
             "usage": { "prompt_tokens": 1, "completion_tokens": 2 },
         });
-        let turn = parse_full_response(&value, &mut |d| deltas.push(d)).unwrap();
+        let turn = Assembler::parse_full(&value, &mut |d| deltas.push(d)).unwrap();
         assert_eq!(turn.text, "whole");
         assert_eq!(deltas, vec![Delta::Text("whole".into())]);
     }
