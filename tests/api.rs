@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use support::daemon::{Api, SseEvent, SseReader, json_of, sign};
 use support::inproc::eventually;
 use support::mock_llm::{MockLlm, Reply};
-use support::project::project_with_mock;
+use support::project::{add_settings, project_with_mock};
 
 /// How long anything may take before a test fails.
 const WAIT: Duration = Duration::from_secs(30);
@@ -696,10 +696,7 @@ async fn shutdown_refuses_new_runs_and_ends_open_streams() {
     let mock = MockLlm::start().await;
     mock.push(Reply::Hang);
     let dir = project_with_mock(&mock, AGENT_A);
-    let settings = dir.path().join("aurad.yaml");
-    let mut yaml = std::fs::read_to_string(&settings).unwrap();
-    yaml.push_str("shutdown_grace: 1s\n");
-    std::fs::write(&settings, yaml).unwrap();
+    add_settings(dir.path(), "shutdown_grace: 1s\n");
     add_agent(&dir, "quiet", "model: mock/m\nsystem: Be brief.\n");
     let api = Api::start(dir.path(), &[]).await;
 

@@ -8,7 +8,7 @@ use aurad::store::RunFilter;
 use aurad::types::{RunEvent, RunState};
 use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
-use support::project::Project;
+use support::project::{Project, run_id};
 use tokio_util::sync::CancellationToken;
 
 /// $1 per million input tokens, $2 per million output tokens: one mock
@@ -50,11 +50,7 @@ async fn cost_is_computed_per_call_and_stored_with_the_run() {
         "{per_call:?}"
     );
 
-    let run = store
-        .get_run(&events_run_id(&events))
-        .await
-        .unwrap()
-        .unwrap();
+    let run = store.get_run(&run_id(&events)).await.unwrap().unwrap();
     assert!(close(run.cost_usd.unwrap(), 2.0 * ANSWER_COST), "{run:?}");
     assert_eq!(run.usage, outcome.usage);
 }
@@ -67,11 +63,7 @@ async fn without_a_price_the_cost_is_unknown_not_zero() {
     let (outcome, events, store) = project.run("hi", CancellationToken::new()).await;
     assert_eq!(outcome.state, RunState::Succeeded);
     assert_eq!(outcome.cost_usd, None);
-    let run = store
-        .get_run(&events_run_id(&events))
-        .await
-        .unwrap()
-        .unwrap();
+    let run = store.get_run(&run_id(&events)).await.unwrap().unwrap();
     assert_eq!(run.cost_usd, None);
     assert_eq!(run.usage.input_tokens, Some(10));
 }
@@ -95,11 +87,7 @@ async fn a_run_stops_before_the_model_call_that_would_pass_its_token_budget() {
         "{reason}"
     );
     assert_eq!(mock.request_count(), 2, "no model call after the limit");
-    let run = store
-        .get_run(&events_run_id(&events))
-        .await
-        .unwrap()
-        .unwrap();
+    let run = store.get_run(&run_id(&events)).await.unwrap().unwrap();
     assert_eq!(run.state, RunState::BudgetExceeded);
     assert_eq!(run.error.as_deref(), Some(reason.as_str()));
     assert!(matches!(
@@ -218,11 +206,7 @@ async fn a_schema_violation_gets_one_repair_turn_and_the_json_is_stored() {
     assert!(text.contains("the answer is not JSON"), "{text}");
     assert_eq!(repair[repair.len() - 2]["content"], "It is a bug, I think.");
 
-    let run = store
-        .get_run(&events_run_id(&events))
-        .await
-        .unwrap()
-        .unwrap();
+    let run = store.get_run(&run_id(&events)).await.unwrap().unwrap();
     assert_eq!(run.result, Some(expected));
 }
 
@@ -251,18 +235,7 @@ async fn a_run_whose_repair_fails_too_fails_with_the_errors() {
         .unwrap()
         .to_string();
     assert!(repair.contains("at /label"), "{repair}");
-    let run = store
-        .get_run(&events_run_id(&events))
-        .await
-        .unwrap()
-        .unwrap();
+    let run = store.get_run(&run_id(&events)).await.unwrap().unwrap();
     assert_eq!(run.state, RunState::Failed);
     assert_eq!(run.result, None);
-}
-
-fn events_run_id(events: &[RunEvent]) -> String {
-    match events.first() {
-        Some(RunEvent::Started { run_id, .. }) => run_id.clone(),
-        other => panic!("the first event is not `started`: {other:?}"),
-    }
 }

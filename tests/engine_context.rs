@@ -6,43 +6,17 @@
 mod support;
 
 use assert_cmd::cargo::cargo_bin_cmd;
-use aurad::daemon::{RunRequest, execute, prepare};
 use aurad::engine::RunOutcome;
-use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
 use predicates::prelude::*;
 use support::mock_llm::{MockLlm, Reply};
-use support::project::project_with_mock;
+use support::project::{project_with_mock, run_agent, run_id};
 use tokio_util::sync::CancellationToken;
 
 async fn run(dir: &std::path::Path, input: &str) -> (RunOutcome, Vec<RunEvent>) {
-    let loaded = aurad::config::load(dir, &|_| None);
-    let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
-    assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
-    let request = RunRequest {
-        agent: "a".into(),
-        input: Some(input.into()),
-        model: None,
-        trigger: "test".into(),
-        ..RunRequest::default()
-    };
-    let prepared = prepare(&snapshot, request, &|_| None).unwrap();
-    let store = Store::open(&dir.join("aurad.db")).unwrap();
-    let mut events = Vec::new();
-    let outcome = execute(prepared, &store, CancellationToken::new(), |e| {
-        events.push(e.clone())
-    })
-    .await
-    .unwrap();
+    let (outcome, events, store) = run_agent(dir, input, CancellationToken::new()).await;
     store.close().unwrap();
     (outcome, events)
-}
-
-fn run_id(events: &[RunEvent]) -> String {
-    match &events[0] {
-        RunEvent::Started { run_id, .. } => run_id.clone(),
-        other => panic!("{other:?}"),
-    }
 }
 
 #[tokio::test]

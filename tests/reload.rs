@@ -172,15 +172,7 @@ async fn a_run_in_flight_finishes_on_the_definition_it_started_with() {
     let daemon = start(root, watching()).await;
     let old_hash = hash(&daemon, "a").await.unwrap();
     let client = reqwest::Client::new();
-    let run: Value = client
-        .post(daemon.url("/v1/agents/a/runs"))
-        .json(&serde_json::json!({ "input": "go" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let run = start_run(&client, &daemon, "go").await;
     let id = run["id"].as_str().unwrap().to_string();
     mock.wait_for_requests(1, WAIT).await;
 
@@ -208,15 +200,7 @@ async fn a_run_in_flight_finishes_on_the_definition_it_started_with() {
     };
     assert_eq!(system(1), "version one", "the turn after the reload");
 
-    let run: Value = client
-        .post(daemon.url("/v1/agents/a/runs"))
-        .json(&serde_json::json!({ "input": "again" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let run = start_run(&client, &daemon, "again").await;
     assert_eq!(run["definition_hash"], new_hash.as_str());
     mock.wait_for_requests(3, WAIT).await;
     assert_eq!(mock.requests()[2].messages()[0]["content"], "version two");
@@ -273,4 +257,17 @@ async fn only_changed_mcp_servers_reconnect() {
     })
     .await;
     daemon.stop().await.unwrap();
+}
+
+/// Starts a run of `a` through the API; the run as answered.
+async fn start_run(client: &reqwest::Client, daemon: &InProc, input: &str) -> Value {
+    client
+        .post(daemon.url("/v1/agents/a/runs"))
+        .json(&serde_json::json!({ "input": input }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }

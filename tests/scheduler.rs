@@ -14,7 +14,7 @@ use aurad::types::RunState;
 use chrono::{DateTime, Utc};
 use support::inproc::{InProc, Start, eventually, runs, start, try_start};
 use support::mock_llm::{MockLlm, Reply};
-use support::project::project_with_mock;
+use support::project::{add_settings, project_with_mock};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -29,10 +29,7 @@ fn project(mock: &MockLlm, agent_extra: &str) -> tempfile::TempDir {
         mock,
         &format!("model: mock/m\nprompt: scheduled work\n{agent_extra}"),
     );
-    let settings = dir.path().join("aurad.yaml");
-    let mut text = std::fs::read_to_string(&settings).unwrap();
-    text.push_str("shutdown_grace: 1s\n");
-    std::fs::write(settings, text).unwrap();
+    add_settings(dir.path(), "shutdown_grace: 1s\n");
     dir
 }
 
@@ -269,10 +266,7 @@ async fn max_concurrent_runs_queues_the_rest() {
         &mock,
         "schedule: \"* * * * *\"\non_overlap: allow\nlimits: { timeout: 3s }\n",
     );
-    let settings = dir.path().join("aurad.yaml");
-    let mut text = std::fs::read_to_string(&settings).unwrap();
-    text.push_str("max_concurrent_runs: 1\n");
-    std::fs::write(settings, text).unwrap();
+    add_settings(dir.path(), "max_concurrent_runs: 1\n");
     let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
     let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
@@ -489,10 +483,10 @@ async fn a_scheduled_run_over_the_daily_budget_is_recorded_without_a_model_call(
         &mock,
         "schedule: \"* * * * *\"\nlimits: { max_cost_usd_per_day: 0.00003 }\n",
     );
-    let settings = dir.path().join("aurad.yaml");
-    let mut text = std::fs::read_to_string(&settings).unwrap();
-    text.push_str("prices:\n  mock/m: { input_per_mtok: 1.0, output_per_mtok: 2.0 }\n");
-    std::fs::write(settings, text).unwrap();
+    add_settings(
+        dir.path(),
+        "prices:\n  mock/m: { input_per_mtok: 1.0, output_per_mtok: 2.0 }\n",
+    );
     let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
     let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);

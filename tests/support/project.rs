@@ -28,6 +28,14 @@ pub fn project_with_mock(mock: &MockLlm, agent: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Appends `settings` (YAML lines) to the project's `aurad.yaml`.
+pub fn add_settings(root: &std::path::Path, settings: &str) {
+    let path = root.join("aurad.yaml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(settings);
+    std::fs::write(path, text).unwrap();
+}
+
 /// A project run through the shared runner (`prepare` + `execute`), as
 /// `aurad run` does, with fast retries.
 pub struct Project {
@@ -44,10 +52,7 @@ impl Project {
     /// With `settings` (YAML lines) added to `aurad.yaml`.
     pub fn with_settings(mock: &MockLlm, agent: &str, settings: &str) -> Project {
         let project = Project::new(mock, agent);
-        let path = project.dir.path().join("aurad.yaml");
-        let mut text = std::fs::read_to_string(&path).unwrap();
-        text.push_str(settings);
-        std::fs::write(path, text).unwrap();
+        add_settings(project.dir.path(), settings);
         project
     }
 
@@ -56,27 +61,45 @@ impl Project {
         input: &str,
         cancel: CancellationToken,
     ) -> (RunOutcome, Vec<RunEvent>, Store) {
-        let loaded = aurad::config::load(self.dir.path(), &|_| None);
-        let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
-        assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
-        let request = RunRequest {
-            agent: "a".into(),
-            input: Some(input.into()),
-            model: None,
-            trigger: "test".into(),
-            ..RunRequest::default()
-        };
-        let mut prepared = prepare(&snapshot, request, &|_| None).unwrap();
-        prepared.retry = RetryPolicy {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(20),
-        };
-        let store = Store::open(&self.dir.path().join("aurad.db")).unwrap();
-        let mut events = Vec::new();
-        let outcome = execute(prepared, &store, cancel, |e| events.push(e.clone()))
-            .await
-            .unwrap();
-        (outcome, events, store)
+        run_agent(self.dir.path(), input, cancel).await
+    }
+}
+
+/// Runs agent `a` of the project at `root` with `input` through the shared
+/// runner (`prepare` + `execute`), as `aurad run` does, with fast retries.
+pub async fn run_agent(
+    root: &std::path::Path,
+    input: &str,
+    cancel: CancellationToken,
+) -> (RunOutcome, Vec<RunEvent>, Store) {
+    let loaded = aurad::config::load(root, &|_| None);
+    let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
+    assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+    let request = RunRequest {
+        agent: "a".into(),
+        input: Some(input.into()),
+        model: None,
+        trigger: "test".into(),
+        ..RunRequest::default()
+    };
+    let mut prepared = prepare(&snapshot, request, &|_| None).unwrap();
+    prepared.retry = RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    };
+    let store = Store::open(&root.join("aurad.db")).unwrap();
+    let mut events = Vec::new();
+    let outcome = execute(prepared, &store, cancel, |e| events.push(e.clone()))
+        .await
+        .unwrap();
+    (outcome, events, store)
+}
+
+/// The run id of a run's events (from its first, `started`).
+pub fn run_id(events: &[RunEvent]) -> String {
+    match events.first() {
+        Some(RunEvent::Started { run_id, .. }) => run_id.clone(),
+        other => panic!("the first event is not `started`: {other:?}"),
     }
 }
