@@ -118,12 +118,20 @@ impl Metrics {
     }
 
     pub fn model_tokens(&self, agent: &str, input: u64, output: u64) {
+        self.model_call(agent, input, output, None);
+    }
+
+    /// One model call's tokens and, where its price is known, its cost.
+    fn model_call(&self, agent: &str, input: u64, output: u64, cost_usd: Option<f64>) {
         let mut inner = self.lock();
         *inner.tokens.entry((agent.to_owned(), "input")).or_default() += input;
         *inner
             .tokens
             .entry((agent.to_owned(), "output"))
             .or_default() += output;
+        if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+            *inner.cost_usd.entry(agent.to_owned()).or_default() += cost;
+        }
     }
 
     /// A reload was attempted: `aurad_reloads_total` counts every attempt,
@@ -157,16 +165,12 @@ impl Metrics {
             RunEvent::ToolResult { name, is_error, .. } => self.tool_call(name, *is_error),
             RunEvent::Usage {
                 usage, cost_usd, ..
-            } => {
-                self.model_tokens(
-                    agent,
-                    usage.input_tokens.unwrap_or(0),
-                    usage.output_tokens.unwrap_or(0),
-                );
-                if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
-                    *self.lock().cost_usd.entry(agent.to_owned()).or_default() += cost;
-                }
-            }
+            } => self.model_call(
+                agent,
+                usage.input_tokens.unwrap_or(0),
+                usage.output_tokens.unwrap_or(0),
+                *cost_usd,
+            ),
             _ => {}
         }
     }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Limits;
 use crate::config::duration::format_duration;
 use crate::llm::retry::{RetryPolicy, stream_with_retry};
-use crate::llm::{ChatRequest, Delta, Provider, ProviderError};
+use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider, ProviderError};
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, Usage};
 use output::OutputCheck;
@@ -324,7 +324,7 @@ impl LoopState<'_> {
                 cost_usd: spec.price.and_then(|p| p.cost(&turn.usage)),
             });
             if turn.tool_calls.is_empty() {
-                if let Some(reason) = cut_off(turn.finish_reason.as_deref()) {
+                if let Some(reason) = cut_off(&turn) {
                     return End::Failed(reason);
                 }
                 let Some(check) = &output_check else {
@@ -433,19 +433,14 @@ impl LoopState<'_> {
 }
 
 /// Why an answer without tool calls is not a final answer, if it is not.
-/// Each provider names the reasons its own way: OpenAI `length` and
-/// `content_filter`, Anthropic `max_tokens` and `refusal`, Gemini
-/// `MAX_TOKENS`, `SAFETY` and its other blocking reasons.
-fn cut_off(finish_reason: Option<&str>) -> Option<String> {
-    let reason = finish_reason?;
-    match reason {
-        "length" | "max_tokens" | "MAX_TOKENS" => Some(format!(
+fn cut_off(turn: &ModelTurn) -> Option<String> {
+    let reason = turn.finish_reason.as_deref().unwrap_or_default();
+    Some(match turn.early_stop()? {
+        EarlyStop::OutputLimit => format!(
             "the answer was cut off at the model's output limit (finish reason: {reason}); raise max_tokens"
-        )),
-        "content_filter" | "refusal" | "SAFETY" | "RECITATION" | "BLOCKLIST"
-        | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => Some(format!(
-            "the provider's content filter stopped the answer (finish reason: {reason})"
-        )),
-        _ => None,
-    }
+        ),
+        EarlyStop::Filtered => {
+            format!("the provider's content filter stopped the answer (finish reason: {reason})")
+        }
+    })
 }

@@ -47,6 +47,30 @@ pub struct ModelTurn {
     pub finish_reason: Option<String>,
 }
 
+/// Why a model stopped before a whole answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlyStop {
+    /// The answer reached its output token limit.
+    OutputLimit,
+    /// The provider's safety or content filter stopped it.
+    Filtered,
+}
+
+impl ModelTurn {
+    /// Whether the answer was cut short, by its finish reason. Each
+    /// provider names the reasons its own way: OpenAI `length` and
+    /// `content_filter`, Anthropic `max_tokens` and `refusal`, Gemini
+    /// `MAX_TOKENS`, `SAFETY` and its other blocking reasons.
+    pub fn early_stop(&self) -> Option<EarlyStop> {
+        match self.finish_reason.as_deref()? {
+            "length" | "max_tokens" | "MAX_TOKENS" => Some(EarlyStop::OutputLimit),
+            "content_filter" | "refusal" | "SAFETY" | "RECITATION" | "BLOCKLIST"
+            | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => Some(EarlyStop::Filtered),
+            _ => None,
+        }
+    }
+}
+
 /// Why a model call failed, sorted by what the caller does about it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
