@@ -4,13 +4,11 @@
 //! delivery ids seen in the last day. All writes, on the writer thread.
 
 use chrono::{DateTime, Duration, Utc};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::run_reads::run_by_id;
 use super::runs::{RowStart, encode_events, insert_events, insert_run};
-use super::{
-    Durability, NewRun, RunRecord, Store, StoreError, now_text, set_durability, sql, time_text,
-};
+use super::{NewRun, RunRecord, Store, StoreError, now_text, sql, time_text};
 use crate::types::{RunEvent, RunState, Usage};
 
 /// How long a webhook delivery id is remembered.
@@ -43,7 +41,7 @@ impl Store {
             result: None,
         };
         let rows = encode_events(&run.id, &[finished])?;
-        self.call(move |conn| unrun(conn, &run, state, &reason, &rows))
+        self.call_durable(move |conn| unrun(conn, &run, state, &reason, &rows))
             .await
     }
 
@@ -57,7 +55,7 @@ impl Store {
         &self,
         is_alive: impl Fn(&str) -> bool + Send + 'static,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        self.call(move |conn| interrupt_stale(conn, &is_alive))
+        self.call_durable(move |conn| interrupt_stale(conn, &is_alive))
             .await
     }
 
@@ -84,10 +82,9 @@ fn unrun(
     reason: &str,
     rows: &[(&'static str, String)],
 ) -> Result<bool, StoreError> {
-    set_durability(conn, Durability::Full)?;
     let context = format!("run {}: cannot record it", run.id);
     let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .savepoint()
         .map_err(|e| StoreError::sqlite(&context, e))?;
     let now = now_text();
     let row = RowStart {
@@ -127,11 +124,8 @@ fn interrupt_stale(
     conn: &mut Connection,
     is_alive: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<RunRecord>, StoreError> {
-    set_durability(conn, Durability::Full)?;
     let context = "interrupting runs left by stopped processes";
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql(context))?;
+    let tx = conn.savepoint().map_err(sql(context))?;
     let open: Vec<(String, String, Option<String>)> = tx
         .prepare_cached(
             "SELECT id, state, owner FROM runs WHERE state IN (?1, ?2)
@@ -189,11 +183,8 @@ fn claim_delivery(
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     // A lost delivery record is harmless: its run's claim (FULL) comes after.
-    set_durability(conn, Durability::Normal)?;
     let context = "recording a webhook delivery";
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql(context))?;
+    let tx = conn.savepoint().map_err(sql(context))?;
     tx.execute(
         "DELETE FROM webhook_deliveries WHERE received_at < ?1",
         [time_text(now - DELIVERY_MEMORY)],

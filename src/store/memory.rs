@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{StoreError, sql};
 use crate::memory::score::{self, TermCounts};
@@ -243,9 +243,7 @@ fn recall(
     min_score: f64,
     now: DateTime<Utc>,
 ) -> Result<Vec<Recalled>, StoreError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql("starting a recall"))?;
+    let tx = conn.savepoint().map_err(sql("starting a recall"))?;
     let found = best_matches(&tx, namespace, query, limit, min_score, now)?;
     if let (Some(ns), false) = (self::namespace(&tx, namespace)?, found.is_empty()) {
         let mut bump = tx

@@ -19,7 +19,11 @@
 //! so a caller that awaited a write reads its result.
 //!
 //! Durability (DESIGN.md section 3): WAL; run claims and final states are
-//! committed with `synchronous=FULL`, event batches with `synchronous=NORMAL`.
+//! committed with `synchronous=FULL` ([`Store::call_durable`]), event
+//! batches with `synchronous=NORMAL`. The writer groups the jobs queued at
+//! one moment into one transaction and answers their callers after its
+//! commit ([`worker`]): one fsync for many claims and final states. Jobs
+//! run inside that transaction, so they use savepoints, never `BEGIN`.
 //!
 //! Shutdown: [`Store::close`] finishes the work already sent, closes both
 //! connections and reports any error. Dropping the last clone does the same
@@ -41,6 +45,8 @@ mod runs_tests;
 #[cfg(test)]
 mod tests;
 mod worker;
+#[cfg(test)]
+mod worker_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
@@ -51,7 +57,7 @@ use rusqlite::ffi::ErrorCode;
 use rusqlite::{Connection, OpenFlags};
 
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
-use worker::{Worker, guarded};
+use worker::{Role, Worker};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -166,7 +172,7 @@ fn sql(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
 
 /// How hard a commit is pushed to disk (`PRAGMA synchronous`, a cheap
 /// per-connection setting switched before each transaction).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Durability {
     /// Survives power loss: run claims, final states, migrations.
     Full,
@@ -250,8 +256,8 @@ impl Store {
         )
         .map_err(sql("cannot open the database for reading"))?;
         configure_reader(&reader)?;
-        let writer = Worker::start("writer", conn)?;
-        let reader = Worker::start("reader", reader)?;
+        let writer = Worker::start(Role::Writer, conn)?;
+        let reader = Worker::start(Role::Reader, reader)?;
         Ok(Store {
             shared: Arc::new(Shared {
                 writer,
@@ -284,12 +290,23 @@ impl Store {
         wrote.and(read)
     }
 
-    /// Runs `f` on the writer thread and awaits its result.
+    /// Runs `f` on the writer thread and awaits its result, which comes once
+    /// its transaction committed with `synchronous=NORMAL` at least (it
+    /// survives a crash of aurad, not of the machine).
     async fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        on(&self.shared.writer, f).await
+        on(&self.shared.writer, Durability::Normal, f).await
+    }
+
+    /// [`Store::call`] for writes that must survive power loss: the result
+    /// comes once the transaction committed with `synchronous=FULL`.
+    async fn call_durable<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        on(&self.shared.writer, Durability::Full, f).await
     }
 
     /// Runs `f` on the writer thread and blocks until its result. For
@@ -308,7 +325,7 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        on(&self.shared.reader, f).await
+        on(&self.shared.reader, Durability::Normal, f).await
     }
 
     /// Runs the read-only `f` on the reader thread and blocks until its
@@ -323,11 +340,12 @@ impl Store {
 
 async fn on<R: Send + 'static>(
     worker: &Worker,
+    durability: Durability,
     f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<R, StoreError> {
     let (reply, rx) = tokio::sync::oneshot::channel();
-    worker.submit(Box::new(move |conn| {
-        let _ = reply.send(guarded(conn, f));
+    worker.submit(worker::job(durability, f, move |result| {
+        let _ = reply.send(result);
     }))?;
     rx.await.map_err(|_| StoreError::Closed)?
 }
@@ -337,8 +355,8 @@ fn on_blocking<R: Send + 'static>(
     f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<R, StoreError> {
     let (reply, rx) = mpsc::sync_channel(1);
-    worker.submit(Box::new(move |conn| {
-        let _ = reply.send(guarded(conn, f));
+    worker.submit(worker::job(Durability::Normal, f, move |result| {
+        let _ = reply.send(result);
     }))?;
     rx.recv().map_err(|_| StoreError::Closed)?
 }

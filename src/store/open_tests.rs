@@ -111,14 +111,18 @@ fn dropping_the_store_flushes_pending_work() {
     store
         .shared
         .writer
-        .submit(Box::new(move |conn| {
-            conn.execute(
-                "INSERT INTO runs (id, agent, state, \"trigger\", input, model, definition_hash, created_at)
-                 VALUES (?1, 'a', 'running', 'cli', '', 'm', 'h', '2020-01-01T00:00:00.000Z')",
-                [sent],
-            )
-            .unwrap();
-        }))
+        .submit(super::worker::job(
+            Durability::Normal,
+            move |conn| {
+                conn.execute(
+                    "INSERT INTO runs (id, agent, state, \"trigger\", input, model, definition_hash, created_at)
+                     VALUES (?1, 'a', 'running', 'cli', '', 'm', 'h', '2020-01-01T00:00:00.000Z')",
+                    [sent],
+                )
+                .map_err(sql("insert"))
+            },
+            |result: Result<usize, StoreError>| assert_eq!(result, Ok(1)),
+        ))
         .unwrap();
     drop(store);
     drop(clone);
@@ -158,26 +162,9 @@ async fn a_panicking_job_is_an_error_and_the_store_keeps_working() {
 }
 
 #[tokio::test]
-async fn claims_and_final_states_commit_with_full_sync_events_with_normal() {
+async fn the_writer_connection_enforces_foreign_keys_and_waits_for_locks() {
     let (_dir, path) = db();
     let store = Store::open(&path).unwrap();
-    let synchronous = || {
-        store.call(|conn| {
-            conn.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0))
-                .map_err(sql("reading PRAGMA synchronous"))
-        })
-    };
-    let (full, normal) = (2, 1);
-    let run = new_run("a");
-    store.claim_run(run.clone()).await.unwrap();
-    assert_eq!(synchronous().await.unwrap(), full);
-    store.append_events(&run.id, vec![text("x")]).await.unwrap();
-    assert_eq!(synchronous().await.unwrap(), normal);
-    store
-        .finish_run(&run.id, RunState::Succeeded, None, None, Usage::default())
-        .await
-        .unwrap();
-    assert_eq!(synchronous().await.unwrap(), full);
     let (fk, timeout): (i64, i64) = store
         .call(|conn| {
             let fk = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0));

@@ -4,10 +4,10 @@
 //! `Connection` to the writer thread; reads are in `run_reads`.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Durability, Store, StoreError, now_text, set_durability, sql, time_text};
+use super::{Store, StoreError, now_text, sql, time_text};
 use crate::types::{RunEvent, RunState, Usage};
 
 /// The scheduled fire a run is for: `(agent, schedule_index, scheduled_for)`
@@ -120,7 +120,7 @@ impl Store {
                 run.id, run.state
             )));
         }
-        self.call(move |conn| claim(conn, &run)).await
+        self.call_durable(move |conn| claim(conn, &run)).await
     }
 
     /// Starts a queued run: `queued` becomes `running`, started now,
@@ -128,7 +128,7 @@ impl Store {
     /// is no longer queued, e.g. it was cancelled while waiting.
     pub async fn start_run(&self, id: &str) -> Result<bool, StoreError> {
         let id = id.to_owned();
-        self.call(move |conn| start(conn, &id)).await
+        self.call_durable(move |conn| start(conn, &id)).await
     }
 
     /// Appends `events` to the run in one transaction (`synchronous=NORMAL`),
@@ -201,7 +201,7 @@ impl Store {
         }
         let rows = encode_events(run_id, &events)?;
         let run_id = run_id.to_owned();
-        self.call(move |conn| finish(conn, &run_id, &rows, end))
+        self.call_durable(move |conn| finish(conn, &run_id, &rows, end))
             .await
     }
 }
@@ -308,7 +308,6 @@ pub(super) fn insert_run(
 }
 
 fn claim(conn: &mut Connection, run: &NewRun) -> Result<(), StoreError> {
-    set_durability(conn, Durability::Full)?;
     let now = now_text();
     let row = RowStart {
         state: run.state,
@@ -321,7 +320,6 @@ fn claim(conn: &mut Connection, run: &NewRun) -> Result<(), StoreError> {
 }
 
 fn start(conn: &mut Connection, id: &str) -> Result<bool, StoreError> {
-    set_durability(conn, Durability::Full)?;
     let context = "starting a queued run";
     let changed = conn
         .execute(
@@ -381,10 +379,9 @@ fn append(
     run_id: &str,
     rows: &[(&'static str, String)],
 ) -> Result<i64, StoreError> {
-    set_durability(conn, Durability::Normal)?;
     let context = |what: &str| format!("run {run_id}: cannot store events ({what})");
     let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .savepoint()
         .map_err(|e| StoreError::sqlite(&context("begin"), e))?;
     let last = insert_events(&tx, run_id, rows)?;
     tx.commit()
@@ -424,11 +421,10 @@ fn finish(
     rows: &[(&'static str, String)],
     end: RunEnd,
 ) -> Result<i64, StoreError> {
-    set_durability(conn, Durability::Full)?;
     let result = end.result.as_ref().map(serde_json::Value::to_string);
     let context = format!("run {run_id}: cannot record its final state");
     let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .savepoint()
         .map_err(|e| StoreError::sqlite(&context, e))?;
     let changed = tx
         .execute(

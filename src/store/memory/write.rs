@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::{
     MEMORY_COLUMNS, Namespace, add_terms, best_matches, created, load, namespace,
@@ -77,9 +77,7 @@ pub(super) fn save(
     now: DateTime<Utc>,
 ) -> Result<Saved, StoreError> {
     let checked = check(new, now, "memory")?;
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql("starting a memory save"))?;
+    let tx = conn.savepoint().map_err(sql("starting a memory save"))?;
     let new = &checked.new;
     let best = best_matches(
         &tx,
@@ -216,9 +214,7 @@ fn delete_in(conn: &Connection, namespace_name: &str, id: i64) -> Result<bool, S
 }
 
 pub(super) fn delete(conn: &mut Connection, namespace: &str, id: i64) -> Result<bool, StoreError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql("starting a memory delete"))?;
+    let tx = conn.savepoint().map_err(sql("starting a memory delete"))?;
     let deleted = delete_in(&tx, namespace, id)?;
     tx.commit().map_err(sql("committing a memory delete"))?;
     Ok(deleted)
@@ -306,9 +302,7 @@ pub(super) fn import(
         .enumerate()
         .map(|(i, e)| check(e, now, &format!("entry {i}")))
         .collect::<Result<_, _>>()?;
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql("starting a memory import"))?;
+    let tx = conn.savepoint().map_err(sql("starting a memory import"))?;
     let mut spaces: HashMap<String, (Namespace, i64)> = HashMap::new();
     let mut postings: Vec<(i64, String, f64, i64, u32)> = Vec::new();
     let mut dfs: HashMap<(i64, String), u64> = HashMap::new();
