@@ -13,10 +13,15 @@
 //!    streamed chat completions from a reqwest client; (b) N runs through
 //!    the daemon (`max_concurrent_runs: N`), triggered with N concurrent
 //!    `POST /v1/agents/NAME/runs` and followed until every run is final.
+//!    Twice: with a mock that answers at once (the machine's CPU is the
+//!    limit, shared by the mock, the daemon and this client) and with a
+//!    mock that answers after a model's latency (the model is the limit,
+//!    as with a real provider).
 //!
 //! `AURAD_BENCH_RUNS` sets N (default 1000), `AURAD_BENCH_EDITS` the number
 //! of timed edits (default 50), `AURAD_BENCH_MOCKS` the number of mock
-//! servers the runs are spread over (default 1).
+//! servers the runs are spread over (default 1), `AURAD_BENCH_MODEL_MS` the
+//! latency of the second pass's mock (default 1000).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -47,6 +52,7 @@ fn main() {
     let runs = env_usize("AURAD_BENCH_RUNS", 1000);
     let edits = env_usize("AURAD_BENCH_EDITS", 50);
     let mocks = env_usize("AURAD_BENCH_MOCKS", 1);
+    let model_ms = env_usize("AURAD_BENCH_MODEL_MS", 1000);
     let nofile = raise_nofile();
     eprintln!("RLIMIT_NOFILE soft limit: {nofile} (inherited by the daemon)");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -57,7 +63,9 @@ fn main() {
     runtime.block_on(async {
         reload_bench(edits, &mut table).await;
         idle_rss_bench(&mut table).await;
-        runs_bench(runs, mocks, &mut table).await;
+        runs_bench(runs, mocks, None, &mut table).await;
+        let latency = Duration::from_millis(model_ms as u64);
+        runs_bench(runs, mocks, Some(latency), &mut table).await;
     });
     println!();
     println!("{}", table.render());
@@ -496,14 +504,28 @@ fn chat_body(i: usize) -> Value {
     })
 }
 
-fn start_mocks(n: usize) -> Vec<MockLlm> {
+/// `n` mock servers answering every completion with a short text, after
+/// `latency` when given.
+fn start_mocks(n: usize, latency: Option<Duration>) -> Vec<MockLlm> {
     (0..n)
         .map(|_| {
             let mock = MockLlm::start_in_thread();
-            mock.set_fallback(Reply::Text("ok, done.".into()));
+            let text = Reply::Text("ok, done.".into());
+            mock.set_fallback(match latency {
+                Some(wait) => Reply::Delay(wait, Box::new(text)),
+                None => text,
+            });
             mock
         })
         .collect()
+}
+
+/// How a pass's mock answers, for the table.
+fn mock_label(latency: Option<Duration>) -> String {
+    match latency {
+        Some(wait) => format!("mock answering after {} ms", wait.as_millis()),
+        None => "mock answering at once".to_string(),
+    }
 }
 
 /// A client for N concurrent requests: a connection each, no pooling limit.
@@ -547,7 +569,7 @@ struct MockFigures {
     alone_median: Duration,
 }
 
-async fn mock_alone(runs: usize, mocks: &[MockLlm], table: &mut Table) -> MockFigures {
+async fn mock_alone(runs: usize, mocks: &[MockLlm], label: &str, table: &mut Table) -> MockFigures {
     let client = burst_client();
     let urls: Vec<String> = mocks
         .iter()
@@ -555,11 +577,12 @@ async fn mock_alone(runs: usize, mocks: &[MockLlm], table: &mut Table) -> MockFi
         .collect();
     // Unloaded: one at a time.
     let mut alone = Vec::new();
-    for i in 0..60 {
+    let samples = if label.contains("after") { 5 } else { 60 };
+    for i in 0..samples {
         let latency = one_completion(&client, &urls[i % urls.len()], &chat_body(i))
             .await
             .expect("mock completion");
-        if i >= 10 {
+        if i >= samples / 6 {
             alone.push(ms(latency));
         }
     }
@@ -589,7 +612,7 @@ async fn mock_alone(runs: usize, mocks: &[MockLlm], table: &mut Table) -> MockFi
     let throughput = runs as f64 / wall.as_secs_f64();
     let first_error = errors.first().cloned().unwrap_or_default();
     table.row(
-        &format!("mock LLM alone: {runs} concurrent streamed completions"),
+        &format!("{label}, alone: {runs} concurrent streamed completions"),
         "(reference)",
         format!("**{throughput:.0} /s** ({:.0} ms wall)", ms(wall)),
         format!(
@@ -655,9 +678,10 @@ async fn wait_final(daemon: &Daemon, id: &str) -> Value {
     }
 }
 
-async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
-    let mocks = start_mocks(mock_count);
-    let mock = mock_alone(runs, &mocks, table).await;
+async fn runs_bench(runs: usize, mock_count: usize, latency: Option<Duration>, table: &mut Table) {
+    let mocks = start_mocks(mock_count, latency);
+    let label = mock_label(latency);
+    let mock = mock_alone(runs, &mocks, &label, table).await;
 
     // Agents spread over the mock servers, so no agent or provider has
     // much of its own to do.
@@ -674,14 +698,37 @@ async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
     let daemon = Daemon::start(&project).await;
     let client = Arc::new(burst_client());
 
-    // One run at a time first: the overhead of a run with nothing else going on.
+    if latency.is_none() {
+        solo_runs(&daemon, &client, agent_count, &mock, table).await;
+    }
+    let pass = Pass {
+        runs,
+        agent_count,
+        mocks: &mocks,
+        mock,
+        label,
+    };
+    burst(&pass, &daemon, &client, table).await;
+    // Keep the project until the daemon is gone.
+    drop(daemon);
+    drop(project);
+}
+
+/// One run at a time: the overhead of a run with nothing else going on.
+async fn solo_runs(
+    daemon: &Daemon,
+    client: &reqwest::Client,
+    agent_count: usize,
+    mock: &MockFigures,
+    table: &mut Table,
+) {
     let mut solo = Vec::new();
     for i in 0..23 {
         let url = daemon.url(&format!("/v1/agents/w{:02}/runs", i % agent_count));
-        let id = post_run(&client, &url, &format!("solo {i}"))
+        let id = post_run(client, &url, &format!("solo {i}"))
             .await
             .unwrap_or_else(|e| daemon.fail(&format!("POST {url}: {e}")));
-        let run = wait_final(&daemon, &id).await;
+        let run = wait_final(daemon, &id).await;
         if run["state"] != "succeeded" {
             daemon.fail(&format!("solo run not succeeded: {run}"));
         }
@@ -702,8 +749,28 @@ async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
             solo.len()
         ),
     );
+}
 
-    // N at once.
+/// What a burst of runs goes against.
+struct Pass<'a> {
+    runs: usize,
+    /// Agents `w00`.. the runs are spread over.
+    agent_count: usize,
+    mocks: &'a [MockLlm],
+    /// The same mocks' figures without the daemon.
+    mock: MockFigures,
+    label: String,
+}
+
+/// N runs at once, followed until every one is final.
+async fn burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>, table: &mut Table) {
+    let Pass {
+        runs,
+        agent_count,
+        mocks,
+        ref mock,
+        ref label,
+    } = *pass;
     let before = mocks.iter().map(MockLlm::request_count).sum::<usize>();
     let daemon_cpu_before = daemon.cpu_time();
     let own_cpu_before = own_cpu_time();
@@ -767,7 +834,7 @@ async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
         let run = match by_id.get(id.as_str()) {
             Some(run) => (*run).clone(),
             // Beyond the listing's 1000: read it alone.
-            None if runs > 1000 => wait_final(&daemon, id).await,
+            None if runs > 1000 => wait_final(daemon, id).await,
             None => {
                 missing += 1;
                 continue;
@@ -801,7 +868,7 @@ async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
         eprintln!("error: {e}");
     }
     table.row(
-        &format!("aurad: {runs} concurrent runs (max_concurrent_runs: {runs}), first POST -> last run final"),
+        &format!("aurad, {label}: {runs} concurrent runs (max_concurrent_runs: {runs}), first POST -> last run final"),
         "",
         format!("**{throughput:.0} runs/s** ({:.2} s)", wall),
         format!(
@@ -815,13 +882,13 @@ async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
         ),
     );
     table.row(
-        "aurad throughput / mock-alone throughput",
+        &format!("aurad throughput / mock-alone throughput ({label})"),
         ">= 80%",
         format!("**{:.0}%**", 100.0 * throughput / mock.throughput),
         format!("{throughput:.0} vs {:.0} per second", mock.throughput),
     );
     table.row(
-        "errors (non-202 answers + runs not `succeeded` + runs not found)",
+        &format!("errors, {label} (non-202 answers + runs not `succeeded` + runs not found)"),
         "0",
         format!("**{errors}**"),
         format!(
@@ -831,7 +898,7 @@ async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
         ),
     );
     table.row(
-        "run overhead under load: (finished_at - created_at) - mock median latency under load",
+        &format!("run overhead under load, {label}: (finished_at - created_at) - mock median latency under load"),
         "",
         format!(
             "**{:.0} ms** p50, {:.0} ms p99",
@@ -845,7 +912,4 @@ async fn runs_bench(runs: usize, mock_count: usize, table: &mut Table) {
             durations.last().copied().unwrap_or(f64::NAN)
         ),
     );
-    // Keep the project until the daemon is gone.
-    drop(daemon);
-    drop(project);
 }

@@ -252,6 +252,9 @@ async fn a_started_run_succeeds_and_shows_in_lists_metrics_and_agents() {
     assert_eq!(run["agent"], "a");
     assert_eq!(run["trigger"], "api");
     assert_eq!(run["input"], "triage issue 42");
+    // A slot was free: claimed `running` at once, never `queued`.
+    assert_eq!(run["state"], "running", "{run}");
+    assert!(run["started_at"].is_string(), "{run}");
 
     let run = api.wait_run(&id).await;
     assert_eq!(run["state"], "succeeded", "{run}");

@@ -157,7 +157,8 @@ impl Supervisor {
 
     /// Starts a run of `request` on `snapshot`. `overlap` applies to
     /// scheduled fires (`None`: run regardless of runs in flight). Returns
-    /// the stored run once claimed: `queued`, or `skipped` (overlap) or
+    /// the stored run once claimed: `running` when a slot was free,
+    /// `queued` when it waits for one, or `skipped` (overlap) or
     /// `failed` (a scheduled fire that cannot even start), never before the
     /// row is committed.
     pub async fn submit(
@@ -201,7 +202,7 @@ impl Supervisor {
         let hub = Arc::new(Hub::default());
         // Overlap is decided and the run entered under one lock, so two
         // fires cannot both see the agent idle.
-        let skip_reason = {
+        let (skip_reason, slot) = {
             let mut state = self.lock();
             if !state.accepting {
                 return Err(SubmitError::ShuttingDown);
@@ -234,6 +235,12 @@ impl Supervisor {
                     OnOverlap::Allow => {}
                 }
             }
+            // A run that need not wait takes its slot now and is claimed
+            // `running`: one commit fewer than queued, then started.
+            let slot = skip.is_none() && !held && state.running < state.limit;
+            if slot {
+                state.running += 1;
+            }
             if skip.is_none() {
                 state.runs.insert(
                     id.clone(),
@@ -250,7 +257,7 @@ impl Supervisor {
                     .or_default()
                     .push(id.clone());
             }
-            skip
+            (skip, slot)
         };
         if let Some(reason) = skip_reason {
             return self
@@ -261,26 +268,29 @@ impl Supervisor {
                 )
                 .await;
         }
-        if let Err(e) = self
-            .store
-            .claim_run(new_run(&prepared, RunState::Queued))
-            .await
-        {
-            self.forget(&id);
-            return Err(match e {
-                StoreError::FireTaken { .. } => SubmitError::AlreadyFired,
-                other => SubmitError::Store(other),
-            });
-        }
-        let record = self.store.get_run(&id).await?.ok_or_else(|| {
-            SubmitError::Store(StoreError::NotFound(format!(
-                "run {id} vanished after its claim"
-            )))
-        })?;
+        let claimed_as = if slot {
+            RunState::Running
+        } else {
+            RunState::Queued
+        };
+        let record = match self.store.claim_run(new_run(&prepared, claimed_as)).await {
+            Ok(record) => record,
+            Err(e) => {
+                self.forget(&id);
+                if slot {
+                    self.lock().running -= 1;
+                    self.changed.notify_waiters();
+                }
+                return Err(match e {
+                    StoreError::FireTaken { .. } => SubmitError::AlreadyFired,
+                    other => SubmitError::Store(other),
+                });
+            }
+        };
         self.publish_counts();
         let this = self.clone();
         self.tracker
-            .spawn(async move { this.drive(prepared, hub).await });
+            .spawn(async move { this.drive(prepared, hub, slot).await });
         Ok(record)
     }
 
@@ -303,16 +313,17 @@ impl Supervisor {
         })
     }
 
-    /// Waits for the run's turn, runs it, records the end.
-    async fn drive(self: Arc<Self>, prepared: PreparedRun, hub: Arc<Hub>) {
+    /// Waits for the run's turn (unless it was claimed `running`, holding
+    /// its slot), runs it, records the end.
+    async fn drive(self: Arc<Self>, prepared: PreparedRun, hub: Arc<Hub>, claimed_running: bool) {
         let id = prepared.spec.run_id.clone();
         let agent = prepared.spec.agent.clone();
         let Some(cancel) = self.lock().runs.get(&id).map(|l| l.cancel.clone()) else {
             return;
         };
         let started = std::time::Instant::now();
-        let state = if self.wait_turn(&id, &cancel).await {
-            self.run(prepared, &hub, cancel).await
+        let state = if claimed_running || self.wait_turn(&id, &cancel).await {
+            self.run(prepared, &hub, cancel, claimed_running).await
         } else {
             let reason = "cancelled while queued".to_string();
             if let Err(e) = self
@@ -393,18 +404,25 @@ impl Supervisor {
         }
     }
 
-    /// Runs a run holding a slot; releases the slot. The final state, or
-    /// `None` if the run could not even be started in the store.
+    /// Runs a run holding a slot (starting it in the store unless it was
+    /// claimed `running`); releases the slot. The final state, or `None` if
+    /// the run could not even be started in the store.
     async fn run(
         &self,
         prepared: PreparedRun,
         hub: &Arc<Hub>,
         cancel: CancellationToken,
+        claimed_running: bool,
     ) -> Option<RunState> {
         let id = prepared.spec.run_id.clone();
         let agent = prepared.spec.agent.clone();
         self.publish_counts();
-        let result = match self.store.start_run(&id).await {
+        let started = if claimed_running {
+            Ok(true)
+        } else {
+            self.store.start_run(&id).await
+        };
+        let result = match started {
             Ok(true) => {
                 let mut sink = HubSink {
                     hub: hub.clone(),

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
+use super::run_reads::run_by_id;
 use super::{Store, StoreError, now_text, sql, time_text};
 use crate::types::{RunEvent, RunState, Usage};
 
@@ -110,9 +111,9 @@ pub struct RunFilter {
 impl Store {
     /// Records `run` in `run.state`: `Running` (created and started now) or
     /// `Queued` (created now, not started), committed with
-    /// `synchronous=FULL` before this returns. An id in use is a
-    /// `Conflict`; a fire that has a run already is `FireTaken`.
-    pub async fn claim_run(&self, run: NewRun) -> Result<(), StoreError> {
+    /// `synchronous=FULL` before this returns the run as stored. An id in
+    /// use is a `Conflict`; a fire that has a run already is `FireTaken`.
+    pub async fn claim_run(&self, run: NewRun) -> Result<RunRecord, StoreError> {
         if !matches!(run.state, RunState::Queued | RunState::Running) {
             return Err(StoreError::Invalid(format!(
                 "run {}: a run is claimed as `queued` or `running`, not `{}`; \
@@ -307,7 +308,7 @@ pub(super) fn insert_run(
     }
 }
 
-fn claim(conn: &mut Connection, run: &NewRun) -> Result<(), StoreError> {
+fn claim(conn: &mut Connection, run: &NewRun) -> Result<RunRecord, StoreError> {
     let now = now_text();
     let row = RowStart {
         state: run.state,
@@ -316,7 +317,9 @@ fn claim(conn: &mut Connection, run: &NewRun) -> Result<(), StoreError> {
         finished_at: None,
         error: None,
     };
-    insert_run(conn, run, &row)
+    insert_run(conn, run, &row)?;
+    run_by_id(conn, &run.id)?
+        .ok_or_else(|| StoreError::Internal(format!("run {} vanished while being claimed", run.id)))
 }
 
 fn start(conn: &mut Connection, id: &str) -> Result<bool, StoreError> {
