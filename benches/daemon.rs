@@ -587,8 +587,64 @@ async fn mock_alone(runs: usize, mocks: &[MockLlm], label: &str, table: &mut Tab
         }
     }
     let alone = sorted(alone);
-    // N at once.
+    // N at once, three times: the best is the reference (a burst of new
+    // connections now and then loses SYNs to a full accept queue and waits
+    // a second for the retry, which would flatter the daemon).
     let client = Arc::new(client);
+    let mut bursts: Vec<MockBurst> = Vec::new();
+    for _ in 0..3 {
+        bursts.push(mock_burst(runs, &client, &urls).await);
+    }
+    let others: Vec<String> = bursts
+        .iter()
+        .map(|b| format!("{:.0}", b.throughput))
+        .collect();
+    let best = bursts
+        .into_iter()
+        .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
+        .expect("three bursts");
+    let MockBurst {
+        throughput,
+        wall,
+        cpu,
+        latencies,
+        errors,
+    } = best;
+    let first_error = errors.first().cloned().unwrap_or_default();
+    table.row(
+        &format!("{label}, alone: {runs} concurrent streamed completions"),
+        "(reference)",
+        format!("**{throughput:.0} /s** ({:.0} ms wall)", ms(wall)),
+        format!(
+            "best of 3 bursts ({} /s); latency under load p50 {:.0} ms, p99 {:.0} ms; alone p50 {:.2} ms; errors {} {first_error}; {} mock server(s); bench-process CPU {:.2} s",
+            others.join(", "),
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99),
+            percentile(&alone, 0.5),
+            errors.len(),
+            mocks.len(),
+            cpu.as_secs_f64()
+        ),
+    );
+    MockFigures {
+        throughput,
+        loaded_median: Duration::from_secs_f64(percentile(&latencies, 0.5) / 1000.0),
+        alone_median: Duration::from_secs_f64(percentile(&alone, 0.5) / 1000.0),
+    }
+}
+
+/// One burst of N concurrent completions straight at the mocks.
+struct MockBurst {
+    throughput: f64,
+    wall: Duration,
+    /// CPU time of this process (the mocks and the client) during it.
+    cpu: Duration,
+    /// Sorted, in ms.
+    latencies: Vec<f64>,
+    errors: Vec<String>,
+}
+
+async fn mock_burst(runs: usize, client: &Arc<reqwest::Client>, urls: &[String]) -> MockBurst {
     let cpu_before = own_cpu_time();
     let start = Instant::now();
     let tasks: Vec<_> = (0..runs)
@@ -607,28 +663,12 @@ async fn mock_alone(runs: usize, mocks: &[MockLlm], label: &str, table: &mut Tab
         }
     }
     let wall = start.elapsed();
-    let cpu = own_cpu_time() - cpu_before;
-    let latencies = sorted(latencies);
-    let throughput = runs as f64 / wall.as_secs_f64();
-    let first_error = errors.first().cloned().unwrap_or_default();
-    table.row(
-        &format!("{label}, alone: {runs} concurrent streamed completions"),
-        "(reference)",
-        format!("**{throughput:.0} /s** ({:.0} ms wall)", ms(wall)),
-        format!(
-            "latency under load p50 {:.0} ms, p99 {:.0} ms; alone p50 {:.2} ms; errors {} {first_error}; {} mock server(s); bench-process CPU {:.2} s",
-            percentile(&latencies, 0.5),
-            percentile(&latencies, 0.99),
-            percentile(&alone, 0.5),
-            errors.len(),
-            mocks.len(),
-            cpu.as_secs_f64()
-        ),
-    );
-    MockFigures {
-        throughput,
-        loaded_median: Duration::from_secs_f64(percentile(&latencies, 0.5) / 1000.0),
-        alone_median: Duration::from_secs_f64(percentile(&alone, 0.5) / 1000.0),
+    MockBurst {
+        throughput: runs as f64 / wall.as_secs_f64(),
+        wall,
+        cpu: own_cpu_time() - cpu_before,
+        latencies: sorted(latencies),
+        errors,
     }
 }
 

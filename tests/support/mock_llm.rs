@@ -198,9 +198,7 @@ impl MockLlm {
     /// while that runtime runs: a test that blocks its thread (say, waiting
     /// on a child process) needs [`MockLlm::start_in_thread`] instead.
     pub async fn start() -> MockLlm {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("mock LLM: bind 127.0.0.1:0");
+        let listener = bind_loopback();
         let (mock, stop_rx) = MockLlm::new(listener.local_addr().expect("mock LLM: local addr"));
         tokio::spawn(accept_loop(listener, mock.shared.clone(), stop_rx));
         mock
@@ -209,29 +207,24 @@ impl MockLlm {
     /// Starts the server on its own runtime in a background thread, for
     /// sync tests and benches. Callable from anywhere.
     pub fn start_in_thread() -> MockLlm {
-        let std_listener =
-            std::net::TcpListener::bind("127.0.0.1:0").expect("mock LLM: bind 127.0.0.1:0");
-        std_listener
-            .set_nonblocking(true)
-            .expect("mock LLM: set_nonblocking");
-        let addr = std_listener.local_addr().expect("mock LLM: local addr");
-        let (mock, stop_rx) = MockLlm::new(addr);
-        let shared = mock.shared.clone();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("mock-llm")
             .enable_all()
             .build()
             .expect("mock LLM: build runtime");
+        // `enter`, not `block_on`: the caller may be inside a runtime.
+        let listener = {
+            let _context = runtime.enter();
+            bind_loopback()
+        };
+        let addr = listener.local_addr().expect("mock LLM: local addr");
+        let (mock, stop_rx) = MockLlm::new(addr);
+        let shared = mock.shared.clone();
         std::thread::Builder::new()
             .name("mock-llm".into())
             .spawn(move || {
-                runtime.block_on(async move {
-                    match TcpListener::from_std(std_listener) {
-                        Ok(listener) => accept_loop(listener, shared, stop_rx).await,
-                        Err(e) => eprintln!("mock LLM: listener: {e}"),
-                    }
-                });
+                runtime.block_on(accept_loop(listener, shared, stop_rx));
                 // Dropping the runtime here ends the connection tasks.
             })
             .expect("mock LLM: spawn thread");
@@ -411,6 +404,18 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
         Reply::error(status, message)
     });
     let _ = answer(&mut socket, reply, wire.unwrap_or(Wire::OpenAi), &model).await;
+}
+
+/// A listener on a free loopback port whose accept queue holds a burst of
+/// a few thousand connections (std's default of 128 drops SYNs when a
+/// benchmark opens 1000 at once, and each dropped one waits 1 s for the
+/// retry). Needs a runtime context.
+fn bind_loopback() -> TcpListener {
+    let socket = tokio::net::TcpSocket::new_v4().expect("mock LLM: socket");
+    socket
+        .bind(([127, 0, 0, 1], 0).into())
+        .expect("mock LLM: bind 127.0.0.1:0");
+    socket.listen(4096).expect("mock LLM: listen")
 }
 
 async fn answer(
