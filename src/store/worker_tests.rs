@@ -166,3 +166,31 @@ async fn every_job_of_a_group_is_answered_after_the_commit() {
     }
     store.close().unwrap();
 }
+
+#[tokio::test]
+async fn a_transaction_lost_mid_group_fails_every_job_of_it_and_the_store_goes_on() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let (before, after) = (new_run("before"), new_run("after"));
+    let gate = Gate::close(&store).await;
+    let first = queued(store.claim_run(before.clone())).await;
+    // What SQLite does on its own after an I/O error or a full disk: the
+    // whole transaction is gone, including the claim before this job.
+    let rogue =
+        queued(store.call(|conn| conn.execute_batch("ROLLBACK").map_err(sql("rollback")))).await;
+    let last = queued(store.claim_run(after.clone())).await;
+    gate.open().await;
+    for result in [first.await.map(|_| ()), rogue.await, last.await.map(|_| ())] {
+        match result {
+            Err(StoreError::Sqlite(message)) => {
+                assert!(message.contains("retry"), "{message}")
+            }
+            other => panic!("expected a rolled-back write, got {other:?}"),
+        }
+    }
+    assert_eq!(store.get_run(&before.id).await, Ok(None));
+    assert_eq!(store.get_run(&after.id).await, Ok(None));
+    // The next group starts afresh.
+    store.claim_run(new_run("later")).await.unwrap();
+    store.close().unwrap();
+}
