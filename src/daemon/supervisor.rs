@@ -319,6 +319,10 @@ impl Supervisor {
         let id = prepared.spec.run_id.clone();
         let agent = prepared.spec.agent.clone();
         let Some(cancel) = self.lock().runs.get(&id).map(|l| l.cancel.clone()) else {
+            if claimed_running {
+                self.lock().running -= 1;
+                self.changed.notify_waiters();
+            }
             return;
         };
         let started = std::time::Instant::now();
