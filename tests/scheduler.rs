@@ -311,6 +311,58 @@ fn downtime_fires(states: [RunState; 6]) -> Vec<(String, RunState)> {
         .collect()
 }
 
+/// Starts at 11:50 with agent `a` scheduled `*/30` (first fire 12:00)
+/// when `watched_before` (else with no schedule), stops before 12:00, and
+/// restarts at 12:10 with the schedule; the runs once settled (`expect`).
+async fn first_fire_case(watched_before: bool, expect: usize) -> Vec<RunRecord> {
+    let mock = MockLlm::start().await;
+    mock.set_fallback(Reply::Text("done".into()));
+    let schedule = "schedule: \"*/30 * * * *\"\non_missed: latest\n";
+    let dir = project(&mock, if watched_before { schedule } else { "" });
+    let clock = ManualClock::new(at("2026-06-01T11:50:00Z"));
+    let daemon = start(dir.path(), start_options(&clock)).await;
+    if watched_before {
+        eventually("the scheduler to sleep on the clock", WAIT, || async {
+            (clock.sleepers() > 0).then_some(())
+        })
+        .await;
+    }
+    daemon.stop().await.unwrap();
+    let store = open_store(&dir);
+    assert!(runs(&store, "a").await.is_empty());
+
+    std::fs::write(
+        dir.path().join("agents/a.yaml"),
+        format!("model: mock/m\nprompt: scheduled work\n{schedule}"),
+    )
+    .unwrap();
+    let clock = ManualClock::new(at("2026-06-01T12:10:00Z"));
+    let daemon = start_planned(dir.path(), &clock).await;
+    let all = if expect == 0 {
+        // The scheduler claims every fire due at start-up before it first
+        // sleeps on the clock, which `start_planned` waited for.
+        runs(&store, "a").await
+    } else {
+        settled(&store, expect).await
+    };
+    daemon.stop().await.unwrap();
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_fire_missed_while_down_is_found_after_a_restart() {
+    let all = first_fire_case(true, 1).await;
+    assert_eq!(
+        fires(&all),
+        vec![(iso("2026-06-01T12:00:00Z"), RunState::Succeeded)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_first_seen_after_a_downtime_starts_then() {
+    assert_eq!(fires(&first_fire_case(false, 0).await), vec![]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missed_latest_runs_the_newest_within_catch_up() {
     use RunState::{Missed as M, Succeeded as S};

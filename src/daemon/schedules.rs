@@ -7,7 +7,10 @@
 //! now]` is handled exactly once, and the store's unique fire identity
 //! makes that hold across restarts too. A reload keeps the state of
 //! schedules whose expression and zone did not change (so they are not
-//! rescheduled) and starts new ones from now.
+//! rescheduled) and starts new ones from now. After a restart a schedule
+//! resumes from its newest stored fire or, if it never fired, from when the
+//! store says it began to be watched (`Store::watch_schedule`), so even a
+//! first fire missed while the daemon was down is handled by `on_missed`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -92,7 +95,9 @@ impl Scheduler {
 
     /// Brings the table in line with `snapshot`: unchanged schedules keep
     /// their state; new or changed ones start from their newest stored fire
-    /// (after a restart) or from now.
+    /// (after a restart), else from when the store says the same schedule
+    /// began to be watched (so a first fire missed while the daemon was
+    /// down is found), else from now.
     async fn sync(&mut self, snapshot: &Snapshot) {
         let mut wanted: BTreeMap<Key, CronSchedule> = BTreeMap::new();
         for agent in snapshot.project.agents.values() {
@@ -103,6 +108,13 @@ impl Scheduler {
         self.entries
             .retain(|key, entry| wanted.get(key).is_some_and(|c| *c == entry.cron));
         let now = self.clock.now();
+        if let Err(e) = self
+            .store
+            .unwatch_schedules_except(wanted.keys().cloned().collect())
+            .await
+        {
+            tracing::error!("cannot forget the schedules that are gone: {e}");
+        }
         for (key, cron) in wanted {
             if self.entries.contains_key(&key) {
                 continue;
@@ -114,9 +126,22 @@ impl Scheduler {
                     None
                 }
             };
-            // A stored fire in the future (the clock went back) must not
+            // Since when this schedule (same expression and zone) has been
+            // watched: for one that never fired, where missed fires start.
+            let since = match self
+                .store
+                .watch_schedule(&key.0, key.1, &cron.to_string(), now)
+                .await
+            {
+                Ok(since) => since,
+                Err(e) => {
+                    tracing::error!(agent = %key.0, schedule = key.1, "cannot record the schedule as watched: {e}");
+                    now
+                }
+            };
+            // A stored instant in the future (the clock went back) must not
             // hold the schedule back for that long.
-            let last_checked = last.filter(|t| *t <= now).unwrap_or(now);
+            let last_checked = last.or(Some(since)).filter(|t| *t <= now).unwrap_or(now);
             tracing::debug!(agent = %key.0, schedule = key.1, %cron, %last_checked, "schedule loaded");
             self.entries.insert(key, Entry { cron, last_checked });
         }

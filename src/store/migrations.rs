@@ -129,6 +129,21 @@ ALTER TABLE runs ADD COLUMN cost_usd REAL;
 ALTER TABLE runs ADD COLUMN result TEXT;
 "#,
     },
+    Migration {
+        name: "schedules watched, and since when",
+        sql: r#"
+-- A schedule the daemon has been watching since `since` (RFC 3339 UTC),
+-- as long as its expression and zone stay `cron`: after a restart, fires
+-- between `since` and now with no run were missed, even the first one.
+CREATE TABLE schedule_watches (
+    agent          TEXT NOT NULL,
+    schedule_index INTEGER NOT NULL,
+    cron           TEXT NOT NULL,
+    since          TEXT NOT NULL,
+    PRIMARY KEY (agent, schedule_index)
+) WITHOUT ROWID;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

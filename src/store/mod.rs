@@ -5,7 +5,8 @@
 //! second backend can later be added here alone. Nothing outside `store` sees
 //! a `rusqlite` type. Files: `runs` (claiming, events, final states),
 //! `run_reads` (every read of runs and events), `fires` (runs that never ran,
-//! interrupted runs, webhook deliveries), `memory`, `migrations`, `worker`.
+//! interrupted runs, webhook deliveries), `watches` (schedules watched since
+//! when), `memory`, `migrations`, `worker`.
 //!
 //! Two threads, each owning one connection ([`worker`]): the writer runs
 //! every write (and memory recall, which counts accesses); the reader, a
@@ -44,6 +45,7 @@ mod runs;
 mod runs_tests;
 #[cfg(test)]
 mod tests;
+mod watches;
 mod worker;
 #[cfg(test)]
 mod worker_tests;
