@@ -64,6 +64,9 @@ use worker::{Role, Worker};
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
 /// Everything that can go wrong in the store. Messages say what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
@@ -379,6 +382,9 @@ impl Drop for Shared {
 fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(sql("setting the busy timeout"))?;
+    // Every statement of a run's path, the group's own and memory recall's
+    // stay prepared (rusqlite keeps 16 by default).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
         .map_err(sql("enabling WAL"))?;
@@ -398,6 +404,7 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
 fn configure_reader(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(sql("setting the busy timeout"))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.pragma_update(None, "query_only", "ON")
         .map_err(sql("making the reader connection read-only"))
 }

@@ -344,24 +344,20 @@ fn start(conn: &mut Connection, id: &str) -> Result<bool, StoreError> {
 }
 
 fn run_exists(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
-        [id],
-        |row| row.get(0),
-    )
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)")?
+        .query_row([id], |row| row.get(0))
 }
 
 /// The run's last event seq (0 when none), or `None` when there is no run.
 fn last_seq(conn: &Connection, run_id: &str) -> rusqlite::Result<Option<i64>> {
-    conn.query_row(
+    conn.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1),
                 (SELECT MAX(seq) FROM events WHERE run_id = ?1)",
-        [run_id],
-        |row| {
-            let exists: bool = row.get(0)?;
-            Ok(exists.then_some(row.get::<_, Option<i64>>(1)?.unwrap_or(0)))
-        },
-    )
+    )?
+    .query_row([run_id], |row| {
+        let exists: bool = row.get(0)?;
+        Ok(exists.then_some(row.get::<_, Option<i64>>(1)?.unwrap_or(0)))
+    })
 }
 
 /// The run's last event seq (0 when none); `NotFound` when there is no run.
@@ -430,12 +426,14 @@ fn finish(
         .savepoint()
         .map_err(|e| StoreError::sqlite(&context, e))?;
     let changed = tx
-        .execute(
+        .prepare_cached(
             "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4, output = ?5,
                              input_tokens = ?6, output_tokens = ?7,
                              cached_input_tokens = ?8, cost_usd = ?9, result = ?10
              WHERE id = ?1",
-            params![
+        )
+        .and_then(|mut update| {
+            update.execute(params![
                 run_id,
                 end.state.as_str(),
                 now_text(),
@@ -446,8 +444,8 @@ fn finish(
                 tokens_to_sql(end.usage.cached_input_tokens),
                 end.cost_usd.filter(|c| c.is_finite()),
                 result
-            ],
-        )
+            ])
+        })
         .map_err(|e| StoreError::sqlite(&context, e))?;
     if changed == 0 {
         return Err(StoreError::NotFound(format!(

@@ -280,7 +280,7 @@ impl Group {
         if let Err(e) = self.set(conn, durability) {
             return jobs.into_iter().for_each(|j| j.refuse(e.clone()));
         }
-        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
             let e = StoreError::sqlite("starting a write", e);
             return jobs.into_iter().for_each(|j| j.refuse(e.clone()));
         }
@@ -288,7 +288,7 @@ impl Group {
         let mut done: Vec<Done> = Vec::with_capacity(jobs.len());
         let mut jobs = jobs.into_iter();
         while let Some(job) = jobs.next() {
-            if !single && let Err(e) = conn.execute_batch("SAVEPOINT aurad_job") {
+            if !single && let Err(e) = exec(conn, "SAVEPOINT aurad_job") {
                 let e = StoreError::sqlite("starting a write", e);
                 return abandon(conn, done, job, jobs, e);
             }
@@ -307,7 +307,7 @@ impl Group {
             let kept = if single {
                 Ok(())
             } else if result.ok {
-                conn.execute_batch("RELEASE aurad_job")
+                exec(conn, "RELEASE aurad_job")
             } else {
                 conn.execute_batch("ROLLBACK TO aurad_job; RELEASE aurad_job")
             };
@@ -318,9 +318,9 @@ impl Group {
             }
         }
         let outcome = if single && !done[0].ok {
-            conn.execute_batch("ROLLBACK")
+            exec(conn, "ROLLBACK")
         } else {
-            conn.execute_batch("COMMIT")
+            exec(conn, "COMMIT")
         }
         .map_err(|e| StoreError::sqlite("committing", e));
         if !conn.is_autocommit() {
@@ -338,6 +338,12 @@ impl Group {
         }
         Ok(())
     }
+}
+
+/// Runs one statement of the group's own (prepared once, then from the
+/// connection's statement cache).
+fn exec(conn: &Connection, statement: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(statement)?.execute([]).map(drop)
 }
 
 /// Gives up a group: rolls back what is left of its transaction, answers
