@@ -10,6 +10,7 @@ pub mod clock;
 pub mod hub;
 pub mod lock;
 pub mod metrics;
+pub mod owner;
 pub mod recorder;
 pub mod reload;
 pub mod runner;

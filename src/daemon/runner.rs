@@ -294,7 +294,7 @@ pub fn new_run(prepared: &PreparedRun, state: RunState) -> NewRun {
         input: spec.input.clone(),
         model: spec.model.clone(),
         definition_hash: spec.definition_hash.clone(),
-        owner: format!("pid:{}", std::process::id()),
+        owner: super::owner::this_process().to_string(),
         fire: prepared.fire,
         state,
     }

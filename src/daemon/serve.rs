@@ -85,7 +85,7 @@ pub async fn serve(
         .map_err(|e| format!("opening the database failed: {e}"))?
         .map_err(|e| format!("database {}: {e}", settings.database.display()))?;
     let interrupted = store
-        .interrupt_stale_runs(owner_is_alive)
+        .interrupt_stale_runs(super::owner::is_alive)
         .await
         .map_err(|e| format!("cannot recover runs of a previous process: {e}"))?;
     for run in &interrupted {
@@ -346,23 +346,6 @@ async fn last_failure(store: &Store, agent: &str) -> Option<chrono::DateTime<chr
         newest = newest.max(ended);
     }
     newest
-}
-
-/// Whether the process named by a run's owner (`pid:N`) still exists.
-fn owner_is_alive(owner: &str) -> bool {
-    let Some(pid) = owner
-        .strip_prefix("pid:")
-        .and_then(|p| p.parse::<i32>().ok())
-    else {
-        return false;
-    };
-    if pid <= 0 || pid as u32 == std::process::id() {
-        return false;
-    }
-    // Signal 0 checks existence; EPERM means it exists under another user.
-    // SAFETY: kill with signal 0 sends nothing.
-    let result = unsafe { libc::kill(pid, 0) };
-    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 fn log_diagnostics(diagnostics: &[Diagnostic]) {

@@ -50,7 +50,7 @@ impl Store {
     /// with the reason as its error and a `finished` event, all in one
     /// transaction committed with `synchronous=FULL`. Returns the changed
     /// runs as they are now, oldest first. `is_alive` gets owners such as
-    /// `pid:1234` and runs on the store's thread: keep it quick.
+    /// `pid:1234 boot .. start ..` and runs on the store's thread: keep it quick.
     pub async fn interrupt_stale_runs(
         &self,
         is_alive: impl Fn(&str) -> bool + Send + 'static,

@@ -32,7 +32,8 @@ pub struct NewRun {
     /// `<provider>/<model>` as resolved for this run.
     pub model: String,
     pub definition_hash: String,
-    /// The process running it (e.g. `pid:1234`); empty means none.
+    /// The process running it (`daemon::owner`: `pid:1234 boot 3f2a8c1e
+    /// start 8754321`, or plain `pid:1234`); empty means none.
     pub owner: String,
     /// The scheduled fire it is for; `None` for manual and webhook runs,
     /// which never use up a fire.
