@@ -569,7 +569,13 @@ struct MockFigures {
     alone_median: Duration,
 }
 
-async fn mock_alone(runs: usize, mocks: &[MockLlm], label: &str, table: &mut Table) -> MockFigures {
+async fn mock_alone(
+    runs: usize,
+    mocks: &[MockLlm],
+    latency: Option<Duration>,
+    table: &mut Table,
+) -> MockFigures {
+    let label = mock_label(latency);
     let client = burst_client();
     let urls: Vec<String> = mocks
         .iter()
@@ -577,7 +583,8 @@ async fn mock_alone(runs: usize, mocks: &[MockLlm], label: &str, table: &mut Tab
         .collect();
     // Unloaded: one at a time.
     let mut alone = Vec::new();
-    let samples = if label.contains("after") { 5 } else { 60 };
+    // Fewer when each takes a model's latency.
+    let samples = if latency.is_some() { 5 } else { 60 };
     for i in 0..samples {
         let latency = one_completion(&client, &urls[i % urls.len()], &chat_body(i))
             .await
@@ -721,7 +728,7 @@ async fn wait_final(daemon: &Daemon, id: &str) -> Value {
 async fn runs_bench(runs: usize, mock_count: usize, latency: Option<Duration>, table: &mut Table) {
     let mocks = start_mocks(mock_count, latency);
     let label = mock_label(latency);
-    let mock = mock_alone(runs, &mocks, &label, table).await;
+    let mock = mock_alone(runs, &mocks, latency, table).await;
 
     // Agents spread over the mock servers, so no agent or provider has
     // much of its own to do.
