@@ -98,11 +98,20 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-fn reason(state: &ServerState) -> String {
-    match state {
-        ServerState::Restarting { reason, .. } | ServerState::Failed { reason } => reason.clone(),
-        other => panic!("expected a failed server, got {other:?}"),
-    }
+/// Why server `name` failed. A failed server is retried, so between its
+/// `Restarting` states it is briefly `Connecting` again: wait for a state
+/// that carries the reason.
+async fn failure_reason(manager: &McpManager, name: &str) -> String {
+    let mut found = None;
+    wait_until(Duration::from_secs(10), &format!("{name} to fail"), || {
+        found = match status(manager, name).state {
+            ServerState::Restarting { reason, .. } | ServerState::Failed { reason } => Some(reason),
+            _ => None,
+        };
+        found.is_some()
+    })
+    .await;
+    found.expect("a failure reason")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,13 +232,8 @@ async fn a_crashed_server_is_restarted_and_calls_fail_fast_meanwhile() {
     let old_echo = tool(&manager, "t_echo");
     std::fs::write(&hide, "echo\n").unwrap();
     assert!(call(&manager, "t_crash", json!({})).await.is_err());
-    wait_until(Duration::from_secs(5), "the Restarting state", || {
-        matches!(status(&manager, "t").state, ServerState::Restarting { .. })
-    })
-    .await;
-    let st = status(&manager, "t");
     assert_eq!(
-        reason(&st.state),
+        failure_reason(&manager, "t").await,
         "exited with code 3: mcp_test_server: serving stdio (pid ".to_string()
             + &first.to_string()
             + ") | mcp_test_server: crashing on request"
@@ -302,16 +306,17 @@ async fn startup_failures_have_clear_reasons_and_do_not_block_others() {
     );
     let slow = status(&manager, "slow");
     assert!(slow.tools.is_empty());
+    let slow_reason = failure_reason(&manager, "slow").await;
     assert!(
-        reason(&slow.state).starts_with("did not complete the MCP handshake within 1s"),
-        "{slow:?}"
+        slow_reason.starts_with("did not complete the MCP handshake within 1s"),
+        "{slow:?}: {slow_reason}"
     );
-    let missing = reason(&status(&manager, "missing").state);
+    let missing = failure_reason(&manager, "missing").await;
     assert!(
         missing.starts_with("command `aurad-no-such-command` not found"),
         "{missing}"
     );
-    let refusing = reason(&status(&manager, "refusing").state);
+    let refusing = failure_reason(&manager, "refusing").await;
     assert_eq!(
         refusing,
         "exited with code 1 during startup: mcp_test_server: refusing to start: TEST_API_KEY is not set"
@@ -417,7 +422,7 @@ async fn http_server_with_headers_and_session_expiry() {
     let st = status(&manager, "web");
     assert_eq!(st.state, ServerState::Connected, "{st:?}");
     assert_eq!(st.transport, format!("http: {url}"));
-    let noauth = reason(&status(&manager, "noauth").state);
+    let noauth = failure_reason(&manager, "noauth").await;
     assert!(
         noauth.starts_with(&format!("HTTP 401 Unauthorized from {url}")),
         "{noauth}"
