@@ -11,7 +11,7 @@
 //! Two threads, each owning one connection ([`worker`]): the writer runs
 //! every write (and memory recall, which counts accesses); the reader, a
 //! `query_only` connection opened after the migrations, runs the reads of
-//! runs and events, so they never queue behind a long write. Every method
+//! runs, events and memories, so they never queue behind a long write. Every method
 //! sends a closure to one of them and waits for the reply: async methods
 //! await a oneshot (no blocking on async threads), `*_blocking` methods wait
 //! on a plain channel (for non-async CLI code). Each thread runs its work in

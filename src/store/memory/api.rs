@@ -1,6 +1,7 @@
 //! The typed `Store::memory_*` methods: each sends one function of
-//! `store::memory` to the writer thread (async, or `_blocking` for code
-//! without a runtime such as the CLI).
+//! `store::memory` to the writer thread, or to the reader thread for the
+//! pure reads (list, get, count), so those never take the write lock (async,
+//! or `_blocking` for code without a runtime such as the CLI).
 
 use chrono::{DateTime, Utc};
 
@@ -77,7 +78,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
         let ns = namespace.to_owned();
-        self.call(move |c| list(c, &ns, limit)).await
+        self.read(move |c| list(c, &ns, limit)).await
     }
 
     pub fn memory_list_blocking(
@@ -86,13 +87,13 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
         let ns = namespace.to_owned();
-        self.call_blocking(move |c| list(c, &ns, limit))
+        self.read_blocking(move |c| list(c, &ns, limit))
     }
 
     /// Memory `id` of `namespace`, if there is one.
     pub async fn memory_get(&self, namespace: &str, id: i64) -> Result<Option<Memory>, StoreError> {
         let ns = namespace.to_owned();
-        self.call(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
+        self.read(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
             .await
     }
 
@@ -102,18 +103,18 @@ impl Store {
         id: i64,
     ) -> Result<Option<Memory>, StoreError> {
         let ns = namespace.to_owned();
-        self.call_blocking(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
+        self.read_blocking(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
     }
 
     /// How many memories `namespace` holds.
     pub async fn memory_count(&self, namespace: &str) -> Result<usize, StoreError> {
         let ns = namespace.to_owned();
-        self.call(move |c| count(c, &ns)).await
+        self.read(move |c| count(c, &ns)).await
     }
 
     pub fn memory_count_blocking(&self, namespace: &str) -> Result<usize, StoreError> {
         let ns = namespace.to_owned();
-        self.call_blocking(move |c| count(c, &ns))
+        self.read_blocking(move |c| count(c, &ns))
     }
 
     /// Adds `entries` as they are (no merging, no cleanup; timestamps and
