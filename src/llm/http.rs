@@ -34,13 +34,28 @@ pub(super) enum Flow {
 
 /// How one wire format assembles an answer (its `stream` module).
 pub(super) trait Assemble: Default {
-    /// One server-sent event: its name (`message` unless named) and data.
+    /// One server-sent event: its name (`message` unless named) and data,
+    /// trimmed and never blank (see [`Assemble::feed`]).
     fn push_event(
         &mut self,
         name: &str,
         data: &str,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Flow, ProviderError>;
+    /// Feeds one server-sent event: blank data (keep-alives) is skipped,
+    /// the rest goes to [`Assemble::push_event`] trimmed.
+    fn feed(
+        &mut self,
+        name: &str,
+        data: &str,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Flow, ProviderError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        self.push_event(name, data, on_delta)
+    }
     /// The turn, once the stream has ended.
     fn finish(self) -> Result<ModelTurn, ProviderError>;
     /// A whole answer sent as one JSON document.
@@ -48,6 +63,18 @@ pub(super) trait Assemble: Default {
         value: &Value,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<ModelTurn, ProviderError>;
+}
+
+/// An event's data as JSON. An `error` event whose data is not JSON is an
+/// error with that text; other bad data names `what` the event carries.
+pub(super) fn event_json(event: &str, data: &str, what: &str) -> Result<Value, ProviderError> {
+    serde_json::from_str(data).map_err(|e| {
+        if event == "error" {
+            ProviderError::Stream(truncate(data))
+        } else {
+            ProviderError::Stream(format!("invalid {what} JSON ({e}): {}", truncate(data)))
+        }
+    })
 }
 
 /// Reads a successful `response` into a turn with the assembler `A`,
@@ -63,7 +90,7 @@ pub(super) async fn read_turn<A: Assemble>(
     let mut assembler = A::default();
     while let Some(event) = events.next().await {
         let (name, data) = event?;
-        if assembler.push_event(&name, &data, on_delta)? == Flow::Done {
+        if assembler.feed(&name, &data, on_delta)? == Flow::Done {
             break;
         }
     }

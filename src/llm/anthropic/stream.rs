@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::super::http::{Assemble, Flow, error_text, truncate};
+use super::super::http::{Assemble, Flow, error_text, event_json, truncate};
 use crate::llm::{Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
@@ -255,20 +255,7 @@ impl Assemble for Assembler {
         data: &str,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
-        let value: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(_) if event == "error" => return Err(ProviderError::Stream(truncate(data))),
-            Err(e) => {
-                return Err(ProviderError::Stream(format!(
-                    "invalid event JSON ({e}): {}",
-                    truncate(data)
-                )));
-            }
-        };
+        let value = event_json(event, data, "event")?;
         if !value.is_object() {
             return Err(ProviderError::Stream(format!(
                 "event is not an object: {}",
@@ -375,7 +362,7 @@ mod tests {
         for e in events {
             let data = e.as_str().map_or_else(|| e.to_string(), str::to_string);
             let name = e["type"].as_str().unwrap_or("message");
-            match asm.push_event(name, &data, &mut on_delta) {
+            match asm.feed(name, &data, &mut on_delta) {
                 Ok(Flow::Done) => break,
                 Ok(Flow::More) => {}
                 Err(e) => {

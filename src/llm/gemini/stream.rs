@@ -26,15 +26,15 @@ pub(super) struct Assembler {
 }
 
 impl Assembler {
-    /// The data of one server-sent event: one response object.
-    pub(super) fn push_data(
+    /// The data of one server-sent event (trimmed, not blank): one
+    /// response object.
+    fn push_data(
         &mut self,
         data: &str,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<(), ProviderError> {
-        let data = data.trim();
         // Gemini sends no `[DONE]`; a proxy in between might.
-        if data.is_empty() || data == "[DONE]" {
+        if data == "[DONE]" {
             return Ok(());
         }
         let response: Value = serde_json::from_str(data).map_err(|e| {
@@ -308,7 +308,7 @@ mod tests {
         let mut result = Ok(());
         for e in events {
             let data = e.as_str().map_or_else(|| e.to_string(), str::to_string);
-            if let Err(err) = asm.push_data(&data, &mut on_delta) {
+            if let Err(err) = asm.feed("message", &data, &mut on_delta) {
                 result = Err(err);
                 break;
             }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::super::http::{Assemble, Flow, error_text, truncate};
+use super::super::http::{Assemble, Flow, error_text, event_json, truncate};
 use crate::llm::{Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
@@ -197,24 +197,11 @@ impl Assemble for Assembler {
         data: &str,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
         if data == "[DONE]" {
             self.done = true;
             return Ok(Flow::Done);
         }
-        let chunk: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(_) if event == "error" => return Err(ProviderError::Stream(truncate(data))),
-            Err(e) => {
-                return Err(ProviderError::Stream(format!(
-                    "invalid chunk JSON ({e}): {}",
-                    truncate(data)
-                )));
-            }
-        };
+        let chunk = event_json(event, data, "chunk")?;
         if event == "error" && chunk.get("error").is_none() {
             return Err(ProviderError::Stream(
                 error_text(&chunk).unwrap_or_else(|| truncate(data)),
@@ -292,7 +279,7 @@ mod tests {
         let mut result = Ok(());
         for c in chunks {
             let data = c.as_str().map_or_else(|| c.to_string(), str::to_string);
-            match asm.push_event("message", &data, &mut on_delta) {
+            match asm.feed("message", &data, &mut on_delta) {
                 Ok(Flow::Done) => break,
                 Ok(Flow::More) => {}
                 Err(e) => {
