@@ -278,8 +278,7 @@ impl Supervisor {
             Err(e) => {
                 self.forget(&id);
                 if slot {
-                    self.lock().running -= 1;
-                    self.changed.notify_waiters();
+                    self.release_slot();
                 }
                 return Err(match e {
                     StoreError::FireTaken { .. } => SubmitError::AlreadyFired,
@@ -320,8 +319,7 @@ impl Supervisor {
         let agent = prepared.spec.agent.clone();
         let Some(cancel) = self.lock().runs.get(&id).map(|l| l.cancel.clone()) else {
             if claimed_running {
-                self.lock().running -= 1;
-                self.changed.notify_waiters();
+                self.release_slot();
             }
             return;
         };
@@ -447,9 +445,14 @@ impl Supervisor {
                 None
             }
         };
+        self.release_slot();
+        result
+    }
+
+    /// Gives a run's slot back and wakes the runs waiting for one.
+    fn release_slot(&self) {
         self.lock().running -= 1;
         self.changed.notify_waiters();
-        result
     }
 
     fn publish_counts(&self) {

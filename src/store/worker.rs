@@ -223,7 +223,7 @@ fn guarded<R>(
 /// gone, then closes the connection.
 fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, role: Role) -> Result<(), StoreError> {
     let mut group = Group::default();
-    'outer: while let Ok(msg) = rx.recv() {
+    while let Ok(msg) = rx.recv() {
         let Msg::Job(first) = msg else { break };
         if role == Role::Reader {
             first.run(&mut conn).finish(Ok(()));
@@ -243,7 +243,7 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, role: Role) -> Result<(), 
         }
         group.commit(&mut conn, jobs);
         if stop {
-            break 'outer;
+            break;
         }
     }
     // Jobs sent after `Shutdown` are dropped here; their callers get `Closed`.
