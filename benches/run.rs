@@ -206,7 +206,6 @@ fn engine_bench() {
         max_tokens: None,
         output_schema: None,
         price: None,
-        daily_budget: None,
         root: std::env::temp_dir(),
         skills: None,
         memory: None,
@@ -220,6 +219,7 @@ fn engine_bench() {
                 provider: &provider,
                 tools: &tools,
                 retry: RetryPolicy::default(),
+                spending: None,
             };
             let start = Instant::now();
             let outcome = aurad::engine::run(&spec, parts, CancellationToken::new(), tx).await;

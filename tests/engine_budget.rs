@@ -143,6 +143,69 @@ async fn the_daily_budget_spans_runs_and_refuses_a_run_without_calling_the_model
     );
 }
 
+/// The run of `store` whose state is `running`, once its stored cost is
+/// above 0 (its first `usage` event committed), within 10 s.
+async fn running_with_spending(store: &aurad::store::Store) -> aurad::store::RunRecord {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let runs = store.list_runs(&RunFilter::default()).await.unwrap();
+        if let Some(run) = runs
+            .into_iter()
+            .find(|r| r.state == RunState::Running && r.cost_usd.is_some_and(|c| c > 0.0))
+        {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no running run with a stored cost within 10 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn concurrent_runs_share_the_daily_budget_with_what_each_has_spent_so_far() {
+    let mock = MockLlm::start().await;
+    // Run A's first answer: a tool call that waits for a file. Run B's
+    // answer: text. A's second call, if it were made: the fallback.
+    mock.push(Reply::tool_call(
+        "c1",
+        "bash",
+        r#"{"command": "while [ ! -e gate ]; do sleep 0.01; done; echo open"}"#,
+    ));
+    mock.push(Reply::Text("B is done.".into()));
+    mock.set_fallback(Reply::Text("A is done.".into()));
+    // One answer costs $0.00002: room for a second, not a third.
+    let agent = "model: mock/m\nsystem: Be brief.\ntools: [bash]\nlimits: { max_cost_usd_per_day: 0.00003 }\n";
+    let project = Project::with_settings(&mock, agent, PRICES);
+    let root = project.dir.path().to_path_buf();
+
+    let a = tokio::spawn({
+        let root = root.clone();
+        async move { support::project::run_agent(&root, "A", CancellationToken::new()).await }
+    });
+    // A's first call is stored with its cost while A waits in its tool.
+    let observer = aurad::store::Store::open(&root.join("aurad.db")).unwrap();
+    let running = running_with_spending(&observer).await;
+    assert!(close(running.cost_usd.unwrap(), ANSWER_COST), "{running:?}");
+    assert_eq!(running.usage.input_tokens, Some(10), "{running:?}");
+
+    // B sees A's $0.00002: under the limit, so it makes its call.
+    let (b, _, _) = project.run("B", CancellationToken::new()).await;
+    assert_eq!(b.state, RunState::Succeeded, "{b:?}");
+    assert_eq!(mock.request_count(), 2);
+
+    // A comes back from its tool to $0.00004 spent by the two runs: its
+    // second call is refused, though A alone spent only $0.00002.
+    std::fs::write(root.join("gate"), "").unwrap();
+    let (a, _, _) = a.await.unwrap();
+    assert_eq!(a.state, RunState::BudgetExceeded, "{a:?}");
+    assert!(a.reason.as_deref().unwrap().contains("$0.0000"), "{a:?}");
+    assert_eq!(mock.request_count(), 2, "A made no second model call");
+    let a_row = observer.get_run(&running.id).await.unwrap().unwrap();
+    assert!(close(a_row.cost_usd.unwrap(), ANSWER_COST), "{a_row:?}");
+}
+
 #[tokio::test]
 async fn a_daily_budget_without_a_price_is_a_load_error_with_its_place() {
     let mock = MockLlm::start().await;

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::EnvLookup;
 use crate::config::{MemoryConfig, SkillsChoice};
-use crate::engine::{self, ActiveSkills, DailyBudget, Parts, RecalledBlock, RunOutcome, RunSpec};
+use crate::engine::{self, ActiveSkills, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
 use crate::registry::{Snapshot, provider_for};
@@ -134,7 +134,6 @@ pub fn prepare(
         max_tokens: agent.max_tokens,
         output_schema: agent.output_schema.clone(),
         price,
-        daily_budget: None, // read from the store in `run_claimed`
         root: project.root.clone(),
         skills,
         memory: None,
@@ -154,34 +153,56 @@ pub fn prepare(
     })
 }
 
-/// What the agent's runs created since the start of today (in `timezone`)
-/// cost, as far as known. A store that cannot answer is logged and counts
-/// as nothing spent: the run's own spending is still checked.
-async fn spent_today(store: &Store, agent: &str, timezone: chrono_tz::Tz) -> f64 {
-    let now = chrono::Utc::now().with_timezone(&timezone);
+/// The agent's spending today outside one run, read from the store: runs
+/// in progress (in this process or another) count what they have spent so
+/// far.
+struct AgentDay<'a> {
+    store: &'a Store,
+    agent: &'a str,
+    run_id: &'a str,
+    /// Where the agent's day starts.
+    timezone: chrono_tz::Tz,
+}
+
+impl DaySpending for AgentDay<'_> {
+    /// A store that cannot answer is logged and counts as nothing spent:
+    /// the run's own spending is still checked.
+    fn others_today(&self) -> futures::future::BoxFuture<'_, f64> {
+        Box::pin(async move {
+            let start = day_start(chrono::Utc::now(), self.timezone);
+            match self.store.cost_since(self.agent, start, self.run_id).await {
+                Ok(spent) => spent,
+                Err(e) => {
+                    tracing::error!(
+                        agent = self.agent,
+                        "cannot read today's spending for the daily budget: {e}"
+                    );
+                    0.0
+                }
+            }
+        })
+    }
+}
+
+/// The start of `now`'s day in `timezone`. Where midnight falls in a DST
+/// gap, the day starts at the first instant after it; where it repeats, at
+/// the earlier one.
+fn day_start(
+    now: chrono::DateTime<chrono::Utc>,
+    timezone: chrono_tz::Tz,
+) -> chrono::DateTime<chrono::Utc> {
+    let now = now.with_timezone(&timezone);
     let midnight = now
         .date_naive()
         .and_hms_opt(0, 0, 0)
         .expect("midnight exists as a naive time");
-    // Where midnight falls in a DST gap, the day starts at the first
-    // instant after it; where it repeats, at the earlier one.
-    let start = (0..=180)
+    (0..=180)
         .find_map(|m| {
             (midnight + chrono::Duration::minutes(m))
                 .and_local_timezone(timezone)
                 .earliest()
         })
-        .map_or(now.to_utc(), |t| t.to_utc());
-    match store.cost_since(agent, start).await {
-        Ok(spent) => spent,
-        Err(e) => {
-            tracing::error!(
-                agent,
-                "cannot read today's spending for the daily budget: {e}"
-            );
-            0.0
-        }
-    }
+        .map_or(now.to_utc(), |t| t.to_utc())
 }
 
 /// The memories recalled for the run's input. A failed recall is logged and
@@ -334,12 +355,12 @@ pub async fn run_claimed(
         fire: _,
     } = prepared;
     spec.memory = recall(store, &memory, &spec).await;
-    if let Some(limit_usd) = spec.limits.max_cost_usd_per_day {
-        spec.daily_budget = Some(DailyBudget {
-            limit_usd,
-            spent_usd: spent_today(store, &spec.agent, timezone).await,
-        });
-    }
+    let day = AgentDay {
+        store,
+        agent: &spec.agent,
+        run_id: &spec.run_id,
+        timezone,
+    };
     if memory.tools {
         let bound = crate::memory::memory_tools_with_limit(
             store.clone(),
@@ -356,6 +377,7 @@ pub async fn run_claimed(
         provider: provider.as_ref(),
         tools: &tools,
         retry,
+        spending: Some(&day),
     };
     let engine = engine::run(&spec, parts, cancel, tx);
     let record = async {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -46,8 +47,6 @@ pub struct RunSpec {
     pub output_schema: Option<serde_json::Value>,
     /// The model's price; `None`: costs are unknown.
     pub price: Option<Price>,
-    /// The agent's daily spending limit, as it stood when the run started.
-    pub daily_budget: Option<DailyBudget>,
     /// The project root: where tools run.
     pub root: PathBuf,
     /// Skills put in as one system message after the system prompt.
@@ -56,12 +55,12 @@ pub struct RunSpec {
     pub memory: Option<RecalledBlock>,
 }
 
-/// `limits.max_cost_usd_per_day` and what the agent's earlier runs of the
-/// day (in its time zone) cost.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DailyBudget {
-    pub limit_usd: f64,
-    pub spent_usd: f64,
+/// What the agent's other runs have spent today (in US dollars), for
+/// `limits.max_cost_usd_per_day`. Asked before each model call, so runs in
+/// progress at the same time share one budget: each sees what the others
+/// have spent so far.
+pub trait DaySpending: Send + Sync {
+    fn others_today(&self) -> BoxFuture<'_, f64>;
 }
 
 /// The skills of a run, resolved before it starts.
@@ -88,6 +87,9 @@ pub struct Parts<'a> {
     pub provider: &'a dyn Provider,
     pub tools: &'a ToolSet,
     pub retry: RetryPolicy,
+    /// Where the agent's other spending today is read, for a daily budget;
+    /// `None` counts it as nothing.
+    pub spending: Option<&'a dyn DaySpending>,
 }
 
 /// How a run ended.
@@ -256,7 +258,8 @@ impl LoopState<'_> {
         };
         let mut tool_calls_made: u32 = 0;
         loop {
-            if let Some(reason) = self.over_budget() {
+            let others = self.others_spent_today().await;
+            if let Some(reason) = self.over_budget(others) {
                 return End::OverBudget(reason);
             }
             // The repair turn is granted even on the last iteration: the
@@ -409,9 +412,18 @@ impl LoopState<'_> {
         self.spec.price.and_then(|p| p.cost(&self.usage))
     }
 
+    /// What the agent's other runs have spent today; 0 when the agent has
+    /// no daily budget.
+    async fn others_spent_today(&self) -> f64 {
+        match (self.spec.limits.max_cost_usd_per_day, self.parts.spending) {
+            (Some(_), Some(spending)) => spending.others_today().await,
+            _ => 0.0,
+        }
+    }
+
     /// Why no further model call may be made, if a spending limit is
-    /// reached.
-    fn over_budget(&self) -> Option<String> {
+    /// reached; `others` is what the agent's other runs spent today.
+    fn over_budget(&self, others: f64) -> Option<String> {
         let limits = &self.spec.limits;
         if let Some(max) = limits.max_tokens_per_run {
             let used = self.usage.total_tokens();
@@ -421,12 +433,11 @@ impl LoopState<'_> {
                 ));
             }
         }
-        let budget = self.spec.daily_budget?;
-        let spent = budget.spent_usd + self.cost().unwrap_or(0.0);
-        (spent >= budget.limit_usd).then(|| {
+        let limit = limits.max_cost_usd_per_day?;
+        let spent = others + self.cost().unwrap_or(0.0);
+        (spent >= limit).then(|| {
             format!(
-                "the agent has spent ${spent:.4} today, reaching limits.max_cost_usd_per_day (${}); no further model call was made until the day ends",
-                budget.limit_usd
+                "the agent has spent ${spent:.4} today, reaching limits.max_cost_usd_per_day (${limit}); no further model call was made until the day ends"
             )
         })
     }

@@ -109,17 +109,23 @@ impl Store {
     }
 
     /// The known cost in US dollars of the agent's runs created at or
-    /// after `since` (runs of unknown cost count nothing). Drives the daily
-    /// budget.
-    pub async fn cost_since(&self, agent: &str, since: DateTime<Utc>) -> Result<f64, StoreError> {
-        let agent = agent.to_owned();
+    /// after `since`, other than run `except`. Runs in progress count what
+    /// their stored `usage` events have spent so far; runs of unknown cost
+    /// count nothing. Drives the daily budget.
+    pub async fn cost_since(
+        &self,
+        agent: &str,
+        since: DateTime<Utc>,
+        except: &str,
+    ) -> Result<f64, StoreError> {
+        let (agent, except) = (agent.to_owned(), except.to_owned());
         let since = super::time_text(since);
         self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT COALESCE(SUM(cost_usd), 0.0) FROM runs
-                 WHERE agent = ?1 AND created_at >= ?2",
+                 WHERE agent = ?1 AND created_at >= ?2 AND id != ?3",
             )
-            .and_then(|mut stmt| stmt.query_row(params![agent, since], |row| row.get(0)))
+            .and_then(|mut stmt| stmt.query_row(params![agent, since, except], |row| row.get(0)))
             .map_err(sql("summing an agent's cost"))
         })
         .await

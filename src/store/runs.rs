@@ -135,7 +135,11 @@ impl Store {
 
     /// Appends `events` to the run in one transaction (`synchronous=NORMAL`),
     /// numbering them after the run's last stored event (seqs start at 1).
-    /// Returns the run's last seq after the call (0 when it has no events).
+    /// The tokens and cost of their `usage` events are added to a running
+    /// run's row in the same transaction, so what a run in progress has
+    /// spent is in the store (daily budgets, `aurad runs`, and a run cut
+    /// short by a crash). Returns the run's last seq after the call (0 when
+    /// it has no events).
     pub async fn append_events(
         &self,
         run_id: &str,
@@ -148,7 +152,9 @@ impl Store {
                 .await;
         }
         let rows = encode_events(&run_id, &events)?;
-        self.call(move |conn| append(conn, &run_id, &rows)).await
+        let spent = Spent::of(&events);
+        self.call(move |conn| append(conn, &run_id, &rows, spent))
+            .await
     }
 
     /// Records the run's final state, committed with `synchronous=FULL`.
@@ -374,19 +380,76 @@ fn no_run_for_events(run_id: &str) -> StoreError {
     ))
 }
 
+/// What the `usage` events of a batch spent, summed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Spent {
+    usage: Usage,
+    /// `None` when no event of the batch knows its cost.
+    cost_usd: Option<f64>,
+}
+
+impl Spent {
+    /// `None` when the batch has no `usage` event.
+    fn of(events: &[RunEvent]) -> Option<Spent> {
+        let mut spent: Option<Spent> = None;
+        for event in events {
+            if let RunEvent::Usage {
+                usage, cost_usd, ..
+            } = event
+            {
+                let sum = spent.get_or_insert(Spent {
+                    usage: Usage::default(),
+                    cost_usd: None,
+                });
+                sum.usage.add(usage);
+                if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
+                    sum.cost_usd = Some(sum.cost_usd.unwrap_or(0.0) + cost);
+                }
+            }
+        }
+        spent
+    }
+}
+
 fn append(
     conn: &mut Connection,
     run_id: &str,
     rows: &[(&'static str, String)],
+    spent: Option<Spent>,
 ) -> Result<i64, StoreError> {
     let context = |what: &str| format!("run {run_id}: cannot store events ({what})");
     let tx = conn
         .savepoint()
         .map_err(|e| StoreError::sqlite(&context("begin"), e))?;
     let last = insert_events(&tx, run_id, rows)?;
+    if let Some(spent) = spent {
+        add_spent(&tx, run_id, spent)
+            .map_err(|e| StoreError::sqlite(&context("add its usage to the run"), e))?;
+    }
     tx.commit()
         .map_err(|e| StoreError::sqlite(&context("commit"), e))?;
     Ok(last)
+}
+
+/// Adds `spent` to the totals of a running run. A run in any other state is
+/// left alone: its final totals are the engine's own.
+fn add_spent(conn: &Connection, run_id: &str, spent: Spent) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE runs SET input_tokens = COALESCE(input_tokens + ?2, input_tokens, ?2),
+                         output_tokens = COALESCE(output_tokens + ?3, output_tokens, ?3),
+                         cached_input_tokens =
+                             COALESCE(cached_input_tokens + ?4, cached_input_tokens, ?4),
+                         cost_usd = COALESCE(cost_usd + ?5, cost_usd, ?5)
+         WHERE id = ?1 AND state = 'running'",
+    )?
+    .execute(params![
+        run_id,
+        tokens_to_sql(spent.usage.input_tokens),
+        tokens_to_sql(spent.usage.output_tokens),
+        tokens_to_sql(spent.usage.cached_input_tokens),
+        spent.cost_usd
+    ])
+    .map(|_| ())
 }
 
 /// Inserts `rows` after the run's last stored event, inside a transaction

@@ -280,6 +280,92 @@ async fn appends_return_seqs_and_events_after_a_seq_can_be_read() {
     store.close().unwrap();
 }
 
+fn usage_event(input: u64, output: u64, cost_usd: Option<f64>) -> RunEvent {
+    RunEvent::Usage {
+        iteration: 1,
+        usage: Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            cached_input_tokens: None,
+        },
+        cost_usd,
+    }
+}
+
+#[tokio::test]
+async fn a_running_run_carries_what_its_stored_usage_events_spent() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let (run, queued) = (
+        new_run("a"),
+        NewRun {
+            state: RunState::Queued,
+            ..new_run("a")
+        },
+    );
+    store.claim_run(run.clone()).await.unwrap();
+    store.claim_run(queued.clone()).await.unwrap();
+    let id = run.id.as_str();
+    let read = |id: &str| {
+        let (store, id) = (store.clone(), id.to_owned());
+        async move { store.get_run(&id).await.unwrap().unwrap() }
+    };
+    // Nothing spent yet: unknown, not zero.
+    store.append_events(id, vec![text("a")]).await.unwrap();
+    let row = read(id).await;
+    assert_eq!((row.usage, row.cost_usd), (Usage::default(), None));
+
+    // Two model calls in one batch, a third in another; one of unknown cost.
+    store
+        .append_events(
+            id,
+            vec![
+                usage_event(10, 5, Some(0.25)),
+                text("b"),
+                usage_event(20, 1, None),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .append_events(id, vec![usage_event(1, 1, Some(0.5))])
+        .await
+        .unwrap();
+    let row = read(id).await;
+    assert_eq!(row.usage.input_tokens, Some(31));
+    assert_eq!(row.usage.output_tokens, Some(7));
+    assert_eq!(row.usage.cached_input_tokens, None);
+    assert_eq!(row.cost_usd, Some(0.75));
+    let since = Utc::now() - chrono::Duration::hours(1);
+    assert_eq!(store.cost_since("a", since, "other").await.unwrap(), 0.75);
+    assert_eq!(store.cost_since("a", since, id).await.unwrap(), 0.0);
+
+    // The final totals are the engine's own, and a finished run's row is
+    // no longer added to.
+    let end = RunEnd {
+        usage: Usage {
+            input_tokens: Some(31),
+            output_tokens: Some(7),
+            cached_input_tokens: None,
+        },
+        cost_usd: Some(0.75),
+        ..RunEnd::new(RunState::Succeeded, None)
+    };
+    store.finish_run_as(id, vec![], end).await.unwrap();
+    store
+        .append_events(id, vec![usage_event(100, 100, Some(9.0))])
+        .await
+        .unwrap();
+    assert_eq!(read(id).await.cost_usd, Some(0.75));
+    // A queued run is not added to either.
+    store
+        .append_events(&queued.id, vec![usage_event(1, 1, Some(1.0))])
+        .await
+        .unwrap();
+    assert_eq!(read(&queued.id).await.cost_usd, None);
+    store.close().unwrap();
+}
+
 #[tokio::test]
 async fn reads_do_not_wait_for_a_long_write() {
     let (_dir, path) = db();
