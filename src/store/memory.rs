@@ -235,6 +235,21 @@ fn created(memory: &Memory) -> Result<DateTime<Utc>, StoreError> {
     })
 }
 
+/// True when a recall of `query` in `namespace` cannot find anything (no
+/// memories there, no term in the query, or a limit of 0). Only reads, so
+/// it can run on the reader thread and spare the writer a job.
+fn nothing_to_recall(
+    conn: &Connection,
+    namespace: &str,
+    query: &str,
+    limit: usize,
+) -> Result<bool, StoreError> {
+    if limit == 0 || score::term_counts(query).is_empty() {
+        return Ok(true);
+    }
+    Ok(self::namespace(conn, namespace)?.is_none_or(|ns| ns.entries == 0))
+}
+
 fn recall(
     conn: &mut Connection,
     namespace: &str,

@@ -415,6 +415,11 @@ async fn reads_do_not_wait_for_a_long_write() {
         assert_eq!(store.run_events(&run.id).await.unwrap(), vec![]);
         assert_eq!(store.consecutive_failures("a").await.unwrap(), 0);
         assert_eq!(store.last_run("a").await.unwrap().unwrap().id, run.id);
+        let day = Utc::now() - chrono::Duration::days(1);
+        assert_eq!(store.cost_since("a", day, "").await.unwrap(), 0.0);
+        // A recall with nothing to find (no memories in the namespace).
+        let recalled = store.memory_recall("empty", "what was decided", 5, 0.05, Utc::now());
+        assert_eq!(recalled.await.unwrap(), vec![]);
         let blocking = store.clone();
         let id = run.id.clone();
         tokio::task::spawn_blocking(move || blocking.get_run_blocking(&id))

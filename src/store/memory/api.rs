@@ -6,13 +6,15 @@
 use chrono::{DateTime, Utc};
 
 use super::write::{count, delete, import, list, save};
-use super::{load, recall};
+use super::{load, nothing_to_recall, recall};
 use crate::memory::{Memory, NewMemory, Recalled, Saved};
 use crate::store::{Store, StoreError};
 
 impl Store {
     /// The `limit` best memories of `namespace` for `query` scoring at least
     /// `min_score`, best first; bumps the access count of each returned one.
+    /// Whether there is anything to find is asked on the reader thread
+    /// first, so a run of an agent without memories costs the writer nothing.
     pub async fn memory_recall(
         &self,
         namespace: &str,
@@ -22,6 +24,14 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Vec<Recalled>, StoreError> {
         let (ns, q) = (namespace.to_owned(), query.to_owned());
+        let nothing = {
+            let (ns, q) = (ns.clone(), q.clone());
+            self.read(move |c| nothing_to_recall(c, &ns, &q, limit))
+                .await?
+        };
+        if nothing {
+            return Ok(Vec::new());
+        }
         self.call(move |c| recall(c, &ns, &q, limit, min_score, now))
             .await
     }
