@@ -4,7 +4,8 @@
 //!
 //! Tools: `echo {text}`, `add {a, b}`, `fail {message}` (an is_error
 //! result), `sleep {seconds}`, `image` (a 1x1 PNG), `crash` (exits with
-//! code 3 at once), `pid` (the server's process id).
+//! code 3 at once), `pid` (the server's process id), `hide {name}` (stops
+//! offering tool `name` and sends `notifications/tools/list_changed`).
 //!
 //! Flags: `--http ADDR`, `--require-header "Name: value"` (HTTP: answer 401
 //! without it), `--grandchild PIDFILE` (spawn `sleep 1000` and write its pid),
@@ -13,15 +14,24 @@
 //! (if PATH exists at startup, the tools it names, one a line, are not
 //! offered: lets a test see a tool vanish across a restart).
 
+use std::collections::HashSet;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
-use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt, schemars, tool, tool_handler};
+use rmcp::{
+    ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt, schemars, tool,
+    tool_handler,
+};
 use rmcp::{tool_router, transport::stdio};
 
 /// A 1x1 PNG (70 bytes).
@@ -53,9 +63,17 @@ struct SleepArgs {
     seconds: f64,
 }
 
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct HideArgs {
+    /// The tool to stop offering.
+    name: String,
+}
+
 #[derive(Clone)]
 struct TestServer {
     tool_router: ToolRouter<Self>,
+    /// Tools hidden at run time by `hide`.
+    hidden: Arc<Mutex<HashSet<String>>>,
 }
 
 #[tool_router]
@@ -65,7 +83,10 @@ impl TestServer {
         for name in hidden {
             tool_router.remove_route(name);
         }
-        TestServer { tool_router }
+        TestServer {
+            tool_router,
+            hidden: Arc::default(),
+        }
     }
 
     #[tool(description = "Send the text back")]
@@ -110,12 +131,44 @@ impl TestServer {
     fn pid(&self) -> String {
         std::process::id().to_string()
     }
+
+    #[tool(description = "Stop offering a tool, and tell the client its tool list changed")]
+    async fn hide(&self, Parameters(args): Parameters<HideArgs>, peer: Peer<RoleServer>) -> String {
+        self.hidden
+            .lock()
+            .expect("hidden tools")
+            .insert(args.name.clone());
+        match peer.notify_tool_list_changed().await {
+            Ok(()) => format!("hid {}", args.name),
+            Err(e) => format!("hid {}, but the notification failed: {e}", args.name),
+        }
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let hidden = self.hidden.lock().expect("hidden tools").clone();
+        let tools = self
+            .tool_router
+            .list_all()
+            .into_iter()
+            .filter(|t| !hidden.contains(t.name.as_ref()))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
     }
 }
 

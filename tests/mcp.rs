@@ -131,7 +131,7 @@ async fn stdio_server_lists_and_calls_tools() {
     assert_eq!(
         names,
         [
-            "t_add", "t_crash", "t_echo", "t_fail", "t_image", "t_pid", "t_sleep"
+            "t_add", "t_crash", "t_echo", "t_fail", "t_hide", "t_image", "t_pid", "t_sleep"
         ]
     );
     let add = tool(&manager, "t_add");
@@ -185,6 +185,55 @@ async fn stdio_server_lists_and_calls_tools() {
         other => panic!("expected a failure after shutdown, got {other:?}"),
     }
     manager.shutdown().await; // idempotent
+}
+
+fn tool_names(manager: &McpManager) -> Vec<String> {
+    manager
+        .tools()
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_says_its_tools_changed_is_listed_again() {
+    let changes = Arc::new(tokio::sync::Notify::new());
+    let manager = McpManager::start_watched(vec![stdio("t", &[])], changes.clone()).await;
+    assert!(tool_names(&manager).contains(&"t_echo".to_string()));
+    // Connecting was a change: take that notice first.
+    tokio::time::timeout(Duration::from_secs(5), changes.notified())
+        .await
+        .expect("the connection was notified");
+
+    // `hide` drops `echo` from the server's list and sends
+    // notifications/tools/list_changed.
+    assert_eq!(
+        call(&manager, "t_hide", json!({"name": "echo"})).await,
+        Ok("hid echo".into())
+    );
+    tokio::time::timeout(Duration::from_secs(10), changes.notified())
+        .await
+        .expect("the new tool list was notified");
+    wait_until(Duration::from_secs(10), "echo to go", || {
+        !tool_names(&manager).contains(&"t_echo".to_string())
+    })
+    .await;
+    let names = tool_names(&manager);
+    assert!(names.contains(&"t_add".to_string()), "{names:?}");
+    assert!(
+        !status(&manager, "t")
+            .tools
+            .iter()
+            .any(|(n, _)| n == "t_echo"),
+        "the status lists the new tools too"
+    );
+    // The same session goes on: no reconnect for a new list.
+    assert_eq!(status(&manager, "t").state, ServerState::Connected);
+    assert_eq!(
+        call(&manager, "t_add", json!({"a": 1, "b": 1})).await,
+        Ok("2".into())
+    );
+    manager.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,7 +417,7 @@ async fn colliding_tool_names_are_left_out_and_reported() {
         .map(|t| t.spec().name.clone())
         .collect();
     assert!(names.iter().all(|n| n.starts_with("ok_")), "{names:?}");
-    assert_eq!(names.len(), 7);
+    assert_eq!(names.len(), 8);
     let conflicts = manager.conflicts();
     assert_eq!(conflicts.len(), 1, "{conflicts:?}");
     assert!(conflicts[0].starts_with(&format!("MCP tool name `{long}` is claimed by tool `")));

@@ -259,6 +259,85 @@ async fn only_changed_mcp_servers_reconnect() {
     daemon.stop().await.unwrap();
 }
 
+/// The tools a run of agent `a` gets now, as the API lists them.
+async fn agent_tools(daemon: &InProc) -> Vec<String> {
+    let (status, body) = get(daemon, "/v1/agents/a").await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_value(body["tools"].clone()).expect("a list of tool names")
+}
+
+/// The state `/healthz` shows for MCP server `t`.
+async fn health_state(daemon: &InProc) -> String {
+    let (_, body) = get(daemon, "/healthz").await;
+    body["mcp_servers"][0]["state"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tool_list_changes_and_server_states_are_followed_without_a_file_change() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [\"t_*\"]\n");
+    let root = dir.path();
+    // Started through a script the test removes later, so a restart fails.
+    let script = root.join("start-t.sh");
+    write(
+        root,
+        "start-t.sh",
+        &format!(
+            "#!/bin/sh\nexec '{}'\n",
+            support::mcp_test_server().display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mcp = serde_json::json!({ "mcpServers": { "t": { "command": script } } });
+    write(root, "mcp.json", &mcp.to_string());
+    // No file watcher: what follows comes from the server alone.
+    let daemon = start(root, Start::default()).await;
+    assert!(agent_tools(&daemon).await.contains(&"t_echo".to_string()));
+    assert_eq!(health_state(&daemon).await, "connected");
+
+    // A run's model has the server hide `echo`; the server tells aurad.
+    mock.push(Reply::tool_call("h", "t_hide", r#"{"name": "echo"}"#));
+    mock.push(Reply::Text("hidden".into()));
+    let client = reqwest::Client::new();
+    start_run(&client, &daemon, "hide echo").await;
+    mock.wait_for_requests(2, WAIT).await;
+    assert_eq!(
+        mock.requests()[1].messages().last().unwrap()["content"],
+        "hid echo"
+    );
+    eventually("t_echo to go", WAIT, || async {
+        (!agent_tools(&daemon).await.contains(&"t_echo".to_string())).then_some(())
+    })
+    .await;
+
+    // The next run's model is offered the new list.
+    mock.push(Reply::Text("ok".into()));
+    start_run(&client, &daemon, "what can you use?").await;
+    let sent = mock.wait_for_requests(3, WAIT).await;
+    let offered: Vec<&str> = sent[2].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"t_add"), "{offered:?}");
+    assert!(!offered.contains(&"t_echo"), "{offered:?}");
+
+    // The server crashes and cannot be started again: health says so.
+    std::fs::remove_file(&script).unwrap();
+    mock.push(Reply::tool_call("c", "t_crash", "{}"));
+    mock.push(Reply::Text("it crashed".into()));
+    start_run(&client, &daemon, "crash").await;
+    eventually("/healthz to show the server down", WAIT, || async {
+        (health_state(&daemon).await == "restarting").then_some(())
+    })
+    .await;
+    daemon.stop().await.unwrap();
+}
+
 /// Starts a run of `a` through the API; the run as answered.
 async fn start_run(client: &reqwest::Client, daemon: &InProc, input: &str) -> Value {
     client

@@ -75,6 +75,11 @@ pub struct AgentInfo {
     pub consecutive_failures: u32,
     /// Scheduled fires before this instant are skipped (failure backoff).
     pub backoff_until: Option<DateTime<Utc>>,
+    /// The tools a run of the agent gets now: those of its `tools` list
+    /// among the built-in ones, the plugins and the connected MCP servers'.
+    /// Only the daemon knows them (it holds the MCP connections).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 impl AgentInfo {
@@ -111,6 +116,7 @@ impl AgentInfo {
             last_run,
             consecutive_failures,
             backoff_until: backoff_until.filter(|until| *until > now),
+            tools: None,
         }
     }
 }
@@ -185,7 +191,7 @@ impl Daemon {
         let snapshot = self.snapshot();
         let mut agents = Vec::new();
         for agent in snapshot.project.agents.values() {
-            agents.push(self.describe(agent).await?);
+            agents.push(self.describe(&snapshot, agent).await?);
         }
         Ok(agents)
     }
@@ -193,21 +199,29 @@ impl Daemon {
     pub async fn agent(&self, name: &str) -> Result<Option<AgentInfo>, StoreError> {
         let snapshot = self.snapshot();
         match snapshot.project.agents.get(name) {
-            Some(agent) => Ok(Some(self.describe(agent).await?)),
+            Some(agent) => Ok(Some(self.describe(&snapshot, agent).await?)),
             None => Ok(None),
         }
     }
 
-    async fn describe(&self, agent: &crate::config::Agent) -> Result<AgentInfo, StoreError> {
+    async fn describe(
+        &self,
+        snapshot: &Snapshot,
+        agent: &crate::config::Agent,
+    ) -> Result<AgentInfo, StoreError> {
         let now = self.clock.now();
         let health = self.supervisor.health(&agent.name);
-        Ok(AgentInfo::new(
-            agent,
-            now,
-            self.store.last_run(&agent.name).await?,
-            health.consecutive_failures,
-            health.backoff_until(),
-        ))
+        let tools = snapshot.tools.select(&agent.tools).specs();
+        Ok(AgentInfo {
+            tools: Some(tools.into_iter().map(|t| t.name).collect()),
+            ..AgentInfo::new(
+                agent,
+                now,
+                self.store.last_run(&agent.name).await?,
+                health.consecutive_failures,
+                health.backoff_until(),
+            )
+        })
     }
 
     /// Starts a run of `agent` now; returns it as stored (`queued`).

@@ -1,7 +1,10 @@
 //! Loading a whole snapshot of the project for the daemon, first at start
 //! and then on every change: read and validate every file, connect the MCP
 //! servers the agents can reach (reusing the connection of every server
-//! whose configuration did not change), and report what changed.
+//! whose configuration did not change), and report what changed. It also
+//! tells when a connected server's tools differ from those the current
+//! snapshot offers (a server that came up late, or changed its tool list),
+//! which calls for a new snapshot too.
 //!
 //! A load with errors changes nothing: the caller keeps the old snapshot
 //! and the servers it uses stay connected.
@@ -14,6 +17,7 @@ use crate::config::mcp::McpServerConfig;
 use crate::config::{self, Diagnostic, Settings};
 use crate::mcp::McpManager;
 use crate::registry::{self, Snapshot};
+use crate::types::ToolSpec;
 
 use super::supervisor::Env;
 
@@ -29,6 +33,10 @@ pub struct Reloader {
     env: Env,
     /// Connected servers by name, with the configuration they run.
     servers: HashMap<String, (McpServerConfig, McpManager)>,
+    /// Notified when a server's state or tools change.
+    changes: Arc<tokio::sync::Notify>,
+    /// The servers' tools as the current snapshot took them.
+    loaded_tools: Vec<(String, ToolSpec)>,
 }
 
 impl Reloader {
@@ -37,7 +45,22 @@ impl Reloader {
             root,
             env,
             servers: HashMap::new(),
+            changes: Arc::new(tokio::sync::Notify::new()),
+            loaded_tools: Vec::new(),
         }
+    }
+
+    /// Notified whenever an MCP server's state or tool list changes: then
+    /// [`Reloader::server_states`] and [`Reloader::mcp_tools_changed`] may
+    /// tell something new.
+    pub fn changes(&self) -> Arc<tokio::sync::Notify> {
+        self.changes.clone()
+    }
+
+    /// Whether the connected servers now offer other tools than the
+    /// current snapshot took from them.
+    pub fn mcp_tools_changed(&self) -> bool {
+        tools_of(self.servers.values().map(|(_, m)| m)) != self.loaded_tools
     }
 
     /// Loads the project. `Err` holds every diagnostic when any is an
@@ -78,12 +101,14 @@ impl Reloader {
                 Some((old, manager)) if old == config => managers.push(manager.clone()),
                 _ => {
                     tracing::info!(server = %name, "connecting MCP server");
-                    let manager = McpManager::start(vec![config.clone()]).await;
+                    let manager =
+                        McpManager::start_watched(vec![config.clone()], self.changes.clone()).await;
                     started.push((name.clone(), config.clone(), manager.clone()));
                     managers.push(manager);
                 }
             }
         }
+        let loaded_tools = tools_of(managers.iter());
         for manager in &managers {
             for conflict in manager.conflicts() {
                 diagnostics.push(Diagnostic::error(
@@ -133,6 +158,7 @@ impl Reloader {
         for old in replaced {
             old.shutdown().await;
         }
+        self.loaded_tools = loaded_tools;
         Ok(Loaded {
             snapshot: Arc::new(snapshot),
             warnings: diagnostics,
@@ -157,6 +183,16 @@ impl Reloader {
             manager.shutdown().await;
         }
     }
+}
+
+/// Every tool of `managers`' servers, by name: what a snapshot takes.
+fn tools_of<'a>(managers: impl Iterator<Item = &'a McpManager>) -> Vec<(String, ToolSpec)> {
+    let mut tools: Vec<(String, ToolSpec)> = managers
+        .flat_map(McpManager::status)
+        .flat_map(|status| status.tools)
+        .collect();
+    tools.sort_by(|a, b| a.0.cmp(&b.0));
+    tools
 }
 
 pub fn state_word(state: &crate::mcp::ServerState) -> &'static str {

@@ -226,52 +226,73 @@ pub async fn serve(
     }
 }
 
-/// Follows file changes: loads a new snapshot on each, swaps it in if it
-/// has no errors. Returns the reloader (for shutdown) when stopped.
+/// Follows file changes and MCP servers: loads a new snapshot on each file
+/// change and whenever a server's tools differ from the snapshot's, and
+/// swaps it in if it has no errors; keeps the servers' states (health,
+/// metrics) current. Returns the reloader (for shutdown) when stopped.
 async fn reload_loop(
     daemon: Arc<Daemon>,
     mut reloader: Reloader,
-    watcher: Option<Watcher>,
+    mut watcher: Option<Watcher>,
     stop: CancellationToken,
 ) -> Reloader {
-    let Some(mut watcher) = watcher else {
-        stop.cancelled().await;
-        return reloader;
-    };
+    let mcp_changes = reloader.changes();
     loop {
-        let changed = tokio::select! {
-            changed = watcher.changed() => changed,
-            _ = stop.cancelled() => return reloader,
+        let files = async {
+            match watcher.as_mut() {
+                Some(w) => w.changed().await,
+                None => std::future::pending().await,
+            }
         };
-        let Some(paths) = changed else {
-            tracing::error!("the file watcher stopped; hot reload is off until restart");
-            stop.cancelled().await;
-            return reloader;
-        };
-        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        tracing::info!(changed = %shown.join(", "), "project changed; reloading");
-        match reloader.load().await {
-            Ok(loaded) => {
-                let old = daemon.snapshot();
-                log_diagnostics(&loaded.warnings);
-                for change in describe_changes(&old, &loaded.snapshot) {
-                    tracing::info!("{change}");
+        tokio::select! {
+            changed = files => match changed {
+                Some(paths) => {
+                    let shown: Vec<String> =
+                        paths.iter().map(|p| p.display().to_string()).collect();
+                    tracing::info!(changed = %shown.join(", "), "project changed; reloading");
                 }
-                daemon
-                    .supervisor
-                    .set_limit(loaded.snapshot.project.settings.max_concurrent_runs);
-                daemon.snapshot.send_replace(loaded.snapshot);
-                daemon.metrics.reload(true);
+                None => {
+                    tracing::error!("the file watcher stopped; hot reload is off until restart");
+                    watcher = None;
+                    continue;
+                }
+            },
+            () = mcp_changes.notified() => {
                 daemon.set_mcp_states(reloader.server_states());
-                tracing::info!("reloaded");
+                if !reloader.mcp_tools_changed() {
+                    continue;
+                }
+                tracing::info!("an MCP server's tools changed; reloading");
             }
-            Err(diagnostics) => {
-                log_diagnostics(&diagnostics);
-                daemon.metrics.reload(false);
-                tracing::error!(
-                    "reload rejected: the project has errors (above); the previous version keeps running"
-                );
+            () = stop.cancelled() => return reloader,
+        }
+        reload(&daemon, &mut reloader).await;
+    }
+}
+
+/// Loads a new snapshot and swaps it in, or logs why the old one stays.
+async fn reload(daemon: &Daemon, reloader: &mut Reloader) {
+    match reloader.load().await {
+        Ok(loaded) => {
+            let old = daemon.snapshot();
+            log_diagnostics(&loaded.warnings);
+            for change in describe_changes(&old, &loaded.snapshot) {
+                tracing::info!("{change}");
             }
+            daemon
+                .supervisor
+                .set_limit(loaded.snapshot.project.settings.max_concurrent_runs);
+            daemon.snapshot.send_replace(loaded.snapshot);
+            daemon.metrics.reload(true);
+            daemon.set_mcp_states(reloader.server_states());
+            tracing::info!("reloaded");
+        }
+        Err(diagnostics) => {
+            log_diagnostics(&diagnostics);
+            daemon.metrics.reload(false);
+            tracing::error!(
+                "reload rejected: the project has errors (above); the previous version keeps running"
+            );
         }
     }
 }

@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -77,12 +78,20 @@ impl McpManager {
     /// has failed (its startup timeout bounds it). Never fails as a whole:
     /// a server that failed is retried in the background.
     pub async fn start(servers: Vec<McpServerConfig>) -> McpManager {
+        McpManager::start_watched(servers, Arc::new(Notify::new())).await
+    }
+
+    /// [`McpManager::start`], with `changes` notified whenever a server's
+    /// state or tool list changes (including a server's own
+    /// `tools/list_changed`), so the caller can read [`McpManager::status`]
+    /// and [`McpManager::tools`] again.
+    pub async fn start_watched(servers: Vec<McpServerConfig>, changes: Arc<Notify>) -> McpManager {
         let stop = CancellationToken::new();
         let mut shared = Vec::new();
         let mut tasks = Vec::new();
         let mut started = Vec::new();
         for config in servers {
-            let (server, renew_rx) = Server::new(config);
+            let (server, renew_rx) = Server::new(config, changes.clone());
             let (tx, rx) = tokio::sync::oneshot::channel();
             tasks.push(tokio::spawn(supervise::supervise(
                 server.clone(),

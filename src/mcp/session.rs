@@ -1,8 +1,9 @@
 //! One live connection to one MCP server: spawning a stdio server in its own
 //! process group (stderr forwarded to `tracing`), or opening a streamable
 //! HTTP session; the MCP handshake and tool listing under the startup
-//! timeout; noticing when the server goes away; closing it so that nothing
-//! is left behind. Failure reasons are written for the user.
+//! timeout; passing on the server's `tools/list_changed` notifications;
+//! noticing when the server goes away; closing it so that nothing is left
+//! behind. Failure reasons are written for the user.
 
 use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
@@ -12,12 +13,15 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
-use rmcp::service::{QuitReason, RunningService, RunningServiceCancellationToken};
+use rmcp::service::{
+    NotificationContext, QuitReason, RunningService, RunningServiceCancellationToken,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{Peer, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::errors::{describe_init_error, describe_service_error};
@@ -36,6 +40,9 @@ pub(crate) struct Session {
     pub protocol_version: Option<String>,
     pub server_info: Option<String>,
     pub tools: Vec<Tool>,
+    /// A message for each `notifications/tools/list_changed` of the server
+    /// (taken by whoever watches the session).
+    pub tools_changed: Option<mpsc::UnboundedReceiver<()>>,
     cancel: Option<RunningServiceCancellationToken>,
     /// Resolves when the service loop ends (transport closed).
     done: Option<BoxFuture<'static, Result<QuitReason, tokio::task::JoinError>>>,
@@ -50,11 +57,34 @@ struct ChildProc {
     stderr_task: Option<tokio::task::JoinHandle<()>>,
 }
 
-fn client_info() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("aurad", env!("CARGO_PKG_VERSION")),
-    )
+/// aurad's side of a session: introduces itself, and passes on the
+/// server's notices that its tool list changed.
+struct Client {
+    tools_changed: mpsc::UnboundedSender<()>,
+}
+
+impl Client {
+    fn new() -> (Client, mpsc::UnboundedReceiver<()>) {
+        let (tools_changed, rx) = mpsc::unbounded_channel();
+        (Client { tools_changed }, rx)
+    }
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("aurad", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let _ = self.tools_changed.send(());
+        std::future::ready(())
+    }
 }
 
 /// Connects to the server; bounded by its startup timeout. `pgid_slot`
@@ -114,10 +144,11 @@ pub(crate) async fn connect(
                 .custom_headers(custom)
                 .reinit_on_expired_session(false);
             let transport = StreamableHttpClientTransport::with_client(client, transport_config);
-            match timeout_at(deadline, client_info().serve(transport)).await {
+            let (client, changes) = Client::new();
+            match timeout_at(deadline, client.serve(transport)).await {
                 Err(_) => Err(handshake_timeout(config)),
                 Ok(Err(e)) => Err(describe_init_error(&e, url)),
-                Ok(Ok(running)) => finish(config, running, None, deadline).await,
+                Ok(Ok(running)) => finish(config, running, changes, None, deadline).await,
             }
         }
     }
@@ -166,12 +197,15 @@ async fn connect_stdio(
         proc.kill(pgid_slot).await;
         return Err("cannot open the server's stdin/stdout".into());
     };
+    let (client, changes) = Client::new();
     let handshake = tokio::select! {
-        r = timeout_at(deadline, client_info().serve((stdout, stdin))) => Some(r),
+        r = timeout_at(deadline, client.serve((stdout, stdin))) => Some(r),
         _ = proc.child.wait() => None,
     };
     let (failure, wait) = match handshake {
-        Some(Ok(Ok(running))) => return finish(config, running, Some(proc), deadline).await,
+        Some(Ok(Ok(running))) => {
+            return finish(config, running, changes, Some(proc), deadline).await;
+        }
         Some(Err(_)) => (handshake_timeout(config), Duration::ZERO),
         Some(Ok(Err(e))) => (
             format!("the MCP handshake failed: {}", describe_init_error(&e, "")),
@@ -188,10 +222,30 @@ async fn connect_stdio(
     })
 }
 
+/// Asks a connected server for its tools again (after it said they
+/// changed), bounded by `bound`.
+pub(crate) async fn list_tools(
+    peer: &Peer<RoleClient>,
+    bound: Duration,
+) -> Result<Vec<Tool>, String> {
+    match timeout(bound, peer.list_all_tools()).await {
+        Ok(Ok(tools)) => Ok(tools),
+        Ok(Err(e)) => Err(format!(
+            "listing its tools failed: {}",
+            describe_service_error(&e)
+        )),
+        Err(_) => Err(format!(
+            "did not list its tools within {}",
+            format_duration(bound)
+        )),
+    }
+}
+
 /// Lists the tools of a freshly initialised service.
 async fn finish(
     config: &McpServerConfig,
-    running: RunningService<RoleClient, ClientConfig>,
+    running: RunningService<RoleClient, Client>,
+    tools_changed: mpsc::UnboundedReceiver<()>,
     mut child: Option<ChildProc>,
     deadline: Instant,
 ) -> Result<Session, String> {
@@ -234,6 +288,7 @@ async fn finish(
         protocol_version,
         server_info,
         tools,
+        tools_changed: Some(tools_changed),
         cancel,
         done: Some(done),
         child,

@@ -2,7 +2,10 @@
 //! and reconnects with exponential backoff when the server exits, its
 //! transport closes, or it failed to start. The server's live state (phase,
 //! session, tools) is published through a `watch` channel that tools read
-//! at call time, so calls made while a server is down fail at once.
+//! at call time, so calls made while a server is down fail at once; each
+//! change is also signalled on the manager's `changes`, so the daemon can
+//! follow states and tool lists. A server that says its tools changed is
+//! asked for them again.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicI32;
@@ -10,7 +13,7 @@ use std::time::Duration;
 
 use rmcp::model::Tool;
 use rmcp::{Peer, RoleClient};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +58,8 @@ pub(crate) struct Server {
     pub pgid: Arc<AtomicI32>,
     /// Asks the supervisor for a new session to replace `generation`.
     renew_tx: mpsc::UnboundedSender<u64>,
+    /// Told of every change to `live`.
+    changes: Arc<Notify>,
 }
 
 impl Server {
@@ -66,7 +71,10 @@ impl Server {
         )
     }
 
-    pub fn new(config: McpServerConfig) -> (Arc<Server>, mpsc::UnboundedReceiver<u64>) {
+    pub fn new(
+        config: McpServerConfig,
+        changes: Arc<Notify>,
+    ) -> (Arc<Server>, mpsc::UnboundedReceiver<u64>) {
         let (renew_tx, renew_rx) = mpsc::unbounded_channel();
         let live = Live {
             state: ServerState::Connecting,
@@ -82,6 +90,7 @@ impl Server {
             live: watch::Sender::new(live),
             pgid: Arc::new(AtomicI32::new(0)),
             renew_tx,
+            changes,
         };
         (Arc::new(server), renew_rx)
     }
@@ -141,6 +150,7 @@ impl Server {
 
     fn publish(&self, f: impl FnOnce(&mut Live)) {
         self.live.send_modify(f);
+        self.changes.notify_one();
     }
 }
 
@@ -183,7 +193,8 @@ pub(crate) async fn supervise(
                     let _ = tx.send(());
                 }
                 let generation = server.live.borrow().generation;
-                let end = watch_session(&mut session, &mut renew_rx, generation, &stop).await;
+                let end =
+                    watch_session(&server, &mut session, &mut renew_rx, generation, &stop).await;
                 server.publish(|live| live.peer = None);
                 session.close(&server.pgid).await;
                 if up_since.elapsed() >= STABLE_AFTER {
@@ -246,12 +257,20 @@ enum End {
 }
 
 async fn watch_session(
+    server: &Server,
     session: &mut Session,
     renew_rx: &mut mpsc::UnboundedReceiver<u64>,
     generation: u64,
     stop: &CancellationToken,
 ) -> End {
+    let mut tools_changed = session.tools_changed.take();
     loop {
+        let noticed = async {
+            match tools_changed.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             reason = session.ended() => return End::Gone(reason),
             () = stop.cancelled() => return End::Stop,
@@ -260,6 +279,33 @@ async fn watch_session(
                 Some(_) => continue,
                 None => return End::Stop,
             },
+            Some(()) = noticed => {}
+        }
+        // Several notices at once need one listing.
+        if let Some(rx) = tools_changed.as_mut() {
+            while rx.try_recv().is_ok() {}
+        }
+        relist(server, &session.peer).await;
+    }
+}
+
+/// Takes the server's tools again after it said they changed. A server
+/// that cannot list them keeps its old list (calls to a tool it dropped
+/// fail with its own error), and the failure is logged.
+async fn relist(server: &Server, peer: &Peer<RoleClient>) {
+    let name = &server.config.name;
+    match session::list_tools(peer, server.config.startup_timeout).await {
+        Ok(tools) => {
+            if server.live.borrow().tools == tools {
+                return;
+            }
+            tracing::info!(target: "aurad::mcp", server = %name, tools = tools.len(),
+                "the server's tool list changed");
+            server.publish(|live| live.tools = tools);
+        }
+        Err(reason) => {
+            tracing::warn!(target: "aurad::mcp", server = %name,
+                "the server said its tools changed, but {reason}; keeping its previous tools");
         }
     }
 }
