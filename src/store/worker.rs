@@ -347,7 +347,8 @@ fn exec(conn: &Connection, statement: &str) -> rusqlite::Result<()> {
 }
 
 /// Gives up a group: rolls back what is left of its transaction, answers
-/// the jobs that ran with `error` (their work is gone) and refuses the rest.
+/// the jobs that ran with `error` (their work is gone) and refuses the rest,
+/// saying they were never tried.
 fn abandon(
     conn: &mut Connection,
     done: Vec<Done>,
@@ -362,7 +363,12 @@ fn abandon(
     for d in done {
         d.finish(Err(error.clone()));
     }
+    let reason = error.to_string();
+    let untried = StoreError::Sqlite(format!(
+        "not written: another write of the same transaction failed first ({}); retry",
+        reason.trim_end_matches("; retry")
+    ));
     for job in current.into().into_iter().chain(rest) {
-        job.refuse(error.clone());
+        job.refuse(untried.clone());
     }
 }

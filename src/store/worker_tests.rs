@@ -180,14 +180,28 @@ async fn a_transaction_lost_mid_group_fails_every_job_of_it_and_the_store_goes_o
         queued(store.call(|conn| conn.execute_batch("ROLLBACK").map_err(sql("rollback")))).await;
     let last = queued(store.claim_run(after.clone())).await;
     gate.open().await;
-    for result in [first.await.map(|_| ()), rogue.await, last.await.map(|_| ())] {
-        match result {
-            Err(StoreError::Sqlite(message)) => {
-                assert!(message.contains("retry"), "{message}")
-            }
+    // The jobs that ran lost their work; the one after was never tried.
+    let results = [first.await.map(|_| ()), rogue.await, last.await.map(|_| ())];
+    let messages: Vec<String> = results
+        .into_iter()
+        .map(|result| match result {
+            Err(StoreError::Sqlite(message)) => message,
             other => panic!("expected a rolled-back write, got {other:?}"),
-        }
+        })
+        .collect();
+    for ran in &messages[..2] {
+        assert!(
+            ran.starts_with("the write was rolled back") && ran.ends_with("; retry"),
+            "{ran}"
+        );
     }
+    assert!(
+        messages[2]
+            .starts_with("not written: another write of the same transaction failed first (")
+            && messages[2].ends_with("in the same transaction); retry"),
+        "{}",
+        messages[2]
+    );
     assert_eq!(store.get_run(&before.id).await, Ok(None));
     assert_eq!(store.get_run(&after.id).await, Ok(None));
     // The next group starts afresh.
