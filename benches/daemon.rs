@@ -13,7 +13,7 @@
 //!    streamed chat completions from a reqwest client; (b) N runs through
 //!    the daemon (`max_concurrent_runs: N`), triggered with N concurrent
 //!    `POST /v1/agents/NAME/runs` and followed until every run is final.
-//!    Twice: with a mock that answers at once (the machine's CPU is the
+//!    Each is the best of 3 bursts. Twice: with a mock that answers at once (the machine's CPU is the
 //!    limit, shared by the mock, the daemon and this client) and with a
 //!    mock that answers after a model's latency (the model is the limit,
 //!    as with a real provider).
@@ -809,14 +809,119 @@ struct Pass<'a> {
     label: String,
 }
 
-/// N runs at once, followed until every one is final.
+/// One burst of N runs through the daemon, followed until every one is
+/// final.
+struct RunBurst {
+    /// Runs per second, first POST to the last run's `finished_at`.
+    throughput: f64,
+    /// The same span, in seconds.
+    wall: f64,
+    /// Until every POST was answered.
+    all_accepted: Duration,
+    /// When each POST was answered, from the first one sent; sorted, in ms.
+    post_latencies: Vec<f64>,
+    peak_running: u64,
+    /// Completions the mocks served during the burst.
+    requests: usize,
+    daemon_cpu: Duration,
+    own_cpu: Duration,
+    post_errors: Vec<String>,
+    not_succeeded: Vec<String>,
+    missing: usize,
+    /// `finished_at - created_at` of each run; sorted, in ms.
+    durations: Vec<f64>,
+}
+
+impl RunBurst {
+    fn errors(&self) -> usize {
+        self.post_errors.len() + self.not_succeeded.len() + self.missing
+    }
+}
+
+/// N runs at once, three times: like the mock-alone reference, the best
+/// burst is the daemon's figure (disturbances on a shared machine only
+/// ever slow a burst down), and the errors of all three count.
 async fn burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>, table: &mut Table) {
+    let mut bursts = Vec::new();
+    for _ in 0..3 {
+        bursts.push(run_burst(pass, daemon, client).await);
+    }
+    let others: Vec<String> = bursts
+        .iter()
+        .map(|b| format!("{:.0}", b.throughput))
+        .collect();
+    let errors: usize = bursts.iter().map(RunBurst::errors).sum();
+    let b = bursts
+        .into_iter()
+        .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
+        .expect("three bursts");
+    let Pass {
+        runs,
+        ref mock,
+        ref label,
+        ..
+    } = *pass;
+    let loaded_ms = ms(mock.loaded_median);
+    let overhead: Vec<f64> = b.durations.iter().map(|d| d - loaded_ms).collect();
+    table.row(
+        &format!("aurad, {label}: {runs} concurrent runs (max_concurrent_runs: {runs}), first POST -> last run final"),
+        "",
+        format!("**{:.0} runs/s** ({:.2} s)", b.throughput, b.wall),
+        format!(
+            "best of 3 bursts ({} runs/s); all {runs} POSTs answered after {:.2} s (POST done p50 {:.0} ms, p99 {:.0} ms); peak {} running seen; {} completions at the mock; daemon CPU {:.2} s ({:.2} ms/run), bench process CPU {:.2} s",
+            others.join(", "),
+            b.all_accepted.as_secs_f64(),
+            percentile(&b.post_latencies, 0.5),
+            percentile(&b.post_latencies, 0.99),
+            b.peak_running,
+            b.requests,
+            b.daemon_cpu.as_secs_f64(),
+            ms(b.daemon_cpu) / runs as f64,
+            b.own_cpu.as_secs_f64()
+        ),
+    );
+    table.row(
+        &format!("aurad throughput / mock-alone throughput ({label})"),
+        ">= 80%",
+        format!("**{:.0}%**", 100.0 * b.throughput / mock.throughput),
+        format!("{:.0} vs {:.0} per second", b.throughput, mock.throughput),
+    );
+    table.row(
+        &format!(
+            "errors, {label}, 3 bursts (non-202 answers + runs not `succeeded` + runs not found)"
+        ),
+        "0",
+        format!("**{errors}**"),
+        format!(
+            "best burst: {} non-202, {} not succeeded, {} missing",
+            b.post_errors.len(),
+            b.not_succeeded.len(),
+            b.missing
+        ),
+    );
+    table.row(
+        &format!("run overhead under load, {label}: (finished_at - created_at) - mock median latency under load"),
+        "",
+        format!(
+            "**{:.0} ms** p50, {:.0} ms p99",
+            percentile(&overhead, 0.5),
+            percentile(&overhead, 0.99)
+        ),
+        format!(
+            "best burst's run durations p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; mock median under load {loaded_ms:.0} ms",
+            percentile(&b.durations, 0.5),
+            percentile(&b.durations, 0.99),
+            b.durations.last().copied().unwrap_or(f64::NAN)
+        ),
+    );
+}
+
+async fn run_burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>) -> RunBurst {
     let Pass {
         runs,
         agent_count,
         mocks,
-        ref mock,
-        ref label,
+        ..
     } = *pass;
     let before = mocks.iter().map(MockLlm::request_count).sum::<usize>();
     let daemon_cpu_before = daemon.cpu_time();
@@ -845,7 +950,6 @@ async fn burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>, 
         }
     }
     let all_accepted = start.elapsed();
-    let post_latencies = sorted(post_latencies);
     // Until nothing is queued or running: the gauges of /metrics (cheap,
     // unlike listing up to N runs every poll).
     let deadline = Instant::now() + DEADLINE;
@@ -897,16 +1001,6 @@ async fn burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>, 
             durations.push(d);
         }
     }
-    let first_post: DateTime<Utc> = first_post.into();
-    let wall = last_finish
-        .map(|t| (t - first_post).num_microseconds().unwrap_or(0) as f64 / 1_000_000.0)
-        .unwrap_or(f64::NAN);
-    let throughput = runs as f64 / wall;
-    let requests = mocks.iter().map(MockLlm::request_count).sum::<usize>() - before;
-    let errors = post_errors.len() + not_succeeded.len() + missing;
-    let durations = sorted(durations);
-    let loaded_ms = ms(mock.loaded_median);
-    let overhead: Vec<f64> = durations.iter().map(|d| d - loaded_ms).collect();
     for e in post_errors
         .iter()
         .take(3)
@@ -914,49 +1008,22 @@ async fn burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>, 
     {
         eprintln!("error: {e}");
     }
-    table.row(
-        &format!("aurad, {label}: {runs} concurrent runs (max_concurrent_runs: {runs}), first POST -> last run final"),
-        "",
-        format!("**{throughput:.0} runs/s** ({:.2} s)", wall),
-        format!(
-            "all {runs} POSTs answered after {:.2} s (POST done p50 {:.0} ms, p99 {:.0} ms); peak {peak_running} running seen; {requests} completions at the mock; daemon CPU {:.2} s ({:.2} ms/run), bench process CPU {:.2} s",
-            all_accepted.as_secs_f64(),
-            percentile(&post_latencies, 0.5),
-            percentile(&post_latencies, 0.99),
-            daemon_cpu.as_secs_f64(),
-            ms(daemon_cpu) / runs as f64,
-            own_cpu.as_secs_f64()
-        ),
-    );
-    table.row(
-        &format!("aurad throughput / mock-alone throughput ({label})"),
-        ">= 80%",
-        format!("**{:.0}%**", 100.0 * throughput / mock.throughput),
-        format!("{throughput:.0} vs {:.0} per second", mock.throughput),
-    );
-    table.row(
-        &format!("errors, {label} (non-202 answers + runs not `succeeded` + runs not found)"),
-        "0",
-        format!("**{errors}**"),
-        format!(
-            "{} non-202, {} not succeeded, {missing} missing",
-            post_errors.len(),
-            not_succeeded.len()
-        ),
-    );
-    table.row(
-        &format!("run overhead under load, {label}: (finished_at - created_at) - mock median latency under load"),
-        "",
-        format!(
-            "**{:.0} ms** p50, {:.0} ms p99",
-            percentile(&overhead, 0.5),
-            percentile(&overhead, 0.99)
-        ),
-        format!(
-            "run durations p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; mock median under load {loaded_ms:.0} ms",
-            percentile(&durations, 0.5),
-            percentile(&durations, 0.99),
-            durations.last().copied().unwrap_or(f64::NAN)
-        ),
-    );
+    let first_post: DateTime<Utc> = first_post.into();
+    let wall = last_finish
+        .map(|t| (t - first_post).num_microseconds().unwrap_or(0) as f64 / 1_000_000.0)
+        .unwrap_or(f64::NAN);
+    RunBurst {
+        throughput: runs as f64 / wall,
+        wall,
+        all_accepted,
+        post_latencies: sorted(post_latencies),
+        peak_running,
+        requests: mocks.iter().map(MockLlm::request_count).sum::<usize>() - before,
+        daemon_cpu,
+        own_cpu,
+        post_errors,
+        not_succeeded,
+        missing,
+        durations: sorted(durations),
+    }
 }
