@@ -790,7 +790,7 @@ async fn solo_runs(
         "",
         format!("**{:.1} ms** median", percentile(&solo, 0.5)),
         format!(
-            "p90 {:.1} ms; the mock alone answers in {alone_ms:.2} ms, so aurad adds about {:.1} ms per run (n={}; runs poll-awaited one by one)",
+            "p90 {:.1} ms; the mock alone answers in {alone_ms:.2} ms, so aurad adds about {:.1} ms per run (n={}; runs poll-awaited one by one; run times are stored to the millisecond, so this is +-1 ms)",
             percentile(&solo, 0.9),
             percentile(&solo, 0.5) - alone_ms,
             solo.len()
