@@ -70,7 +70,7 @@ async fn reads_and_their_errors() {
     add_agent(
         &dir,
         "quiet",
-        "model: mock/m\ndescription: no prompt\nsystem: Be brief.\n",
+        "model: mock/m\ndescription: no prompt\nsystem: Be brief.\ntools: [\"c*\"]\nmemory: { tools: true }\n",
     );
     let api = Api::start(dir.path(), &[]).await;
 
@@ -108,6 +108,17 @@ async fn reads_and_their_errors() {
     assert_eq!(agent["model"], "mock/m");
     assert_eq!(agent["webhook"], false);
     assert_eq!(agent["last_run"], Value::Null);
+    // Its allow-list resolved, and the memory tools it gets.
+    assert_eq!(
+        agent["tools"],
+        json!([
+            "calculator",
+            "current_time",
+            "memory_delete",
+            "memory_save",
+            "memory_search"
+        ])
+    );
 
     let (status, error) = api.get_json("/v1/agents/nope").await;
     assert_eq!(status, 404);

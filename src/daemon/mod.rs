@@ -76,7 +76,8 @@ pub struct AgentInfo {
     /// Scheduled fires before this instant are skipped (failure backoff).
     pub backoff_until: Option<DateTime<Utc>>,
     /// The tools a run of the agent gets now: those of its `tools` list
-    /// among the built-in ones, the plugins and the connected MCP servers'.
+    /// among the built-in ones, the plugins and the connected MCP servers',
+    /// and the memory tools with `memory.tools`.
     /// Only the daemon knows them (it holds the MCP connections).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
@@ -211,9 +212,19 @@ impl Daemon {
     ) -> Result<AgentInfo, StoreError> {
         let now = self.clock.now();
         let health = self.supervisor.health(&agent.name);
-        let tools = snapshot.tools.select(&agent.tools).specs();
+        let mut tools: Vec<String> = snapshot
+            .tools
+            .select(&agent.tools)
+            .specs()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        if agent.memory.tools {
+            tools.extend(crate::memory::memory_tool_names());
+            tools.sort();
+        }
         Ok(AgentInfo {
-            tools: Some(tools.into_iter().map(|t| t.name).collect()),
+            tools: Some(tools),
             ..AgentInfo::new(
                 agent,
                 now,

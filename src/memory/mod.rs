@@ -11,7 +11,7 @@ mod tools;
 use serde::{Deserialize, Serialize};
 
 pub use score::{DEFAULT_MIN_SCORE, MERGE_THRESHOLD};
-pub use tools::{memory_tools, memory_tools_with_limit};
+pub use tools::{memory_tool_names, memory_tools, memory_tools_with_limit};
 
 /// How many memories a namespace keeps before cleanup, unless configured.
 pub const DEFAULT_MAX_ENTRIES: usize = 500;

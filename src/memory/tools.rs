@@ -49,6 +49,14 @@ pub fn memory_tools_with_limit(
         .collect()
 }
 
+/// The names of the memory tools an agent with `memory.tools` gets.
+pub fn memory_tool_names() -> Vec<String> {
+    [Kind::Save, Kind::Search, Kind::Delete]
+        .into_iter()
+        .map(|kind| spec(kind).name)
+        .collect()
+}
+
 struct Bound {
     store: Store,
     namespace: String,

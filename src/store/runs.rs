@@ -492,8 +492,10 @@ fn finish(
     let changed = tx
         .prepare_cached(
             "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4, output = ?5,
-                             input_tokens = ?6, output_tokens = ?7,
-                             cached_input_tokens = ?8, cost_usd = ?9, result = ?10
+                             input_tokens = COALESCE(?6, input_tokens),
+                             output_tokens = COALESCE(?7, output_tokens),
+                             cached_input_tokens = COALESCE(?8, cached_input_tokens),
+                             cost_usd = COALESCE(?9, cost_usd), result = ?10
              WHERE id = ?1",
         )
         .and_then(|mut update| {

@@ -363,6 +363,31 @@ async fn a_running_run_carries_what_its_stored_usage_events_spent() {
         .await
         .unwrap();
     assert_eq!(read(&queued.id).await.cost_usd, None);
+
+    // A run finished without totals (`aurad run` stopped at once by a
+    // second Ctrl-C) keeps what its events stored: it still counts.
+    let stopped = new_run("a");
+    store.claim_run(stopped.clone()).await.unwrap();
+    store
+        .append_events(&stopped.id, vec![usage_event(4, 2, Some(0.125))])
+        .await
+        .unwrap();
+    store
+        .finish_run(
+            &stopped.id,
+            RunState::Cancelled,
+            Some("cancelled".into()),
+            None,
+            Usage::default(),
+        )
+        .await
+        .unwrap();
+    let row = read(&stopped.id).await;
+    assert_eq!(row.state, RunState::Cancelled);
+    assert_eq!(
+        (row.usage.input_tokens, row.cost_usd),
+        (Some(4), Some(0.125))
+    );
     store.close().unwrap();
 }
 
