@@ -5,47 +5,13 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use serde_json::Value;
-use support::inproc::{InProc, Start, eventually, start};
+use support::inproc::{
+    InProc, WAIT, eventually, get, hash, start, start_run, wait_hash, watching, write,
+};
 use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
-
-const WAIT: Duration = Duration::from_secs(20);
-
-async fn get(daemon: &InProc, path: &str) -> (u16, Value) {
-    let response = reqwest::get(daemon.url(path)).await.expect("API answers");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-/// The agent's definition hash as the API serves it (`None`: 404).
-async fn hash(daemon: &InProc, agent: &str) -> Option<String> {
-    let (status, body) = get(daemon, &format!("/v1/agents/{agent}")).await;
-    (status == 200).then(|| body["definition_hash"].as_str().unwrap().to_string())
-}
-
-async fn wait_hash(daemon: &InProc, agent: &str, not: Option<&str>) -> Option<String> {
-    eventually(&format!("agent {agent} to change"), WAIT, || async {
-        let now = hash(daemon, agent).await;
-        (now.as_deref() != not).then_some(now)
-    })
-    .await
-}
-
-fn watching() -> Start {
-    Start {
-        watch: true,
-        ..Start::default()
-    }
-}
-
-fn write(root: &Path, file: &str, text: &str) {
-    std::fs::write(root.join(file), text).unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_added_changed_rename_saved_and_deleted_are_picked_up() {
@@ -93,7 +59,10 @@ async fn agents_added_changed_rename_saved_and_deleted_are_picked_up() {
 }
 
 /// Collects the daemon's log lines (the test runs on one thread, so the
-/// daemon's tasks log through this thread's default subscriber).
+/// daemon's tasks log through this thread's default subscriber). Other
+/// tests of this file must not make a daemon log `reload rejected` on
+/// other threads meanwhile: tracing's per-callsite interest cache can then
+/// drop this thread's events (hence `tests/reload_mcp.rs`).
 #[derive(Clone, Default)]
 struct Logs(Arc<Mutex<Vec<u8>>>);
 
@@ -257,96 +226,4 @@ async fn only_changed_mcp_servers_reconnect() {
     })
     .await;
     daemon.stop().await.unwrap();
-}
-
-/// The tools a run of agent `a` gets now, as the API lists them.
-async fn agent_tools(daemon: &InProc) -> Vec<String> {
-    let (status, body) = get(daemon, "/v1/agents/a").await;
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_value(body["tools"].clone()).expect("a list of tool names")
-}
-
-/// The state `/healthz` shows for MCP server `t`.
-async fn health_state(daemon: &InProc) -> String {
-    let (_, body) = get(daemon, "/healthz").await;
-    body["mcp_servers"][0]["state"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_tool_list_changes_and_server_states_are_followed_without_a_file_change() {
-    let mock = MockLlm::start().await;
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [\"t_*\"]\n");
-    let root = dir.path();
-    // Started through a script the test removes later, so a restart fails.
-    let script = root.join("start-t.sh");
-    write(
-        root,
-        "start-t.sh",
-        &format!(
-            "#!/bin/sh\nexec '{}'\n",
-            support::mcp_test_server().display()
-        ),
-    );
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let mcp = serde_json::json!({ "mcpServers": { "t": { "command": script } } });
-    write(root, "mcp.json", &mcp.to_string());
-    // No file watcher: what follows comes from the server alone.
-    let daemon = start(root, Start::default()).await;
-    assert!(agent_tools(&daemon).await.contains(&"t_echo".to_string()));
-    assert_eq!(health_state(&daemon).await, "connected");
-
-    // A run's model has the server hide `echo`; the server tells aurad.
-    mock.push(Reply::tool_call("h", "t_hide", r#"{"name": "echo"}"#));
-    mock.push(Reply::Text("hidden".into()));
-    let client = reqwest::Client::new();
-    start_run(&client, &daemon, "hide echo").await;
-    mock.wait_for_requests(2, WAIT).await;
-    assert_eq!(
-        mock.requests()[1].messages().last().unwrap()["content"],
-        "hid echo"
-    );
-    eventually("t_echo to go", WAIT, || async {
-        (!agent_tools(&daemon).await.contains(&"t_echo".to_string())).then_some(())
-    })
-    .await;
-
-    // The next run's model is offered the new list.
-    mock.push(Reply::Text("ok".into()));
-    start_run(&client, &daemon, "what can you use?").await;
-    let sent = mock.wait_for_requests(3, WAIT).await;
-    let offered: Vec<&str> = sent[2].body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
-    assert!(offered.contains(&"t_add"), "{offered:?}");
-    assert!(!offered.contains(&"t_echo"), "{offered:?}");
-
-    // The server crashes and cannot be started again: health says so.
-    std::fs::remove_file(&script).unwrap();
-    mock.push(Reply::tool_call("c", "t_crash", "{}"));
-    mock.push(Reply::Text("it crashed".into()));
-    start_run(&client, &daemon, "crash").await;
-    eventually("/healthz to show the server down", WAIT, || async {
-        (health_state(&daemon).await == "restarting").then_some(())
-    })
-    .await;
-    daemon.stop().await.unwrap();
-}
-
-/// Starts a run of `a` through the API; the run as answered.
-async fn start_run(client: &reqwest::Client, daemon: &InProc, input: &str) -> Value {
-    client
-        .post(daemon.url("/v1/agents/a/runs"))
-        .json(&serde_json::json!({ "input": input }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }

@@ -35,8 +35,11 @@ pub struct Reloader {
     servers: HashMap<String, (McpServerConfig, McpManager)>,
     /// Notified when a server's state or tools change.
     changes: Arc<tokio::sync::Notify>,
-    /// The servers' tools as the current snapshot took them.
-    loaded_tools: Vec<(String, ToolSpec)>,
+    /// The servers' tools as the last load saw them: those the current
+    /// snapshot took, or, after a rejected load, those of the servers then
+    /// connected (so a tool list that makes every load fail does not start
+    /// another load at each change of a server's state).
+    seen_tools: Vec<(String, ToolSpec)>,
 }
 
 impl Reloader {
@@ -46,7 +49,7 @@ impl Reloader {
             env,
             servers: HashMap::new(),
             changes: Arc::new(tokio::sync::Notify::new()),
-            loaded_tools: Vec::new(),
+            seen_tools: Vec::new(),
         }
     }
 
@@ -57,15 +60,34 @@ impl Reloader {
         self.changes.clone()
     }
 
-    /// Whether the connected servers now offer other tools than the
-    /// current snapshot took from them.
+    /// Whether the connected servers now offer other tools than the last
+    /// load saw.
     pub fn mcp_tools_changed(&self) -> bool {
-        tools_of(self.servers.values().map(|(_, m)| m)) != self.loaded_tools
+        self.connected_tools() != self.seen_tools
+    }
+
+    /// Takes the servers' present tools as seen, without a load.
+    pub fn mark_tools_seen(&mut self) {
+        self.seen_tools = self.connected_tools();
+    }
+
+    fn connected_tools(&self) -> Vec<(String, ToolSpec)> {
+        tools_of(self.servers.values().map(|(_, m)| m))
     }
 
     /// Loads the project. `Err` holds every diagnostic when any is an
     /// error; then nothing changed.
     pub async fn load(&mut self) -> Result<Loaded, Vec<Diagnostic>> {
+        let before = self.connected_tools();
+        let loaded = self.load_snapshot().await;
+        if loaded.is_err() {
+            self.seen_tools = before;
+        }
+        loaded
+    }
+
+    /// [`Reloader::load`]; sets `seen_tools` when it succeeds.
+    async fn load_snapshot(&mut self) -> Result<Loaded, Vec<Diagnostic>> {
         let env = self.env.clone();
         let root = self.root.clone();
         // Reading and parsing files is blocking work.
@@ -108,6 +130,8 @@ impl Reloader {
                 }
             }
         }
+        // Taken before the tools themselves, so the snapshot can only be
+        // newer than what is marked seen (then one more load follows).
         let loaded_tools = tools_of(managers.iter());
         for manager in &managers {
             for conflict in manager.conflicts() {
@@ -158,7 +182,7 @@ impl Reloader {
         for old in replaced {
             old.shutdown().await;
         }
-        self.loaded_tools = loaded_tools;
+        self.seen_tools = loaded_tools;
         Ok(Loaded {
             snapshot: Arc::new(snapshot),
             warnings: diagnostics,

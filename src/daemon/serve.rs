@@ -227,9 +227,10 @@ pub async fn serve(
 }
 
 /// Follows file changes and MCP servers: loads a new snapshot on each file
-/// change and whenever a server's tools differ from the snapshot's, and
-/// swaps it in if it has no errors; keeps the servers' states (health,
-/// metrics) current. Returns the reloader (for shutdown) when stopped.
+/// change and, while hot reload is on, whenever a server's tools differ
+/// from what the last load saw, and swaps it in if it has no errors; keeps
+/// the servers' states (health, metrics) current. Returns the reloader
+/// (for shutdown) when stopped.
 async fn reload_loop(
     daemon: Arc<Daemon>,
     mut reloader: Reloader,
@@ -260,6 +261,14 @@ async fn reload_loop(
             () = mcp_changes.notified() => {
                 daemon.set_mcp_states(reloader.server_states());
                 if !reloader.mcp_tools_changed() {
+                    continue;
+                }
+                if watcher.is_none() {
+                    // A load reads every file: not while hot reload is off.
+                    reloader.mark_tools_seen();
+                    tracing::warn!(
+                        "an MCP server's tools changed, but hot reload is off: runs keep the tools they had until aurad serve restarts"
+                    );
                     continue;
                 }
                 tracing::info!("an MCP server's tools changed; reloading");

@@ -1,6 +1,7 @@
 //! `aurad serve` inside the test process: started on a project directory
 //! with a chosen clock and environment, its API on a free loopback port,
-//! stopped by a oneshot. Plus polling with a deadline and reading the store.
+//! stopped by a oneshot. Plus polling with a deadline, reading the store,
+//! and the API calls and file writes the reload tests make.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -129,4 +130,62 @@ pub async fn runs(store: &Store, agent: &str) -> Vec<RunRecord> {
         .expect("list runs");
     runs.reverse();
     runs
+}
+
+/// How long the reload tests wait for a change to show.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Starts with the file watcher on.
+pub fn watching() -> Start {
+    Start {
+        watch: true,
+        ..Start::default()
+    }
+}
+
+/// Writes `text` to `file` under the project `root`.
+pub fn write(root: &Path, file: &str, text: &str) {
+    std::fs::write(root.join(file), text).unwrap();
+}
+
+/// `GET path`: the status and the JSON body (`null` when there is none).
+pub async fn get(daemon: &InProc, path: &str) -> (u16, serde_json::Value) {
+    let response = reqwest::get(daemon.url(path)).await.expect("API answers");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.json().await.unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// The agent's definition hash as the API serves it (`None`: 404).
+pub async fn hash(daemon: &InProc, agent: &str) -> Option<String> {
+    let (status, body) = get(daemon, &format!("/v1/agents/{agent}")).await;
+    (status == 200).then(|| body["definition_hash"].as_str().unwrap().to_string())
+}
+
+/// Waits until the agent's hash is other than `not`; the new one.
+pub async fn wait_hash(daemon: &InProc, agent: &str, not: Option<&str>) -> Option<String> {
+    eventually(&format!("agent {agent} to change"), WAIT, || async {
+        let now = hash(daemon, agent).await;
+        (now.as_deref() != not).then_some(now)
+    })
+    .await
+}
+
+/// Starts a run of `a` through the API; the run as answered.
+pub async fn start_run(
+    client: &reqwest::Client,
+    daemon: &InProc,
+    input: &str,
+) -> serde_json::Value {
+    client
+        .post(daemon.url("/v1/agents/a/runs"))
+        .json(&serde_json::json!({ "input": input }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
