@@ -74,6 +74,8 @@ struct TestServer {
     tool_router: ToolRouter<Self>,
     /// Tools hidden at run time by `hide`.
     hidden: Arc<Mutex<HashSet<String>>>,
+    /// Set by `hang_listing`: `tools/list` never answers.
+    hang: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[tool_router]
@@ -86,6 +88,7 @@ impl TestServer {
         TestServer {
             tool_router,
             hidden: Arc::default(),
+            hang: Arc::default(),
         }
     }
 
@@ -132,6 +135,15 @@ impl TestServer {
         std::process::id().to_string()
     }
 
+    #[tool(description = "Say the tool list changed, then never answer a listing again")]
+    async fn hang_listing(&self, peer: Peer<RoleServer>) -> String {
+        self.hang.store(true, std::sync::atomic::Ordering::SeqCst);
+        match peer.notify_tool_list_changed().await {
+            Ok(()) => "listing hangs".into(),
+            Err(e) => format!("listing hangs, but the notification failed: {e}"),
+        }
+    }
+
     #[tool(description = "Stop offering a tool, and tell the client its tool list changed")]
     async fn hide(&self, Parameters(args): Parameters<HideArgs>, peer: Peer<RoleServer>) -> String {
         self.hidden
@@ -161,6 +173,9 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if self.hang.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         let hidden = self.hidden.lock().expect("hidden tools").clone();
         let tools = self
             .tool_router

@@ -131,7 +131,15 @@ async fn stdio_server_lists_and_calls_tools() {
     assert_eq!(
         names,
         [
-            "t_add", "t_crash", "t_echo", "t_fail", "t_hide", "t_image", "t_pid", "t_sleep"
+            "t_add",
+            "t_crash",
+            "t_echo",
+            "t_fail",
+            "t_hang_listing",
+            "t_hide",
+            "t_image",
+            "t_pid",
+            "t_sleep"
         ]
     );
     let add = tool(&manager, "t_add");
@@ -233,6 +241,25 @@ async fn a_server_that_says_its_tools_changed_is_listed_again() {
         call(&manager, "t_add", json!({"a": 1, "b": 1})).await,
         Ok("2".into())
     );
+    manager.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_hanging_on_a_new_listing_is_still_watched() {
+    // A long startup timeout bounds the listing: without the session being
+    // watched meanwhile, the crash below would go unnoticed for a minute.
+    let mut config = stdio("t", &[]);
+    config.startup_timeout = Duration::from_secs(60);
+    let manager = McpManager::start(vec![config]).await;
+    assert_eq!(
+        call(&manager, "t_hang_listing", json!({})).await,
+        Ok("listing hangs".into())
+    );
+    assert!(call(&manager, "t_crash", json!({})).await.is_err());
+    let reason = failure_reason(&manager, "t").await;
+    assert!(reason.starts_with("exited with code 3"), "{reason}");
+    // Its tools stay as they were listed before.
+    assert!(tool_names(&manager).contains(&"t_echo".to_string()));
     manager.shutdown().await;
 }
 
@@ -417,7 +444,7 @@ async fn colliding_tool_names_are_left_out_and_reported() {
         .map(|t| t.spec().name.clone())
         .collect();
     assert!(names.iter().all(|n| n.starts_with("ok_")), "{names:?}");
-    assert_eq!(names.len(), 8);
+    assert_eq!(names.len(), 9);
     let conflicts = manager.conflicts();
     assert_eq!(conflicts.len(), 1, "{conflicts:?}");
     assert!(conflicts[0].starts_with(&format!("MCP tool name `{long}` is claimed by tool `")));

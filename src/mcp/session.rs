@@ -46,6 +46,8 @@ pub(crate) struct Session {
     cancel: Option<RunningServiceCancellationToken>,
     /// Resolves when the service loop ends (transport closed).
     done: Option<BoxFuture<'static, Result<QuitReason, tokio::task::JoinError>>>,
+    /// The service loop has ended; `ended` only waits for the process.
+    transport_closed: bool,
     child: Option<ChildProc>,
 }
 
@@ -291,47 +293,48 @@ async fn finish(
         tools_changed: Some(tools_changed),
         cancel,
         done: Some(done),
+        transport_closed: false,
         child,
     })
 }
 
 impl Session {
-    /// Resolves when the server goes away, with the reason. Cancel-safe.
+    /// Resolves when the server goes away, with the reason. Cancel-safe:
+    /// once the transport is seen closed, a later call goes on from there.
     pub async fn ended(&mut self) -> String {
-        let (child, done) = (&mut self.child, &mut self.done);
-        let child_exit = async {
-            match child.as_mut() {
-                Some(proc) => proc.child.wait().await.ok(),
-                None => std::future::pending().await,
-            }
-        };
-        let done = async {
-            match done.as_mut() {
-                Some(done) => {
-                    let _ = done.await;
+        if !self.transport_closed {
+            let (child, done) = (&mut self.child, &mut self.done);
+            let child_exit = async {
+                match child.as_mut() {
+                    Some(proc) => proc.child.wait().await.ok(),
+                    None => std::future::pending().await,
                 }
-                None => std::future::pending().await,
-            }
-        };
-        let status = tokio::select! {
-            status = child_exit => status,
-            () = done => None,
-        };
-        match (status, self.child.as_mut()) {
-            (Some(status), Some(proc)) => {
-                format!("{}{}", describe_exit(status), proc.tail_suffix().await)
-            }
-            (None, Some(proc)) => {
-                self.done = None;
-                match proc.exit_reason(Duration::from_secs(1)).await {
-                    Some(exit) => format!("{exit}{}", proc.tail_suffix().await),
-                    None => "closed the connection (stdout) but kept running".into(),
+            };
+            let done = async {
+                match done.as_mut() {
+                    Some(done) => {
+                        let _ = done.await;
+                    }
+                    None => std::future::pending().await,
                 }
+            };
+            let status = tokio::select! {
+                status = child_exit => status,
+                () = done => None,
+            };
+            if let (Some(status), Some(proc)) = (status, self.child.as_mut()) {
+                return format!("{}{}", describe_exit(status), proc.tail_suffix().await);
             }
-            (_, None) => {
-                self.done = None;
-                "the HTTP session was closed".into()
-            }
+            self.transport_closed = true;
+            self.done = None;
+        }
+        match self.child.as_mut() {
+            // Its stdout closed: it is probably exiting, so say how.
+            Some(proc) => match proc.exit_reason(Duration::from_secs(1)).await {
+                Some(exit) => format!("{exit}{}", proc.tail_suffix().await),
+                None => "closed the connection (stdout) but kept running".into(),
+            },
+            None => "the HTTP session was closed".into(),
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicI32;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use rmcp::model::Tool;
 use rmcp::{Peer, RoleClient};
 use tokio::sync::{Notify, mpsc, watch};
@@ -264,13 +265,10 @@ async fn watch_session(
     stop: &CancellationToken,
 ) -> End {
     let mut tools_changed = session.tools_changed.take();
+    // The tools asked for again after a notice; the session is still
+    // watched meanwhile (a server may hang on `tools/list`).
+    let mut listing: Option<BoxFuture<'static, Result<Vec<Tool>, String>>> = None;
     loop {
-        let noticed = async {
-            match tools_changed.as_mut() {
-                Some(rx) => rx.recv().await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             reason = session.ended() => return End::Gone(reason),
             () = stop.cancelled() => return End::Stop,
@@ -279,22 +277,39 @@ async fn watch_session(
                 Some(_) => continue,
                 None => return End::Stop,
             },
-            Some(()) = noticed => {}
+            Some(()) = async {
+                match tools_changed.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            }, if listing.is_none() => {
+                // Several notices at once need one listing.
+                if let Some(rx) = tools_changed.as_mut() {
+                    while rx.try_recv().is_ok() {}
+                }
+                let peer = session.peer.clone();
+                let bound = server.config.startup_timeout;
+                listing = Some(Box::pin(async move { session::list_tools(&peer, bound).await }));
+            }
+            listed = async {
+                match listing.as_mut() {
+                    Some(listing) => listing.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                listing = None;
+                take_tools(server, listed);
+            }
         }
-        // Several notices at once need one listing.
-        if let Some(rx) = tools_changed.as_mut() {
-            while rx.try_recv().is_ok() {}
-        }
-        relist(server, &session.peer).await;
     }
 }
 
-/// Takes the server's tools again after it said they changed. A server
-/// that cannot list them keeps its old list (calls to a tool it dropped
-/// fail with its own error), and the failure is logged.
-async fn relist(server: &Server, peer: &Peer<RoleClient>) {
+/// Takes the tools a server listed again after it said they changed. A
+/// server that cannot list them keeps its old list (calls to a tool it
+/// dropped fail with its own error), and the failure is logged.
+fn take_tools(server: &Server, listed: Result<Vec<Tool>, String>) {
     let name = &server.config.name;
-    match session::list_tools(peer, server.config.startup_timeout).await {
+    match listed {
         Ok(tools) => {
             if server.live.borrow().tools == tools {
                 return;
