@@ -2,9 +2,9 @@
 //! and then on every change: read and validate every file, connect the MCP
 //! servers the agents can reach (reusing the connection of every server
 //! whose configuration did not change), and report what changed. It also
-//! tells when a connected server's tools differ from those the current
-//! snapshot offers (a server that came up late, or changed its tool list),
-//! which calls for a new snapshot too.
+//! tells when a connected server's tools differ from those the last load
+//! saw (a server that came up late, or changed its tool list), which calls
+//! for a new snapshot too.
 //!
 //! A load with errors changes nothing: the caller keeps the old snapshot
 //! and the servers it uses stay connected.
