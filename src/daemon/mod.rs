@@ -212,13 +212,7 @@ impl Daemon {
     ) -> Result<AgentInfo, StoreError> {
         let now = self.clock.now();
         let health = self.supervisor.health(&agent.name);
-        let mut tools: Vec<String> = snapshot
-            .tools
-            .select(&agent.tools)
-            .specs()
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
+        let mut tools = snapshot.tools.names_matching(&agent.tools);
         if agent.memory.tools {
             tools.extend(crate::memory::memory_tool_names());
             tools.sort();

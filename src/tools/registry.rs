@@ -63,15 +63,26 @@ impl ToolRegistry {
     /// The tools matching any of `patterns`, in name order.
     pub fn select(&self, patterns: &[String]) -> ToolSet {
         let entries = self
-            .tools
-            .values()
-            .filter(|t| patterns.iter().any(|p| glob_match(p, &t.spec().name)))
+            .matching(patterns)
             .map(|t| Entry {
                 tool: t.clone(),
                 validator: OnceLock::new(),
             })
             .collect();
         ToolSet { entries }
+    }
+
+    /// The names of the tools [`ToolRegistry::select`] would give, in order.
+    pub fn names_matching(&self, patterns: &[String]) -> Vec<String> {
+        self.matching(patterns)
+            .map(|t| t.spec().name.clone())
+            .collect()
+    }
+
+    fn matching<'a>(&'a self, patterns: &'a [String]) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
+        self.tools
+            .values()
+            .filter(|t| patterns.iter().any(|p| glob_match(p, &t.spec().name)))
     }
 
     /// The patterns that match no known tool.
