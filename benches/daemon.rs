@@ -602,14 +602,7 @@ async fn mock_alone(
     for _ in 0..3 {
         bursts.push(mock_burst(runs, &client, &urls).await);
     }
-    let others: Vec<String> = bursts
-        .iter()
-        .map(|b| format!("{:.0}", b.throughput))
-        .collect();
-    let best = bursts
-        .into_iter()
-        .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
-        .expect("three bursts");
+    let (best, others) = best_of(bursts, |b| b.throughput);
     let MockBurst {
         throughput,
         wall,
@@ -624,7 +617,7 @@ async fn mock_alone(
         format!("**{throughput:.0} /s** ({:.0} ms wall)", ms(wall)),
         format!(
             "best of 3 bursts ({} /s); latency under load p50 {:.0} ms, p99 {:.0} ms; alone p50 {:.2} ms; errors {} {first_error}; {} mock server(s); bench-process CPU {:.2} s",
-            others.join(", "),
+            others,
             percentile(&latencies, 0.5),
             percentile(&latencies, 0.99),
             percentile(&alone, 0.5),
@@ -638,6 +631,20 @@ async fn mock_alone(
         loaded_median: Duration::from_secs_f64(percentile(&latencies, 0.5) / 1000.0),
         alone_median: Duration::from_secs_f64(percentile(&alone, 0.5) / 1000.0),
     }
+}
+
+/// The burst of highest `throughput`, and every burst's throughput as
+/// "a, b, c" per second.
+fn best_of<T>(bursts: Vec<T>, throughput: impl Fn(&T) -> f64) -> (T, String) {
+    let all: Vec<String> = bursts
+        .iter()
+        .map(|b| format!("{:.0}", throughput(b)))
+        .collect();
+    let best = bursts
+        .into_iter()
+        .max_by(|a, b| throughput(a).total_cmp(&throughput(b)))
+        .expect("at least one burst");
+    (best, all.join(", "))
 }
 
 /// One burst of N concurrent completions straight at the mocks.
@@ -846,15 +853,8 @@ async fn burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>, 
     for _ in 0..3 {
         bursts.push(run_burst(pass, daemon, client).await);
     }
-    let others: Vec<String> = bursts
-        .iter()
-        .map(|b| format!("{:.0}", b.throughput))
-        .collect();
     let errors: usize = bursts.iter().map(RunBurst::errors).sum();
-    let b = bursts
-        .into_iter()
-        .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
-        .expect("three bursts");
+    let (b, others) = best_of(bursts, |b| b.throughput);
     let Pass {
         runs,
         ref mock,
@@ -869,7 +869,7 @@ async fn burst(pass: &Pass<'_>, daemon: &Daemon, client: &Arc<reqwest::Client>, 
         format!("**{:.0} runs/s** ({:.2} s)", b.throughput, b.wall),
         format!(
             "best of 3 bursts ({} runs/s); all {runs} POSTs answered after {:.2} s (POST done p50 {:.0} ms, p99 {:.0} ms); peak {} running seen; {} completions at the mock; daemon CPU {:.2} s ({:.2} ms/run), bench process CPU {:.2} s",
-            others.join(", "),
+            others,
             b.all_accepted.as_secs_f64(),
             percentile(&b.post_latencies, 0.5),
             percentile(&b.post_latencies, 0.99),
