@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate};
 pub use super::limits::Limits;
 use super::limits::{RawLimits, parse_limits};
@@ -120,6 +121,9 @@ pub fn parse_agent(
     hash: String,
 ) -> (Option<Agent>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
+    if let Err(d) = check_text(path, text, Syntax::Yaml, 1) {
+        return (None, vec![d]);
+    }
     if text.trim().is_empty() || text.lines().all(|l| l.trim_start().starts_with('#')) {
         diags.push(Diagnostic::error(
             path,

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use json::{Member, Node, Value};
 
+use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, offset_to_place};
 use super::interp::Escape;
 use super::{EnvLookup, read_interpolated};
@@ -84,6 +85,9 @@ pub fn parse_mcp(root: &Path, text: &str) -> (Vec<McpServerConfig>, Vec<Diagnost
         root,
         diags: Vec::new(),
     };
+    if let Err(d) = check_text(Path::new(FILE), text, Syntax::Json, 1) {
+        return (Vec::new(), vec![d]);
+    }
     if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
         let message = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());

@@ -4,6 +4,7 @@
 //! problem reported. Depends on `types` only.
 
 pub mod agent;
+pub mod bounds;
 pub mod diag;
 pub mod duration;
 pub mod interp;
@@ -231,7 +232,8 @@ fn load_agent_file(
     }
 }
 
-/// Reads a file and interpolates it. `Ok(None)`: the file does not exist.
+/// Reads a file (bounded, see [`bounds`]), drops a byte-order mark, turns
+/// CRLF into LF and interpolates it. `Ok(None)`: the file does not exist.
 /// Returns the text and the SHA-256 of the bytes as written.
 pub(crate) fn read_interpolated(
     file: &Path,
@@ -239,25 +241,13 @@ pub(crate) fn read_interpolated(
     env: EnvLookup,
     escape: interp::Escape,
 ) -> Result<Option<(String, String)>, Vec<Diagnostic>> {
-    let bytes = match std::fs::read(file) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(vec![Diagnostic::error(
-                rel,
-                (0, 0),
-                format!("cannot read the file: {e}"),
-            )]);
-        }
+    let bytes = match bounds::read_bounded(file, rel) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(d) => return Err(vec![d]),
     };
     let hash = format!("{:x}", Sha256::digest(&bytes));
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let place = diag::offset_to_place(
-            &String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
-            usize::MAX,
-        );
-        vec![Diagnostic::error(rel, place, "the file is not valid UTF-8")]
-    })?;
+    let text = bounds::decode(bytes, rel).map_err(|d| vec![d])?;
     interp::interpolate_with(&text, env, escape)
         .map(|t| Some((t, hash)))
         .map_err(|errors| {

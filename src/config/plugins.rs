@@ -15,6 +15,7 @@ use serde_yaml::Value;
 
 use self::fields::{RawHttp, check_schema, command_argv, http_action, string_map, timeout_value};
 use super::agent::yaml_diagnostic;
+use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate};
 use super::{EnvLookup, interp, read_interpolated, relative, yaml_files};
 
@@ -195,6 +196,9 @@ pub fn parse_plugin(
     text: &str,
 ) -> (Option<PluginConfig>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
+    if let Err(d) = check_text(path, text, Syntax::Yaml, 1) {
+        return (None, vec![d]);
+    }
     if text.trim().is_empty() || text.lines().all(|l| l.trim_start().starts_with('#')) {
         diags.push(Diagnostic::error(
             path,

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::agent::yaml_diagnostic;
+use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate};
 use super::duration::duration_value;
 use super::prices::parse_prices;
@@ -143,6 +144,9 @@ impl Settings {
 pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Diagnostic>) {
     let mut settings = Settings::defaults(root);
     let mut diags = Vec::new();
+    if let Err(d) = check_text(path, text, Syntax::Yaml, 1) {
+        return (settings, vec![d]);
+    }
     if text.trim().is_empty() {
         return (settings, diags);
     }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::Diagnostic;
 use crate::config::agent::SkillsChoice;
+use crate::config::bounds;
 use crate::text::tokenize;
 
 /// How many skills auto matching activates at most.
@@ -104,22 +105,12 @@ pub fn load_skills(root: &Path) -> (Vec<Skill>, Vec<Diagnostic>) {
             ));
             continue;
         }
-        let text = match std::fs::read(&file).map(String::from_utf8) {
-            Ok(Ok(text)) => text,
-            Ok(Err(_)) => {
-                diags.push(Diagnostic::error(
-                    &rel_file,
-                    (0, 0),
-                    "the file is not UTF-8 text; save it as UTF-8",
-                ));
-                continue;
-            }
-            Err(e) => {
-                diags.push(Diagnostic::error(
-                    &rel_file,
-                    (0, 0),
-                    format!("cannot read the file: {e}"),
-                ));
+        let read = bounds::read_bounded(&file, &rel_file)
+            .and_then(|bytes| bounds::decode(bytes.unwrap_or_default(), &rel_file));
+        let text = match read {
+            Ok(text) => text,
+            Err(d) => {
+                diags.push(d);
                 continue;
             }
         };

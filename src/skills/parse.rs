@@ -2,7 +2,9 @@
 //! parses the front matter (unknown fields refused) and checks it against the
 //! Agent Skills standard, reporting every problem at its `line:col` in the
 //! file (front-matter places are shifted by the opening `---` line).
-//! SKILL.md files are read as written: no `${VAR}` interpolation.
+//! SKILL.md files are read as written (a byte-order mark dropped, CRLF read
+//! as LF): no `${VAR}` interpolation. The front matter is bounded like every
+//! config file ([`crate::config::bounds`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,6 +13,7 @@ use serde::Deserialize;
 
 use super::Skill;
 use crate::config::agent::yaml_diagnostic;
+use crate::config::bounds::{Syntax, check_size, check_text, normalize};
 use crate::config::diag::{Diagnostic, locate};
 
 /// Longest `name` the standard allows, in characters.
@@ -46,8 +49,11 @@ struct Split<'a> {
 /// project root). Returns the skill when it has no errors, and every
 /// diagnostic found.
 pub fn parse_skill(folder: &str, path: &Path, text: &str) -> (Option<Skill>, Vec<Diagnostic>) {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let split = match split_front_matter(text) {
+    if let Err(d) = check_size(path, text) {
+        return (None, vec![d]);
+    }
+    let text = normalize(text);
+    let split = match split_front_matter(&text) {
         Ok(split) => split,
         Err(message) => return (None, vec![Diagnostic::error(path, (1, 1), message)]),
     };
@@ -58,6 +64,9 @@ pub fn parse_skill(folder: &str, path: &Path, text: &str) -> (Option<Skill>, Vec
     } else {
         split.yaml
     };
+    if let Err(d) = check_text(path, split.yaml, Syntax::Yaml, 2) {
+        return (None, vec![d]);
+    }
     let raw: FrontMatter = match serde_yaml::from_str(yaml_text) {
         Ok(raw) => raw,
         Err(e) => {
