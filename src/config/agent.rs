@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::bounds::{Syntax, check_text};
-use super::diag::{Diagnostic, locate};
+use super::diag::{Diagnostic, explain_yaml_error, locate};
 pub use super::limits::Limits;
 use super::limits::{RawLimits, parse_limits};
 use super::schema::json_schema;
@@ -135,7 +135,7 @@ pub fn parse_agent(
     let raw: RawAgent = match serde_yaml::from_str(text) {
         Ok(raw) => raw,
         Err(e) => {
-            diags.push(yaml_diagnostic(path, &e));
+            diags.push(yaml_diagnostic(path, text, &e));
             return (None, diags);
         }
     };
@@ -334,9 +334,12 @@ pub(super) fn describe_value(value: &Value) -> String {
     }
 }
 
-/// A serde/YAML error as a diagnostic at its place, without serde's own
-/// "at line X column Y" suffix.
-pub fn yaml_diagnostic(path: &Path, e: &serde_yaml::Error) -> Diagnostic {
+/// A serde/YAML error in `text` as a diagnostic at its place, without
+/// serde's own "at line X column Y" suffix. Errors libyaml or serde report
+/// without a useful place or in their own words (a duplicate key, a
+/// control character, a second document, a tab, an alias bomb) are located
+/// in the text and said in ours.
+pub fn yaml_diagnostic(path: &Path, text: &str, e: &serde_yaml::Error) -> Diagnostic {
     let place = e
         .location()
         .map(|l| (l.line(), l.column()))
@@ -345,6 +348,7 @@ pub fn yaml_diagnostic(path: &Path, e: &serde_yaml::Error) -> Diagnostic {
     if let Some(i) = message.rfind(" at line ") {
         message.truncate(i);
     }
+    let (place, message) = explain_yaml_error(text, place, message);
     Diagnostic::error(path, place, message)
 }
 

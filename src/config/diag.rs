@@ -112,6 +112,101 @@ fn value_start(text: &str, after_key: usize) -> usize {
     after_key + colon + skipped
 }
 
+/// Says a YAML error that libyaml or serde word vaguely in our words, at
+/// its real place in `text` (1-based `place` as reported): a duplicate key
+/// at its second occurrence, a control character where it stands, a second
+/// document at its `---`, a tab used as indentation, an alias bomb.
+pub fn explain_yaml_error(
+    text: &str,
+    place: (usize, usize),
+    message: String,
+) -> ((usize, usize), String) {
+    // serde_path_to_error style: "limits: duplicate field `timeout`".
+    let duplicate = ["duplicate field `", "duplicate entry with key \""]
+        .iter()
+        .find_map(|p| message.find(p).map(|i| (i, i + p.len())));
+    if let Some((prefix_end, key_start)) = duplicate
+        && let Some(key) = message[key_start..].split(['`', '"']).next()
+    {
+        let from = place_to_offset(text, place);
+        let second =
+            find_key(text, from, key).and_then(|first| find_key(text, first + key.len(), key));
+        if let Some(at) = second {
+            return (
+                offset_to_place(text, at),
+                format!(
+                    "{}`{key}` is written twice in the same mapping; keep one",
+                    &message[..prefix_end]
+                ),
+            );
+        }
+    }
+    if message.starts_with("control characters are not allowed") {
+        if let Some((at, c)) = text
+            .char_indices()
+            .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+        {
+            return (
+                offset_to_place(text, at),
+                format!(
+                    "a control character (U+{:04X}) is not allowed in YAML: remove it (is this a binary file?)",
+                    c as u32
+                ),
+            );
+        }
+    }
+    if message.contains("more than one document") {
+        let starts_with_marker = text.starts_with("---");
+        let mut markers = text
+            .match_indices("---")
+            .filter(|(at, _)| *at == 0 || text.as_bytes()[at - 1] == b'\n')
+            .skip(usize::from(starts_with_marker));
+        if let Some((at, _)) = markers.next() {
+            return (
+                offset_to_place(text, at),
+                "a second YAML document starts here (`---`): a config file holds one document; remove the `---` line or split the file".into(),
+            );
+        }
+    }
+    if message.contains("cannot start any token") {
+        let at = place_to_offset(text, place);
+        if text[at..].starts_with('\t') {
+            return (
+                place,
+                "a tab character: YAML indentation must use spaces; replace the tab with spaces"
+                    .into(),
+            );
+        }
+    }
+    if message.contains("repetition limit exceeded") {
+        let at = text.find('*').unwrap_or(0);
+        return (
+            offset_to_place(text, at),
+            "YAML aliases (`*name`) here expand to too many values (an alias bomb?): write the values out or use fewer aliases".into(),
+        );
+    }
+    (place, message)
+}
+
+/// Converts a 1-based (line, column in characters) into a byte offset,
+/// clamped to the text.
+fn place_to_offset(text: &str, (line, column): (usize, usize)) -> usize {
+    let mut offset = 0;
+    for _ in 1..line.max(1) {
+        match text[offset..].find('\n') {
+            Some(i) => offset += i + 1,
+            None => return text.len(),
+        }
+    }
+    let line_text = &text[offset..];
+    let line_end = line_text.find('\n').unwrap_or(line_text.len());
+    offset
+        + line_text[..line_end]
+            .char_indices()
+            .nth(column.saturating_sub(1))
+            .map_or(line_end, |(i, _)| i)
+}
+
 /// Converts a byte offset into a 1-based (line, column in characters).
 pub fn offset_to_place(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
@@ -124,6 +219,32 @@ pub fn offset_to_place(text: &str, offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaml_errors_are_explained_where_they_are() {
+        let text = "a: 1\nlimits:\n  t: 1\n  t: 2\n";
+        let (place, message) =
+            explain_yaml_error(text, (3, 3), "limits: duplicate field `t`".into());
+        assert_eq!(place, (4, 3));
+        assert_eq!(
+            message,
+            "limits: `t` is written twice in the same mapping; keep one"
+        );
+        let (place, message) = explain_yaml_error(
+            "a: x\u{7}\n",
+            (1, 1),
+            "control characters are not allowed at position 4".into(),
+        );
+        assert_eq!((place, message.contains("U+0007")), ((1, 5), true));
+        let (place, _) = explain_yaml_error(
+            "---\na: 1\n---\nb: 2\n",
+            (1, 1),
+            "deserializing from YAML containing more than one document is not supported".into(),
+        );
+        assert_eq!(place, (3, 1));
+        assert_eq!(place_to_offset("ab\ncd\n", (2, 2)), 4);
+        assert_eq!(place_to_offset("ab", (9, 9)), 2);
+    }
 
     #[test]
     fn locates_nested_block_and_flow_keys() {

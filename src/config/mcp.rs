@@ -99,7 +99,7 @@ pub fn parse_mcp(root: &Path, text: &str) -> (Vec<McpServerConfig>, Vec<Diagnost
         };
         p.diags.push(Diagnostic::error(
             Path::new(FILE),
-            (e.line(), e.column()),
+            (e.line().max(1), e.column().max(1)),
             format!("invalid JSON: {message}{hint}"),
         ));
         return (Vec::new(), p.diags);

@@ -209,7 +209,7 @@ pub fn parse_plugin(
     }
     let raw: RawPlugin = match serde_yaml::from_str(text) {
         Ok(raw) => raw,
-        Err(e) => return (None, vec![yaml_diagnostic(path, &e)]),
+        Err(e) => return (None, vec![yaml_diagnostic(path, text, &e)]),
     };
     let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
 

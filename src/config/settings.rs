@@ -153,7 +153,7 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
     let raw: RawSettings = match serde_yaml::from_str(text) {
         Ok(raw) => raw,
         Err(e) => {
-            diags.push(yaml_diagnostic(path, &e));
+            diags.push(yaml_diagnostic(path, text, &e));
             return (settings, diags);
         }
     };

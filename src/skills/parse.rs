@@ -70,7 +70,7 @@ pub fn parse_skill(folder: &str, path: &Path, text: &str) -> (Option<Skill>, Vec
     let raw: FrontMatter = match serde_yaml::from_str(yaml_text) {
         Ok(raw) => raw,
         Err(e) => {
-            let mut d = yaml_diagnostic(path, &e);
+            let mut d = yaml_diagnostic(path, yaml_text, &e);
             (d.line, d.column) = shift((d.line.max(1), d.column));
             d.message = d.message.replace(
                 "struct FrontMatter",
