@@ -68,6 +68,21 @@ pub(super) async fn deliver(
     Ok(accepted(&run))
 }
 
+/// The daemon-free checks of a webhook request, in the order `deliver`
+/// runs them: the signature of `body` under `secret`, then the delivery id.
+/// `Ok(delivery id)`, or the refusal's HTTP status and message. For the fuzz
+/// targets and property tests; behaves exactly as the route.
+#[doc(hidden)]
+pub fn check_request(
+    secret: &[u8],
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<String, (u16, String)> {
+    verify_signature(secret, headers, body)
+        .and_then(|()| delivery_id(headers))
+        .map_err(|e| (e.status.as_u16(), e.message))
+}
+
 /// Checks `X-Hub-Signature-256` against the body: 401 when it is missing,
 /// malformed or wrong.
 fn verify_signature(secret: &[u8], headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {

@@ -12,6 +12,8 @@
 
 mod agents;
 mod hooks;
+#[doc(hidden)]
+pub use hooks::check_request as check_webhook_request;
 mod runs;
 mod sse;
 

@@ -15,7 +15,7 @@ use super::http::{read_turn, send_error, status_error};
 use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError, shortest_decimal};
 use crate::types::Message;
 
-mod stream;
+pub(super) mod stream;
 
 use stream::Assembler;
 

@@ -17,7 +17,7 @@ use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError, shortest_dec
 use crate::types::Message;
 
 pub mod schema;
-mod stream;
+pub(super) mod stream;
 
 use stream::{Assembler, retry_delay};
 

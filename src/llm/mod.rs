@@ -6,6 +6,8 @@ pub mod anthropic;
 pub mod gemini;
 mod http;
 pub mod openai;
+#[doc(hidden)]
+pub mod replay;
 pub mod retry;
 pub mod test_model;
 

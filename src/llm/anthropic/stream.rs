@@ -31,7 +31,7 @@ enum Block {
 /// Assembles a [`ModelTurn`] from Messages stream events, forwarding text
 /// and thinking as deltas as they come.
 #[derive(Debug, Default)]
-pub(super) struct Assembler {
+pub(crate) struct Assembler {
     text: String,
     reasoning: String,
     /// Content blocks by their stream `index`, so tool calls come out in

@@ -15,7 +15,7 @@ use crate::types::{ToolCall, Usage};
 /// Assembles a [`ModelTurn`] from streamed responses, forwarding text and
 /// thoughts as deltas as they come.
 #[derive(Debug, Default)]
-pub(super) struct Assembler {
+pub(crate) struct Assembler {
     text: String,
     reasoning: String,
     tool_calls: Vec<ToolCall>,

@@ -22,7 +22,7 @@ struct PartialCall {
 /// Assembles a [`ModelTurn`] from chat-completion chunks, forwarding text
 /// and reasoning as deltas as they come.
 #[derive(Debug, Default)]
-pub(super) struct Assembler {
+pub(crate) struct Assembler {
     text: String,
     reasoning: String,
     /// Tool calls by their stream `index`, so they come out in index order.
