@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod schedule_id;
+pub use schedule_id::ScheduleId;
+
 /// A tool as the model sees it: a name, a description and the JSON Schema of
 /// its arguments (always `type: object`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aurad::daemon::ManualClock;
 use aurad::store::{RunRecord, Store};
-use aurad::types::RunState;
+use aurad::types::{RunState, ScheduleId};
 use chrono::{DateTime, Utc};
 use support::inproc::{InProc, Start, eventually, runs, start, try_start};
 use support::mock_llm::{MockLlm, Reply};
@@ -111,8 +111,10 @@ async fn five_and_six_field_expressions_fire_on_time() {
             (iso("2026-06-01T12:05:00Z"), RunState::Succeeded),
         ]
     );
-    let indexes: Vec<Option<usize>> = all.iter().map(|r| r.schedule_index).collect();
-    assert!(indexes.contains(&Some(0)) && indexes.contains(&Some(1)));
+    let ids: Vec<Option<ScheduleId>> = all.iter().map(|r| r.schedule_id.clone()).collect();
+    for expression in ["*/5 * * * *", "*/20 * * * * *"] {
+        assert!(ids.contains(&Some(ScheduleId::of("a", expression, "UTC", None))));
+    }
     assert!(all.iter().all(|r| r.trigger == "schedule"));
     assert_eq!(mock.requests().len(), 3);
     daemon.stop().await.unwrap();

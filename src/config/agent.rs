@@ -156,6 +156,7 @@ pub fn parse_agent(
         ));
     }
     let triggers = parse_triggers(
+        name,
         RawTriggers {
             schedule: raw.schedule.as_ref(),
             on_overlap: raw.on_overlap.as_ref(),

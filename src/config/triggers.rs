@@ -15,6 +15,7 @@ use super::agent::describe_value;
 use super::diag::{Diagnostic, locate};
 use super::duration::duration_value;
 use crate::scheduler::{CronSchedule, OnMissed};
+use crate::types::ScheduleId;
 
 /// `on_overlap`: what a scheduled fire does while a run of the agent is in
 /// flight.
@@ -55,9 +56,25 @@ pub enum OnInterrupt {
 /// One `schedule` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleEntry {
+    /// What the schedule is (agent, expression, zone, input), hashed: its
+    /// fires and state are keyed by this, not by its place in the list.
+    pub id: ScheduleId,
     pub cron: CronSchedule,
     /// minijinja template overriding the agent's `prompt` for these fires.
     pub input: Option<String>,
+}
+
+impl ScheduleEntry {
+    /// The entry `cron` with `input` of `agent`, with its identity.
+    pub fn new(agent: &str, cron: CronSchedule, input: Option<String>) -> ScheduleEntry {
+        let id = ScheduleId::of(
+            agent,
+            cron.expression(),
+            cron.timezone().name(),
+            input.as_deref(),
+        );
+        ScheduleEntry { id, cron, input }
+    }
 }
 
 /// `webhook`: enables `POST /hooks/NAME`.
@@ -81,15 +98,23 @@ pub struct Triggers {
 }
 
 impl Triggers {
-    /// The `catch_up` window of schedule `index` near `at`: as written, or
-    /// min(period, 1h).
-    pub fn catch_up_for(&self, index: usize, at: chrono::DateTime<chrono::Utc>) -> Duration {
+    /// The schedule whose identity is `id`, if the agent still has it.
+    pub fn schedule(&self, id: &ScheduleId) -> Option<&ScheduleEntry> {
+        self.schedules.iter().find(|s| s.id == *id)
+    }
+
+    /// The `catch_up` window of `schedule` (`None`: unknown, e.g. gone)
+    /// near `at`: as written, or min(period, 1h).
+    pub fn catch_up_for(
+        &self,
+        schedule: Option<&ScheduleEntry>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Duration {
         if let Some(d) = self.catch_up {
             return d;
         }
         let hour = Duration::from_secs(3600);
-        self.schedules
-            .get(index)
+        schedule
             .and_then(|s| s.cron.period_near(at))
             .and_then(|p| p.to_std().ok())
             .map_or(hour, |p| p.min(hour))
@@ -106,9 +131,10 @@ pub(super) struct RawTriggers<'a> {
     pub webhook: Option<&'a Value>,
 }
 
-/// Validates the trigger fields of the agent file at `path` (interpolated
-/// `text`, for places), adding every problem to `diags`.
+/// Validates the trigger fields of agent `agent`'s file at `path`
+/// (interpolated `text`, for places), adding every problem to `diags`.
 pub(super) fn parse_triggers(
+    agent: &str,
     raw: RawTriggers<'_>,
     path: &Path,
     text: &str,
@@ -123,8 +149,22 @@ pub(super) fn parse_triggers(
             other => vec![other],
         };
         for (i, item) in items.into_iter().enumerate() {
-            match parse_entry(item) {
-                Ok(entry) => triggers.schedules.push(entry),
+            match parse_entry(agent, item) {
+                Ok(entry) => {
+                    // The same schedule twice is one schedule: it fires once.
+                    if let Some(first) = triggers.schedules.iter().position(|s| s.id == entry.id) {
+                        diags.push(Diagnostic::warning(
+                            path,
+                            locate_item(text, "schedule", i),
+                            format!(
+                                "schedule[{i}] is the same schedule as schedule[{first}] (expression, \
+                                 timezone and input): it fires once; remove one of them"
+                            ),
+                        ));
+                        continue;
+                    }
+                    triggers.schedules.push(entry)
+                }
                 Err(msg) => diags.push(Diagnostic::error(
                     path,
                     locate_item(text, "schedule", i),
@@ -251,7 +291,7 @@ fn locate_item(text: &str, key: &str, index: usize) -> (usize, usize) {
 }
 
 /// One schedule item: `"CRON"` or `{ cron, timezone, input }`.
-fn parse_entry(item: &Value) -> Result<ScheduleEntry, String> {
+fn parse_entry(agent: &str, item: &Value) -> Result<ScheduleEntry, String> {
     let (cron, timezone, input) = match item {
         Value::String(expr) => (expr.clone(), None, None),
         Value::Mapping(map) => {
@@ -296,7 +336,7 @@ fn parse_entry(item: &Value) -> Result<ScheduleEntry, String> {
         ));
     }
     let cron = CronSchedule::parse(&cron, timezone.as_deref())?;
-    Ok(ScheduleEntry { cron, input })
+    Ok(ScheduleEntry::new(agent, cron, input))
 }
 
 fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
@@ -342,7 +382,7 @@ fn valid_env_name(name: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn parse(yaml: &str) -> (Triggers, Vec<String>) {
+    pub(super) fn parse(yaml: &str) -> (Triggers, Vec<String>) {
         let map: std::collections::BTreeMap<String, Value> = serde_yaml::from_str(yaml).unwrap();
         let raw = RawTriggers {
             schedule: map.get("schedule"),
@@ -353,7 +393,7 @@ mod tests {
             webhook: map.get("webhook"),
         };
         let mut diags = Vec::new();
-        let t = parse_triggers(raw, Path::new("agents/a.yaml"), yaml, &mut diags);
+        let t = parse_triggers("a", raw, Path::new("agents/a.yaml"), yaml, &mut diags);
         (t, diags.iter().map(ToString::to_string).collect())
     }
 
@@ -380,9 +420,16 @@ mod tests {
         let at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
             .unwrap()
             .to_utc();
-        assert_eq!(t.catch_up_for(0, at), Duration::from_secs(600));
+        assert_eq!(
+            t.catch_up_for(t.schedules.first(), at),
+            Duration::from_secs(600)
+        );
         let (t, _) = parse("schedule: \"@daily\"\n");
-        assert_eq!(t.catch_up_for(0, at), Duration::from_secs(3600));
+        assert_eq!(
+            t.catch_up_for(t.schedules.first(), at),
+            Duration::from_secs(3600)
+        );
+        assert_eq!(t.catch_up_for(None, at), Duration::from_secs(3600));
     }
 
     #[test]
@@ -402,5 +449,36 @@ mod tests {
             "{all}"
         );
         assert!(all.contains("webhook: `secret_env` must name"), "{all}");
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::tests::parse;
+    use super::*;
+
+    #[test]
+    fn each_entry_has_its_identity_and_a_repeat_is_one_schedule() {
+        let (t, d) = parse(
+            "schedule:\n  - \"0 9 * * *\"\n  - { cron: \"0  9 * * *\", timezone: UTC }\n  - { cron: \"0 9 * * *\", input: hi }\n",
+        );
+        assert_eq!(t.schedules.len(), 2, "{d:?}");
+        assert_eq!(
+            t.schedules[0].id,
+            ScheduleId::of("a", "0 9 * * *", "UTC", None)
+        );
+        assert_eq!(
+            t.schedules[1].id,
+            ScheduleId::of("a", "0 9 * * *", "UTC", Some("hi"))
+        );
+        assert_eq!(t.schedule(&t.schedules[1].id), Some(&t.schedules[1]));
+        assert_eq!(
+            d,
+            vec![
+                "agents/a.yaml:3:5: warning: schedule[1] is the same schedule as schedule[0] \
+                 (expression, timezone and input): it fires once; remove one of them"
+                    .to_string()
+            ]
+        );
     }
 }

@@ -35,7 +35,7 @@ pub use supervisor::{CancelOutcome, Env, SubmitError};
 
 use crate::registry::Snapshot;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
-use crate::types::RunEvent;
+use crate::types::{RunEvent, ScheduleId};
 use hub::Numbered;
 use metrics::Metrics;
 use supervisor::Supervisor;
@@ -102,6 +102,7 @@ impl AgentInfo {
                 .schedules
                 .iter()
                 .map(|s| ScheduleInfo {
+                    id: s.id.clone(),
                     cron: s.cron.expression().to_string(),
                     timezone: s.cron.timezone().name().to_string(),
                     description: s.cron.describe(),
@@ -124,6 +125,8 @@ impl AgentInfo {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ScheduleInfo {
+    /// What the schedule is, hashed: its runs carry the same `schedule_id`.
+    pub id: ScheduleId,
     pub cron: String,
     pub timezone: String,
     pub description: String,

@@ -16,7 +16,7 @@ use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, new_run_id};
 use crate::tools::ToolSet;
-use crate::types::{RecalledMemory, RunEvent, RunState};
+use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 
 use super::recorder::Recorder;
 
@@ -35,8 +35,13 @@ pub struct RunRequest {
     pub vars: serde_json::Map<String, serde_json::Value>,
     /// `{{ payload }}` in the templates: a webhook's JSON body.
     pub payload: Option<serde_json::Value>,
-    /// The scheduled fire this run is for.
+    /// The scheduled fire this run is for (its `schedule_id` is
+    /// [`RunRequest::schedule_id`]).
     pub fire: Option<Fire>,
+    /// The schedule that started the run (scheduled fires only): its
+    /// `input` is rendered when `input` is `None`. What tells runs of one
+    /// schedule from those of another (`on_overlap: replace`).
+    pub schedule_id: Option<ScheduleId>,
 }
 
 /// What a run's templates see besides `input`.
@@ -91,9 +96,9 @@ pub fn prepare(
         payload: &request.payload,
     };
     let schedule_input = request
-        .fire
+        .schedule_id
         .as_ref()
-        .and_then(|f| agent.triggers.schedules.get(f.schedule_index))
+        .and_then(|id| agent.triggers.schedule(id))
         .and_then(|s| s.input.as_deref());
     let input = match (request.input, schedule_input, &agent.prompt) {
         (Some(input), _, _) => input,
@@ -316,7 +321,7 @@ pub fn new_run(prepared: &PreparedRun, state: RunState) -> NewRun {
         model: spec.model.clone(),
         definition_hash: spec.definition_hash.clone(),
         owner: super::owner::this_process().to_string(),
-        fire: prepared.fire,
+        fire: prepared.fire.clone(),
         state,
     }
 }

@@ -3,14 +3,21 @@
 //! daemon was down or the machine slept go through `on_missed` within
 //! `catch_up`; fires during a failure backoff are recorded `skipped`.
 //!
+//! Schedules are keyed by agent and [`ScheduleId`] (what the schedule is:
+//! expression, zone, input), never by their place in the list: reordering
+//! or deleting schedules changes nothing for the others, and an edited
+//! schedule is a new one.
+//!
 //! Per schedule it keeps `last_checked`: every fire in `(last_checked,
 //! now]` is handled exactly once, and the store's unique fire identity
 //! makes that hold across restarts too. A reload keeps the state of
-//! schedules whose expression and zone did not change (so they are not
-//! rescheduled) and starts new ones from now. After a restart a schedule
-//! resumes from its newest stored fire or, if it never fired, from when the
-//! store says it began to be watched (`Store::watch_schedule`), so even a
-//! first fire missed while the daemon was down is handled by `on_missed`.
+//! schedules still present (so they are not rescheduled) and starts new or
+//! edited ones from the moment they are loaded: no catch-up for times before
+//! they existed. A schedule that is gone leaves no watch behind. After a
+//! restart a schedule resumes from the later of its newest stored fire and
+//! when the store says it began to be watched (`Store::watch_schedule`), so
+//! even a first fire missed while the daemon was down is handled by
+//! `on_missed`, and a schedule edited while it was down starts at load.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,14 +33,14 @@ use super::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
 use crate::scheduler::{CronSchedule, MAX_MISSED_LISTED, OnMissed, plan_missed};
 use crate::store::{Fire, NewRun, Store};
-use crate::types::RunState;
+use crate::types::{RunState, ScheduleId};
 
 /// A fire handled within this long of its time is on time; older ones were
 /// missed (the daemon was down, the machine slept, the clock jumped).
 pub const ON_TIME: Duration = Duration::seconds(30);
 
-/// Schedules are keyed by (agent, index in its `schedule` list).
-type Key = (String, usize);
+/// Schedules are keyed by (agent, what the schedule is).
+type Key = (String, ScheduleId);
 
 struct Entry {
     cron: CronSchedule,
@@ -46,6 +53,9 @@ pub struct Scheduler {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     entries: BTreeMap<Key, Entry>,
+    /// Whether the store's watches match `entries` (false until the first
+    /// sync): they are written only when the set of schedules changes.
+    watches_synced: bool,
 }
 
 impl Scheduler {
@@ -61,6 +71,7 @@ impl Scheduler {
             clock,
             metrics,
             entries: BTreeMap::new(),
+            watches_synced: false,
         }
     }
 
@@ -93,57 +104,70 @@ impl Scheduler {
         }
     }
 
-    /// Brings the table in line with `snapshot`: unchanged schedules keep
-    /// their state; new or changed ones start from their newest stored fire
-    /// (after a restart), else from when the store says the same schedule
-    /// began to be watched (so a first fire missed while the daemon was
-    /// down is found), else from now.
+    /// Brings the table in line with `snapshot`: schedules still present
+    /// keep their state; the others start from the later of their newest
+    /// stored fire and when the store says they began to be watched (after
+    /// a restart: so a first fire missed while the daemon was down is
+    /// found), which for a new or edited schedule is now. Watches of
+    /// schedules that are gone are forgotten.
     async fn sync(&mut self, snapshot: &Snapshot) {
         let mut wanted: BTreeMap<Key, CronSchedule> = BTreeMap::new();
         for agent in snapshot.project.agents.values() {
-            for (i, s) in agent.triggers.schedules.iter().enumerate() {
-                wanted.insert((agent.name.clone(), i), s.cron.clone());
+            for s in &agent.triggers.schedules {
+                wanted.insert((agent.name.clone(), s.id.clone()), s.cron.clone());
             }
         }
-        self.entries
-            .retain(|key, entry| wanted.get(key).is_some_and(|c| *c == entry.cron));
-        let now = self.clock.now();
-        if let Err(e) = self
-            .store
-            .unwatch_schedules_except(wanted.keys().cloned().collect())
-            .await
-        {
-            tracing::error!("cannot forget the schedules that are gone: {e}");
+        if self.watches_synced && self.entries.keys().eq(wanted.keys()) {
+            return;
         }
-        for (key, cron) in wanted {
-            if self.entries.contains_key(&key) {
+        self.entries.retain(|key, _| wanted.contains_key(key));
+        let now = self.clock.now();
+        for (key, cron) in &wanted {
+            if self.entries.contains_key(key) {
                 continue;
             }
-            let last = match self.store.last_fire(&key.0, key.1).await {
-                Ok(last) => last,
-                Err(e) => {
-                    tracing::error!(agent = %key.0, schedule = key.1, "cannot read the last fire: {e}");
-                    None
-                }
-            };
-            // Since when this schedule (same expression and zone) has been
-            // watched: for one that never fired, where missed fires start.
+            let (agent, id) = key;
+            // Since when this schedule has been watched: for one that never
+            // fired, where missed fires start; for a new one, now.
             let since = match self
                 .store
-                .watch_schedule(&key.0, key.1, &cron.to_string(), now)
+                .watch_schedule(agent, id, &cron.to_string(), now)
                 .await
             {
                 Ok(since) => since,
                 Err(e) => {
-                    tracing::error!(agent = %key.0, schedule = key.1, "cannot record the schedule as watched: {e}");
+                    tracing::error!(%agent, schedule = %id, "cannot record the schedule as watched: {e}");
                     now
                 }
             };
-            // A stored instant in the future (the clock went back) must not
-            // hold the schedule back for that long.
-            let last_checked = last.or(Some(since)).filter(|t| *t <= now).unwrap_or(now);
-            tracing::debug!(agent = %key.0, schedule = key.1, %cron, %last_checked, "schedule loaded");
-            self.entries.insert(key, Entry { cron, last_checked });
+            let last = match self.store.last_fire(agent, id).await {
+                Ok(last) => last,
+                Err(e) => {
+                    tracing::error!(%agent, schedule = %id, "cannot read the last fire: {e}");
+                    None
+                }
+            };
+            // Fires before `since` belong to an earlier life of the same
+            // schedule (deleted, then written again): not this one's to
+            // catch up. A stored instant in the future (the clock went
+            // back) must not hold the schedule back for that long.
+            let last_checked = last.map_or(since, |last| last.max(since)).min(now);
+            tracing::debug!(%agent, schedule = %id, %cron, %last_checked, "schedule loaded");
+            self.entries.insert(
+                key.clone(),
+                Entry {
+                    cron: cron.clone(),
+                    last_checked,
+                },
+            );
+        }
+        match self
+            .store
+            .unwatch_schedules_except(wanted.into_keys().collect())
+            .await
+        {
+            Ok(_) => self.watches_synced = true,
+            Err(e) => tracing::error!("cannot forget the schedules that are gone: {e}"),
         }
     }
 
@@ -171,7 +195,8 @@ impl Scheduler {
                 &cron,
                 from,
                 on_time_from,
-                Duration::from_std(triggers.catch_up_for(key.1, now)).unwrap_or(Duration::hours(1)),
+                Duration::from_std(triggers.catch_up_for(triggers.schedule(&key.1), now))
+                    .unwrap_or(Duration::hours(1)),
                 triggers.on_missed,
             );
             let on_time = cron.fires_between(on_time_from, now, 1000);
@@ -181,7 +206,7 @@ impl Scheduler {
                 plan.missed.sort();
             }
             if plan.missed.len() == MAX_MISSED_LISTED {
-                tracing::warn!(agent = %key.0, schedule = key.1, "more than {MAX_MISSED_LISTED} fires were missed; only the newest are recorded");
+                tracing::warn!(agent = %key.0, schedule = %key.1, "more than {MAX_MISSED_LISTED} fires were missed; only the newest are recorded");
             }
             for at in &plan.missed {
                 self.record(&key, *at, agent, RunState::Missed, format!(
@@ -230,9 +255,10 @@ impl Scheduler {
             agent: key.0.clone(),
             trigger: "schedule".into(),
             fire: Some(Fire {
-                schedule_index: key.1,
+                schedule_id: key.1.clone(),
                 scheduled_for: at,
             }),
+            schedule_id: Some(key.1.clone()),
             ..RunRequest::default()
         };
         match self
@@ -241,13 +267,13 @@ impl Scheduler {
             .await
         {
             Ok(run) => {
-                tracing::info!(agent = %key.0, schedule = key.1, fire = %at, run = %run.id, state = %run.state, "scheduled fire")
+                tracing::info!(agent = %key.0, schedule = %key.1, fire = %at, run = %run.id, state = %run.state, "scheduled fire")
             }
             Err(SubmitError::AlreadyFired) => {
-                tracing::debug!(agent = %key.0, schedule = key.1, fire = %at, "fire already claimed")
+                tracing::debug!(agent = %key.0, schedule = %key.1, fire = %at, "fire already claimed")
             }
             Err(e) => {
-                tracing::error!(agent = %key.0, schedule = key.1, fire = %at, "scheduled fire not started: {e}")
+                tracing::error!(agent = %key.0, schedule = %key.1, fire = %at, "scheduled fire not started: {e}")
             }
         }
     }
@@ -270,7 +296,7 @@ impl Scheduler {
             definition_hash: agent.hash.clone(),
             owner: String::new(),
             fire: Some(Fire {
-                schedule_index: key.1,
+                schedule_id: key.1.clone(),
                 scheduled_for: at,
             }),
             state: RunState::Queued,

@@ -326,9 +326,11 @@ async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
         let Ok(since) = chrono::DateTime::parse_from_rfc3339(since) else {
             continue;
         };
-        let window = agent
-            .triggers
-            .catch_up_for(run.schedule_index.unwrap_or(0), now);
+        let schedule = run
+            .schedule_id
+            .as_ref()
+            .and_then(|id| agent.triggers.schedule(id));
+        let window = agent.triggers.catch_up_for(schedule, now);
         if (now - since.to_utc())
             .to_std()
             .is_ok_and(|age| age > window)

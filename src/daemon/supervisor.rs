@@ -172,7 +172,7 @@ impl Supervisor {
         }
         let agent = request.agent.clone();
         let trigger = request.trigger.clone();
-        let fire = request.fire;
+        let fire = request.fire.clone();
         let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) if fire.is_some() => {

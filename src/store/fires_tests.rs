@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{Duration, TimeZone, Utc};
 
-use super::tests::{db, fire_run, new_run, raw, seqs, text};
+use super::tests::{db, fire_run, new_run, raw, seqs, sid, text};
 use super::*;
 use crate::types::{RunEvent, RunState, Usage};
 
@@ -47,7 +47,7 @@ async fn unrun_runs_are_final_at_once_and_take_their_fire() {
     );
     assert_eq!(record.error.as_deref(), Some(reason));
     assert_eq!(record.output, None);
-    assert_eq!(record.schedule_index, Some(0));
+    assert_eq!(record.schedule_id, Some(sid("a", 0)));
     assert_eq!(
         record.scheduled_for.as_deref(),
         Some("2025-10-26T01:00:00.000Z")
@@ -216,7 +216,7 @@ async fn stale_runs_of_dead_owners_are_interrupted() {
 async fn last_fire_and_last_run() {
     let (_dir, path) = db();
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.last_fire("a", 0).await.unwrap(), None);
+    assert_eq!(store.last_fire("a", &sid("a", 0)).await.unwrap(), None);
     assert_eq!(store.last_run("a").await.unwrap(), None);
     store.claim_run(fire_run("a", 0, at(1, 0))).await.unwrap();
     store
@@ -228,17 +228,29 @@ async fn last_fire_and_last_run() {
     store.claim_run(fire_run("b", 0, at(5, 0))).await.unwrap();
     let manual = new_run("a");
     store.claim_run(manual.clone()).await.unwrap();
-    assert_eq!(store.last_fire("a", 0).await.unwrap(), Some(at(3, 0)));
-    assert_eq!(store.last_fire("a", 1).await.unwrap(), Some(at(4, 0)));
-    assert_eq!(store.last_fire("a", 2).await.unwrap(), None);
-    assert_eq!(store.last_fire("b", 0).await.unwrap(), Some(at(5, 0)));
-    assert_eq!(store.last_fire("c", 0).await.unwrap(), None);
+    assert_eq!(
+        store.last_fire("a", &sid("a", 0)).await.unwrap(),
+        Some(at(3, 0))
+    );
+    assert_eq!(
+        store.last_fire("a", &sid("a", 1)).await.unwrap(),
+        Some(at(4, 0))
+    );
+    assert_eq!(store.last_fire("a", &sid("a", 2)).await.unwrap(), None);
+    assert_eq!(
+        store.last_fire("b", &sid("b", 0)).await.unwrap(),
+        Some(at(5, 0))
+    );
+    assert_eq!(store.last_fire("c", &sid("c", 0)).await.unwrap(), None);
     assert_eq!(store.last_run("a").await.unwrap().unwrap().id, manual.id);
     assert_eq!(store.last_run("zzz").await.unwrap(), None);
     // Sub-second instants keep their milliseconds.
     let precise = at(6, 0) + Duration::milliseconds(250);
     store.claim_run(fire_run("a", 0, precise)).await.unwrap();
-    assert_eq!(store.last_fire("a", 0).await.unwrap(), Some(precise));
+    assert_eq!(
+        store.last_fire("a", &sid("a", 0)).await.unwrap(),
+        Some(precise)
+    );
     // Equal creation times: the greatest id is the newest.
     let conn = raw(&path);
     for id in ["zz-2", "zz-1"] {
@@ -252,11 +264,11 @@ async fn last_fire_and_last_run() {
     }
     assert_eq!(store.last_run("t").await.unwrap().unwrap().id, "zz-2");
     conn.execute(
-        "UPDATE runs SET scheduled_for = 'yesterday', schedule_index = 9 WHERE id = 'zz-1'",
-        [],
+        "UPDATE runs SET scheduled_for = 'yesterday', schedule_id = ?1 WHERE id = 'zz-1'",
+        [sid("t", 9).as_str()],
     )
     .unwrap();
-    let err = store.last_fire("t", 9).await.unwrap_err();
+    let err = store.last_fire("t", &sid("t", 9)).await.unwrap_err();
     assert!(
         matches!(&err, StoreError::CorruptRun { run_id, .. } if run_id == "zz-1"),
         "{err}"

@@ -144,6 +144,42 @@ CREATE TABLE schedule_watches (
 ) WITHOUT ROWID;
 "#,
     },
+    Migration {
+        name: "schedules keyed by what they are, not their place in the list",
+        sql: r#"
+-- A fire is (agent, schedule_id, scheduled_for): schedule_id hashes what
+-- the schedule is (agent, expression, zone, input; types::ScheduleId), so
+-- reordering, deleting or editing one schedule no longer moves the fires of
+-- another. New scheduled runs store schedule_id and leave schedule_index
+-- NULL.
+--
+-- Existing rows cannot get an id here (it is computed from the agent files,
+-- which SQL cannot read): they keep schedule_index and scheduled_for as
+-- history, with schedule_id NULL, and nothing is deleted. Their uniqueness
+-- by index is dropped (a reordered schedule's new fires must not collide
+-- with another schedule's old ones); new fires are unique by id.
+ALTER TABLE runs ADD COLUMN schedule_id TEXT;
+DROP INDEX runs_fire;
+CREATE UNIQUE INDEX runs_fire ON runs(agent, schedule_id, scheduled_for)
+    WHERE schedule_id IS NOT NULL AND scheduled_for IS NOT NULL;
+
+-- Watches by id. The old rows, keyed by place, move to
+-- schedule_watches_by_index; the daemon's first sync hands each to the
+-- schedule of the same agent written the same way (`cron`: expression and
+-- zone), resuming from the later of its `since` and that place's newest
+-- stored fire, so an unchanged schedule neither loses its missed fires nor
+-- replays handled ones across the upgrade. A schedule no old row matches
+-- starts from the moment it is loaded. Rows left unclaimed are schedules
+-- that are gone; that sync deletes them.
+ALTER TABLE schedule_watches RENAME TO schedule_watches_by_index;
+CREATE TABLE schedule_watches (
+    agent       TEXT NOT NULL,
+    schedule_id TEXT NOT NULL,
+    since       TEXT NOT NULL,
+    PRIMARY KEY (agent, schedule_id)
+) WITHOUT ROWID;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

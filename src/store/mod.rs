@@ -100,12 +100,12 @@ pub enum StoreError {
     /// A scheduled fire has a run already (this process or an earlier one
     /// took it): the fire must not run again. `scheduled_for` is as stored.
     #[error(
-        "agent `{agent}`: schedule {schedule_index} fire at {scheduled_for} has a run already; \
+        "agent `{agent}`: schedule {schedule_id} fire at {scheduled_for} has a run already; \
          each scheduled fire runs at most once, so skip it"
     )]
     FireTaken {
         agent: String,
-        schedule_index: usize,
+        schedule_id: crate::types::ScheduleId,
         scheduled_for: String,
     },
     /// The caller asked for something the store cannot do.

@@ -198,7 +198,7 @@ fn futures_are_send_and_store_is_sync() {
     send(&store.interrupt_stale_runs(|_| true));
     send(&store.claim_delivery("a", "d", chrono::Utc::now()));
     send(&store.run_events_after("x", 0));
-    send(&store.last_fire("a", 0));
+    send(&store.last_fire("a", &super::tests::sid("a", 0)));
     send(&store.last_run("a"));
     send(&store.consecutive_failures("a"));
     store.close().unwrap();

@@ -9,7 +9,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::{RunFilter, RunRecord, Store, StoreError, sql};
-use crate::types::{RunEvent, RunState, Usage};
+use crate::types::{RunEvent, RunState, ScheduleId, Usage};
 
 /// The shortest prefix [`Store::get_run`] looks up.
 const MIN_PREFIX: usize = 4;
@@ -80,15 +80,15 @@ impl Store {
         self.read_blocking(move |conn| events_after(conn, &run_id, after_seq))
     }
 
-    /// The newest fire instant that has a run (of any state) for this
-    /// schedule of `agent`, or `None` when it never fired.
+    /// The newest fire instant that has a run (of any state) for schedule
+    /// `schedule` of `agent`, or `None` when it never fired.
     pub async fn last_fire(
         &self,
         agent: &str,
-        schedule_index: usize,
+        schedule: &ScheduleId,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let agent = agent.to_owned();
-        self.read(move |conn| last_fire(conn, &agent, schedule_index))
+        let (agent, schedule) = (agent.to_owned(), schedule.clone());
+        self.read(move |conn| last_fire(conn, &agent, &schedule))
             .await
     }
 
@@ -134,7 +134,7 @@ impl Store {
 
 const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
     created_at, started_at, finished_at, error, output, input_tokens, output_tokens,
-    schedule_index, scheduled_for, cached_input_tokens, cost_usd, result"#;
+    schedule_id, scheduled_for, cached_input_tokens, cost_usd, result"#;
 
 /// A `runs` row as stored, before its values are checked.
 struct RawRun {
@@ -143,7 +143,7 @@ struct RawRun {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
     cached_input_tokens: Option<i64>,
-    schedule_index: Option<i64>,
+    schedule_id: Option<String>,
     result: Option<String>,
 }
 
@@ -165,15 +165,15 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
             output: row.get(12)?,
             usage: Usage::default(),
             cost_usd: row.get(18)?,
-            result: None,         // set by `check`
-            schedule_index: None, // set by `check`
+            result: None,      // set by `check`
+            schedule_id: None, // set by `check`
             scheduled_for: row.get(16)?,
         },
         state: row.get(2)?,
         input_tokens: row.get(13)?,
         output_tokens: row.get(14)?,
         cached_input_tokens: row.get(17)?,
-        schedule_index: row.get(15)?,
+        schedule_id: row.get(15)?,
         result: row.get(19)?,
     })
 }
@@ -186,7 +186,7 @@ impl RawRun {
             input_tokens,
             output_tokens,
             cached_input_tokens,
-            schedule_index,
+            schedule_id,
             result,
         } = self;
         let corrupt = |message: String| StoreError::CorruptRun {
@@ -210,10 +210,8 @@ impl RawRun {
                 serde_json::from_str(&text).map_err(|e| corrupt(format!("result is not JSON: {e}")))
             })
             .transpose()?;
-        record.schedule_index = schedule_index
-            .map(|i| {
-                usize::try_from(i).map_err(|_| corrupt(format!("negative schedule_index {i}")))
-            })
+        record.schedule_id = schedule_id
+            .map(|id| ScheduleId::parse(&id).map_err(|e| corrupt(format!("schedule_id: {e}"))))
             .transpose()?;
         Ok(record)
     }
@@ -343,21 +341,20 @@ fn events_after(
 fn last_fire(
     conn: &Connection,
     agent: &str,
-    schedule_index: usize,
+    schedule: &ScheduleId,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
-    let Ok(index) = i64::try_from(schedule_index) else {
-        return Ok(None); // never stored
-    };
     // `runs_fire` orders by this text, which sorts as time.
     let found: Option<(String, String)> = conn
         .prepare_cached(
             "SELECT id, scheduled_for FROM runs
-             WHERE agent = ?1 AND schedule_index = ?2 AND scheduled_for IS NOT NULL
+             WHERE agent = ?1 AND schedule_id = ?2 AND scheduled_for IS NOT NULL
              ORDER BY scheduled_for DESC LIMIT 1",
         )
         .and_then(|mut stmt| {
-            stmt.query_row(params![agent, index], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()
+            stmt.query_row(params![agent, schedule.as_str()], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()
         })
         .map_err(sql("reading the last fire of a schedule"))?;
     found

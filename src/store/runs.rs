@@ -9,14 +9,14 @@ use serde::{Deserialize, Serialize};
 
 use super::run_reads::run_by_id;
 use super::{Store, StoreError, now_text, sql, time_text};
-use crate::types::{RunEvent, RunState, Usage};
+use crate::types::{RunEvent, RunState, ScheduleId, Usage};
 
-/// The scheduled fire a run is for: `(agent, schedule_index, scheduled_for)`
+/// The scheduled fire a run is for: `(agent, schedule_id, scheduled_for)`
 /// has at most one run in the store, across restarts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fire {
-    /// The schedule's place in the agent's `schedules` list.
-    pub schedule_index: usize,
+    /// What the schedule is (never its place in the agent's list).
+    pub schedule_id: ScheduleId,
     /// The fire's instant, stored with millisecond precision.
     pub scheduled_for: DateTime<Utc>,
 }
@@ -67,9 +67,10 @@ pub struct RunRecord {
     /// The final answer as JSON, for agents with an `output_schema`.
     #[serde(default)]
     pub result: Option<serde_json::Value>,
-    /// The schedule whose fire this run is for (scheduled runs only).
+    /// The schedule whose fire this run is for (scheduled runs only; runs
+    /// stored before schedules had identities have none).
     #[serde(default)]
-    pub schedule_index: Option<usize>,
+    pub schedule_id: Option<ScheduleId>,
     /// That fire's instant (scheduled runs only).
     #[serde(default)]
     pub scheduled_for: Option<String>,
@@ -255,25 +256,16 @@ pub(super) fn insert_run(
     row: &RowStart<'_>,
 ) -> Result<(), StoreError> {
     let owner = Some(run.owner.as_str()).filter(|o| !o.is_empty());
-    let fire = run
+    let (schedule_id, scheduled_for) = run
         .fire
-        .map(|f| {
-            i64::try_from(f.schedule_index)
-                .map(|index| (index, time_text(f.scheduled_for)))
-                .map_err(|_| {
-                    StoreError::Invalid(format!(
-                        "run {}: schedule index {} is out of range",
-                        run.id, f.schedule_index
-                    ))
-                })
-        })
-        .transpose()?;
-    let (schedule_index, scheduled_for) = fire.unzip();
+        .as_ref()
+        .map(|f| (f.schedule_id.as_str(), time_text(f.scheduled_for)))
+        .unzip();
     let result = conn
         .prepare_cached(
             r#"INSERT INTO runs (id, agent, state, "trigger", input, model, definition_hash,
                                  owner, created_at, started_at, finished_at, error,
-                                 schedule_index, scheduled_for)
+                                 schedule_id, scheduled_for)
                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"#,
         )
         .and_then(|mut insert| {
@@ -290,21 +282,21 @@ pub(super) fn insert_run(
                 row.started_at,
                 row.finished_at,
                 row.error,
-                schedule_index,
+                schedule_id,
                 scheduled_for,
             ])
         });
     let Err(e) = result else {
         return Ok(());
     };
-    match (e.sqlite_extended_error_code(), run.fire, scheduled_for) {
+    match (e.sqlite_extended_error_code(), &run.fire, scheduled_for) {
         (Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY), _, _) => Err(StoreError::Conflict(
             format!("run {} exists already; every run needs a new id", run.id),
         )),
         (Some(rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE), Some(fire), Some(scheduled_for)) => {
             Err(StoreError::FireTaken {
                 agent: run.agent.clone(),
-                schedule_index: fire.schedule_index,
+                schedule_id: fire.schedule_id.clone(),
                 scheduled_for,
             })
         }

@@ -3,7 +3,7 @@
 
 use chrono::{TimeZone, Utc};
 
-use super::tests::{db, fire_run, new_run, text};
+use super::tests::{db, fire_run, new_run, sid, text};
 use super::*;
 use crate::types::{RunEvent, RunState, Usage};
 
@@ -25,14 +25,16 @@ async fn a_fire_is_claimed_once_even_across_restarts() {
         err,
         StoreError::FireTaken {
             agent: "a".into(),
-            schedule_index: 0,
+            schedule_id: sid("a", 0),
             scheduled_for: "2025-03-30T01:00:00.000Z".into(),
         }
     );
     let message = err.to_string();
     assert!(
-        message.contains("schedule 0 fire at 2025-03-30T01:00:00.000Z")
-            && message.contains("at most once"),
+        message.contains(&format!(
+            "schedule {} fire at 2025-03-30T01:00:00.000Z",
+            sid("a", 0)
+        )) && message.contains("at most once"),
         "{message}"
     );
     // The same instant for another schedule or agent, another instant, and
@@ -72,16 +74,16 @@ async fn a_fire_is_claimed_once_even_across_restarts() {
         Err(StoreError::Conflict(_))
     ));
     let record = store.get_run(&first.id).await.unwrap().unwrap();
-    assert_eq!(record.schedule_index, Some(0));
+    assert_eq!(record.schedule_id, Some(sid("a", 0)));
     assert_eq!(
         record.scheduled_for.as_deref(),
         Some("2025-03-30T01:00:00.000Z")
     );
     let json = serde_json::to_value(&record).unwrap();
-    assert_eq!(json["schedule_index"], 0);
+    assert_eq!(json["schedule_id"], sid("a", 0).as_str());
     assert_eq!(json["scheduled_for"], "2025-03-30T01:00:00.000Z");
     let manual = store.get_run(&manual.id).await.unwrap().unwrap();
-    assert_eq!((manual.schedule_index, manual.scheduled_for), (None, None));
+    assert_eq!((manual.schedule_id, manual.scheduled_for), (None, None));
     store.close().unwrap();
 
     let store = Store::open(&path).unwrap();
@@ -497,7 +499,10 @@ async fn close_stops_both_threads() {
     let clone = store.clone();
     store.close().unwrap();
     assert_eq!(clone.get_run("abcd").await, Err(StoreError::Closed));
-    assert_eq!(clone.last_fire("a", 0).await, Err(StoreError::Closed));
+    assert_eq!(
+        clone.last_fire("a", &sid("a", 0)).await,
+        Err(StoreError::Closed)
+    );
     assert_eq!(clone.start_run("abcd").await, Err(StoreError::Closed));
     clone.close().unwrap();
 }

@@ -29,12 +29,17 @@ pub(super) fn new_run(agent: &str) -> NewRun {
     }
 }
 
-/// A scheduled run of `agent` for fire `(index, at)`.
-pub(super) fn fire_run(agent: &str, index: usize, at: chrono::DateTime<chrono::Utc>) -> NewRun {
+/// Schedule number `n` of `agent`, for tests (`n * * * *` in UTC).
+pub(super) fn sid(agent: &str, n: usize) -> crate::types::ScheduleId {
+    crate::types::ScheduleId::of(agent, &format!("{n} * * * *"), "UTC", None)
+}
+
+/// A scheduled run of `agent` for fire `(sid(agent, n), at)`.
+pub(super) fn fire_run(agent: &str, n: usize, at: chrono::DateTime<chrono::Utc>) -> NewRun {
     NewRun {
         trigger: "schedule".into(),
         fire: Some(Fire {
-            schedule_index: index,
+            schedule_id: sid(agent, n),
             scheduled_for: at,
         }),
         ..new_run(agent)

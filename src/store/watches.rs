@@ -1,137 +1,167 @@
-//! Which schedules the daemon watches, and since when (`schedule_watches`).
-//! A schedule that never fired has no run to say when the daemon started
-//! waiting for it; this table does, so a first fire missed while the daemon
-//! was down is found after a restart like any later one. Writer thread.
+//! Which schedules the daemon watches, and since when (`schedule_watches`,
+//! keyed by agent and [`ScheduleId`]). A schedule that never fired has no
+//! run to say when the daemon started waiting for it; this table does, so a
+//! first fire missed while the daemon was down is found after a restart
+//! like any later one. An edited schedule has a new id and so a new watch:
+//! it starts from the moment it was loaded. Writer thread.
+//!
+//! Databases from before schedule ids keep their watches by list place in
+//! `schedule_watches_by_index` (see the migration): the first watch of a
+//! schedule written the same way takes one over, once.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Store, StoreError, sql, time_text};
+use crate::types::ScheduleId;
 
 impl Store {
-    /// Records that schedule `schedule_index` of `agent`, written as `cron`
-    /// (expression and zone), is watched, and returns since when: the
-    /// stored instant when the same `cron` was watched already, else `now`
-    /// (new or changed schedules start now).
+    /// Records that schedule `schedule` of `agent` is watched, and returns
+    /// since when: the stored instant when it was watched already, else
+    /// `now` (a new or edited schedule starts when it is loaded).
+    ///
+    /// `cron` is the schedule's expression and zone as
+    /// `CronSchedule`'s `Display` writes them (`0 9 * * * (UTC)`): a watch
+    /// an older aurad stored by list place for the same agent and `cron` is
+    /// taken over instead, resuming from the later of its `since` and the
+    /// newest fire stored at that place, and then forgotten.
     pub async fn watch_schedule(
         &self,
         agent: &str,
-        schedule_index: usize,
+        schedule: &ScheduleId,
         cron: &str,
         now: DateTime<Utc>,
     ) -> Result<DateTime<Utc>, StoreError> {
-        let (agent, cron) = (agent.to_owned(), cron.to_owned());
-        self.call(move |conn| watch(conn, &agent, schedule_index, &cron, now))
+        let (agent, schedule, cron) = (agent.to_owned(), schedule.clone(), cron.to_owned());
+        self.call(move |conn| watch(conn, &agent, &schedule, &cron, now))
             .await
     }
 
     /// Forgets the watches of schedules that are gone (an agent removed, a
-    /// schedule taken out of its list): if one comes back, it starts anew.
-    /// `keep` holds every (agent, index) still scheduled.
+    /// schedule edited or taken out of its list), and every watch by list
+    /// place not taken over yet: if one comes back, it starts anew. `keep`
+    /// holds every (agent, schedule) still scheduled. Call it after
+    /// [`Store::watch_schedule`] for each of them.
     pub async fn unwatch_schedules_except(
         &self,
-        keep: Vec<(String, usize)>,
+        keep: Vec<(String, ScheduleId)>,
     ) -> Result<usize, StoreError> {
         self.call(move |conn| unwatch_except(conn, &keep)).await
     }
 }
 
-fn index_sql(schedule_index: usize) -> Result<i64, StoreError> {
-    i64::try_from(schedule_index)
-        .map_err(|_| StoreError::Invalid(format!("schedule index {schedule_index} is too large")))
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text).ok().map(|t| t.to_utc())
 }
 
 fn watch(
     conn: &mut Connection,
     agent: &str,
-    schedule_index: usize,
+    schedule: &ScheduleId,
     cron: &str,
     now: DateTime<Utc>,
 ) -> Result<DateTime<Utc>, StoreError> {
-    let index = index_sql(schedule_index)?;
     let context = "recording a watched schedule";
-    let stored: Option<(String, String)> = conn
-        .prepare_cached(
-            "SELECT cron, since FROM schedule_watches WHERE agent = ?1 AND schedule_index = ?2",
-        )
+    let tx = conn.savepoint().map_err(sql(context))?;
+    let stored: Option<String> = tx
+        .prepare_cached("SELECT since FROM schedule_watches WHERE agent = ?1 AND schedule_id = ?2")
         .and_then(|mut s| {
-            s.query_row(params![agent, index], |r| Ok((r.get(0)?, r.get(1)?)))
+            s.query_row(params![agent, schedule.as_str()], |r| r.get(0))
                 .optional()
         })
         .map_err(sql(context))?;
-    if let Some((stored_cron, since)) = stored
-        && stored_cron == cron
-    {
-        // An unreadable instant (a hand edit) is replaced below.
-        if let Ok(since) = DateTime::parse_from_rfc3339(&since) {
-            return Ok(since.to_utc());
-        }
+    // An unreadable instant (a hand edit) is replaced below.
+    if let Some(since) = stored.as_deref().and_then(parse_time) {
+        return Ok(since);
     }
-    conn.execute(
-        "INSERT OR REPLACE INTO schedule_watches (agent, schedule_index, cron, since)
-         VALUES (?1, ?2, ?3, ?4)",
-        params![agent, index, cron, time_text(now)],
+    let since = take_over_by_index(&tx, agent, cron)?.unwrap_or(now);
+    tx.execute(
+        "INSERT OR REPLACE INTO schedule_watches (agent, schedule_id, since)
+         VALUES (?1, ?2, ?3)",
+        params![agent, schedule.as_str(), time_text(since)],
     )
     .map_err(sql(context))?;
-    Ok(now)
+    tx.commit().map_err(sql(context))?;
+    Ok(since)
 }
 
-fn unwatch_except(conn: &mut Connection, keep: &[(String, usize)]) -> Result<usize, StoreError> {
+/// Takes over the watch by list place of `agent`'s schedule written as
+/// `cron` (the lowest place when several match), if there is one: deletes
+/// it and returns where the schedule resumes, the later of its `since` and
+/// the newest fire stored at that place before schedules had ids.
+fn take_over_by_index(
+    conn: &Connection,
+    agent: &str,
+    cron: &str,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let context = "taking over a schedule watch stored by list place";
+    let old: Option<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT schedule_index, since FROM schedule_watches_by_index
+             WHERE agent = ?1 AND cron = ?2 ORDER BY schedule_index LIMIT 1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![agent, cron], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(sql(context))?;
+    let Some((index, since)) = old else {
+        return Ok(None);
+    };
+    conn.execute(
+        "DELETE FROM schedule_watches_by_index WHERE agent = ?1 AND schedule_index = ?2",
+        params![agent, index],
+    )
+    .map_err(sql(context))?;
+    let Some(since) = parse_time(&since) else {
+        return Ok(None); // unreadable (a hand edit): start anew
+    };
+    // Only fires since `since` were this schedule's: before, that place
+    // held another one.
+    let last: Option<String> = conn
+        .prepare_cached(
+            "SELECT MAX(scheduled_for) FROM runs
+             WHERE agent = ?1 AND schedule_index = ?2 AND schedule_id IS NULL
+               AND scheduled_for >= ?3",
+        )
+        .and_then(|mut s| s.query_row(params![agent, index, time_text(since)], |r| r.get(0)))
+        .map_err(sql(context))?;
+    Ok(Some(
+        last.as_deref()
+            .and_then(parse_time)
+            .map_or(since, |l| l.max(since)),
+    ))
+}
+
+fn unwatch_except(
+    conn: &mut Connection,
+    keep: &[(String, ScheduleId)],
+) -> Result<usize, StoreError> {
     let context = "forgetting schedules that are gone";
-    let watched: Vec<(String, i64)> = conn
-        .prepare_cached("SELECT agent, schedule_index FROM schedule_watches")
+    let tx = conn.savepoint().map_err(sql(context))?;
+    let watched: Vec<(String, String)> = tx
+        .prepare_cached("SELECT agent, schedule_id FROM schedule_watches")
         .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
         .map_err(sql(context))?;
     let mut gone = 0;
-    for (agent, index) in watched {
-        let kept = keep
-            .iter()
-            .any(|(a, i)| *a == agent && i64::try_from(*i).is_ok_and(|i| i == index));
+    for (agent, id) in watched {
+        let kept = keep.iter().any(|(a, i)| *a == agent && i.as_str() == id);
         if !kept {
-            gone += conn
+            gone += tx
                 .execute(
-                    "DELETE FROM schedule_watches WHERE agent = ?1 AND schedule_index = ?2",
-                    params![agent, index],
+                    "DELETE FROM schedule_watches WHERE agent = ?1 AND schedule_id = ?2",
+                    params![agent, id],
                 )
                 .map_err(sql(context))?;
         }
     }
+    gone += tx
+        .execute("DELETE FROM schedule_watches_by_index", [])
+        .map_err(sql(context))?;
+    tx.commit().map_err(sql(context))?;
     Ok(gone)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::tests::db;
-    use super::*;
-
-    fn at(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text).unwrap().to_utc()
-    }
-
-    #[tokio::test]
-    async fn a_watch_lasts_while_its_schedule_is_unchanged_and_present() {
-        let (_dir, path) = db();
-        let store = Store::open(&path).unwrap();
-        let (t1, t2, t3) = (
-            at("2026-06-01T10:00:00Z"),
-            at("2026-06-01T11:00:00Z"),
-            at("2026-06-01T12:00:00Z"),
-        );
-        let daily = "0 9 * * * (UTC)";
-        assert_eq!(store.watch_schedule("a", 0, daily, t1).await, Ok(t1));
-        assert_eq!(store.watch_schedule("b", 0, daily, t1).await, Ok(t1));
-        // Unchanged: since stays, across a reopen too.
-        store.close().unwrap();
-        let store = Store::open(&path).unwrap();
-        assert_eq!(store.watch_schedule("a", 0, daily, t2).await, Ok(t1));
-        // Changed expression or zone: starts anew.
-        let paris = "0 9 * * * (Europe/Paris)";
-        assert_eq!(store.watch_schedule("a", 0, paris, t2).await, Ok(t2));
-        // `b` is gone, then comes back: starts anew.
-        let keep = vec![("a".to_string(), 0)];
-        assert_eq!(store.unwatch_schedules_except(keep).await, Ok(1));
-        assert_eq!(store.watch_schedule("b", 0, daily, t3).await, Ok(t3));
-        assert_eq!(store.watch_schedule("a", 0, paris, t3).await, Ok(t2));
-        store.close().unwrap();
-    }
-}
+#[path = "watches_tests.rs"]
+mod tests;
