@@ -457,7 +457,7 @@ async fn a_delivery_is_remembered_exactly_when_its_run_is_claimed() {
     // Concurrent replays of one delivery: one run, one remembered id.
     let claims = (0..16).map(|_| store.claim_run_for_delivery(new_run("a"), "d1", now));
     let claimed = futures::future::join_all(claims).await;
-    let won: Vec<RunRecord> = claimed.into_iter().map(|c| c.unwrap()).flatten().collect();
+    let won: Vec<RunRecord> = claimed.into_iter().filter_map(|c| c.unwrap()).collect();
     assert_eq!(won.len(), 1);
     let count = |sql: &str| -> i64 { raw(&path).query_row(sql, [], |r| r.get(0)).unwrap() };
     assert_eq!(count("SELECT COUNT(*) FROM runs"), 1);
