@@ -567,3 +567,47 @@ async fn a_scheduled_run_over_the_daily_budget_is_recorded_without_a_model_call(
     assert!(all[..2].iter().all(|r| r.cost_usd.is_some()));
     daemon.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_replace_cancels_only_a_run_of_the_same_schedule() {
+    let mock = MockLlm::start().await;
+    // The API run and the first fire hang (until the 3 s timeout).
+    mock.push(Reply::Hang);
+    mock.push(Reply::Hang);
+    mock.set_fallback(Reply::Text("done".into()));
+    let dir = project(
+        &mock,
+        "schedule: \"* * * * *\"\non_overlap: replace\nlimits: { timeout: 3s }\n",
+    );
+    let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
+    let daemon = start_planned(dir.path(), &clock).await;
+    let store = open_store(&dir);
+    let client = reqwest::Client::new();
+    let api_run = support::inproc::start_run(&client, &daemon, "by hand").await;
+    let api_id = api_run["id"].as_str().expect("a run id").to_string();
+    mock.wait_for_requests(1, WAIT).await;
+
+    // A fire with `replace` while the API run is in flight: the API run is
+    // not the schedule's to cancel.
+    clock.set(at("2026-06-01T12:01:00Z"));
+    wait_state(&store, 2, RunState::Running).await;
+    mock.wait_for_requests(2, WAIT).await;
+    // The next fire of the same schedule replaces the first fire.
+    clock.set(at("2026-06-01T12:02:00Z"));
+    let all = settled(&store, 3).await;
+    daemon.stop().await.unwrap();
+    let api = all.iter().find(|r| r.id == api_id).expect("the API run");
+    assert_eq!(api.trigger, "api");
+    assert_eq!(api.state, RunState::TimedOut, "{api:#?}");
+    let fired: Vec<(String, RunState)> = fires(&all)
+        .into_iter()
+        .filter(|(instant, _)| !instant.is_empty())
+        .collect();
+    assert_eq!(
+        fired,
+        vec![
+            (iso("2026-06-01T12:01:00Z"), RunState::Cancelled),
+            (iso("2026-06-01T12:02:00Z"), RunState::Succeeded),
+        ]
+    );
+}

@@ -1,7 +1,9 @@
 //! The real `aurad serve` binary: start-up and the project lock, `aurad
 //! trigger` / `runs` / `logs --follow` against it, a graceful SIGTERM, a
-//! `kill -9` mid-run and the restart that records the run `interrupted`,
-//! and `aurad agents`. The model is the mock server on 127.0.0.1.
+//! `kill -9` mid-run and the restart that records the run `interrupted`
+//! (not a failure) and starts the queued one, a kill -9'd `aurad run` found
+//! by the live daemon, webhook deliveries replayed at once or refused at
+//! shutdown, and `aurad agents`. The model is the mock server on 127.0.0.1.
 
 mod support;
 
@@ -472,4 +474,270 @@ fn a_second_signal_exits_at_once_with_130() {
         ),
         "{log}"
     );
+}
+
+/// The agents as `aurad agents --json` lists them, by name.
+fn agents_json(root: &Path) -> serde_json::Value {
+    let out = run(root, &["agents", "--json"]);
+    let list: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}\n{}", show(&out)));
+    let mut by_name = serde_json::Map::new();
+    for agent in list.as_array().expect("a list") {
+        by_name.insert(agent["name"].as_str().unwrap().to_string(), agent.clone());
+    }
+    serde_json::Value::Object(by_name)
+}
+
+#[test]
+fn a_run_queued_when_serve_was_killed_runs_after_restart_and_interrupted_is_no_failure() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Hang);
+    mock.set_fallback(Reply::Text("resumed after the crash".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    std::fs::write(
+        dir.path().join("agents/b.yaml"),
+        "model: mock/m\nsystem: s\nschedule: \"0 0 1 1 *\"\n",
+    )
+    .unwrap();
+    let db = dir.path().join("aurad.db");
+    let store = Store::open(&db).unwrap();
+    // One real failure of `b` before: its streak is 1.
+    record_run(&store, "b", RunState::Failed);
+    let settings = |mock: &MockLlm| {
+        let addr = write_settings(dir.path(), mock);
+        let path = dir.path().join("aurad.yaml");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("max_concurrent_runs: 1\n");
+        std::fs::write(path, text).unwrap();
+        addr
+    };
+    let mut serve = Serve::start(dir.path(), settings(&mock), &[]);
+    let cut = triggered(&run(dir.path(), &["trigger", "b", "--input", "hang"]));
+    mock.wait_for_requests_blocking(1, DEADLINE);
+    let queued = triggered(&run(
+        dir.path(),
+        &["trigger", "a", "--input", "wait your turn"],
+    ));
+    assert_eq!(
+        store.get_run_blocking(&queued).unwrap().unwrap().state,
+        RunState::Queued
+    );
+    serve.kill_now();
+
+    let again = Serve::start(dir.path(), settings(&mock), &[]);
+    let resumed = poll(
+        "the queued run to run to its end after the restart",
+        || again.log(),
+        || {
+            let run = store.get_run_blocking(&queued).ok()??;
+            run.state.is_final().then_some(run)
+        },
+    );
+    assert_eq!(resumed.state, RunState::Succeeded, "{}", again.log());
+    assert_eq!(resumed.output.as_deref(), Some("resumed after the crash"));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].messages()[1]["content"], "wait your turn");
+    let cut = store.get_run_blocking(&cut).unwrap().unwrap();
+    assert_eq!(cut.state, RunState::Interrupted);
+
+    // The interrupted run is no failure: `b` still has the one failure it
+    // had, and its backoff counts from that failure alone.
+    let agents = agents_json(dir.path());
+    assert_eq!(agents["b"]["consecutive_failures"], 1, "{agents}");
+    assert_eq!(agents["a"]["consecutive_failures"], 0, "{agents}");
+    assert_eq!(agents["b"]["last_run"]["state"], "interrupted", "{agents}");
+}
+
+#[test]
+fn the_live_daemon_marks_a_killed_aurad_run_interrupted_within_seconds() {
+    let mock = MockLlm::start_in_thread();
+    mock.set_fallback(Reply::Hang);
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let addr = write_settings(dir.path(), &mock);
+    let serve = Serve::start(dir.path(), addr, &[]);
+    let mut child = KillOnDrop(
+        aurad(dir.path())
+            .args(["run", "a", "--input", "slow"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    let id = poll(
+        "`aurad run` to claim its run and call the model",
+        || serve.log(),
+        || {
+            let runs = store
+                .list_runs_blocking(&aurad::store::RunFilter::default())
+                .ok()?;
+            let run = runs.into_iter().find(|r| r.trigger == "cli")?;
+            (run.state == RunState::Running && mock.request_count() == 1).then_some(run.id)
+        },
+    );
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let killed_at = std::time::Instant::now();
+    let run = poll(
+        "the daemon to record the killed run interrupted",
+        || serve.log(),
+        || {
+            let run = store.get_run_blocking(&id).ok()??;
+            (run.state == RunState::Interrupted).then_some(run)
+        },
+    );
+    let took = killed_at.elapsed();
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let error = run.error.unwrap();
+    assert!(error.contains("the process that ran it"), "{error}");
+    assert!(
+        serve
+            .log()
+            .contains("run's process is gone; recorded as interrupted"),
+        "{}",
+        serve.log()
+    );
+    // The daemon's own runs are not its sweep's to interrupt.
+    mock.push(Reply::Delay(
+        Duration::from_millis(4500),
+        Box::new(Reply::Text("outlived two sweeps".into())),
+    ));
+    let own = triggered(&run_ok(dir.path(), &["trigger", "a", "--input", "mine"]));
+    let own = poll(
+        "the daemon's own run to finish",
+        || serve.log(),
+        || {
+            let run = store.get_run_blocking(&own).ok()??;
+            run.state.is_final().then_some(run)
+        },
+    );
+    assert_eq!(own.state, RunState::Succeeded, "{}", serve.log());
+}
+
+fn run_ok(root: &Path, args: &[&str]) -> Output {
+    let out = run(root, args);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    out
+}
+
+const HOOK_SECRET: &str = "hook-secret-for-tests";
+
+/// POSTs a signed webhook delivery `delivery` of `body` to agent `a`: the
+/// status and JSON answer.
+async fn deliver(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    delivery: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(HOOK_SECRET.as_bytes()).unwrap();
+    mac.update(body.as_bytes());
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let response = client
+        .post(format!("http://{addr}/hooks/a"))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", format!("sha256={hex}"))
+        .header("x-github-delivery", delivery)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the daemon answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
+}
+
+fn webhook_runs(store: &Store) -> Vec<aurad::store::RunRecord> {
+    store
+        .list_runs_blocking(&aurad::store::RunFilter::default())
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.trigger == "webhook")
+        .collect()
+}
+
+#[test]
+fn webhook_replays_run_once_and_a_delivery_refused_at_shutdown_runs_when_sent_again() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Text("replayed once".into()));
+    mock.push(Reply::Hang);
+    mock.set_fallback(Reply::Text("delivered again".into()));
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nprompt: \"Issue {{ payload.n }}\"\nwebhook: { secret_env: HOOK_SECRET }\n",
+    );
+    let env = [("HOOK_SECRET", HOOK_SECRET)];
+    let mut serve = Serve::start_with_env(dir.path(), write_settings(dir.path(), &mock), &[], &env);
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    let rt = runtime();
+    let client = reqwest::Client::new();
+
+    // 24 copies of one delivery at once: exactly one run.
+    let answers = rt.block_on(futures::future::join_all(
+        (0..24).map(|_| deliver(&client, serve.addr, "d-replayed", r#"{"n": 1}"#)),
+    ));
+    let started: Vec<&(u16, serde_json::Value)> = answers
+        .iter()
+        .filter(|(status, _)| *status == 202)
+        .collect();
+    assert_eq!(started.len(), 1, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|(status, body)| *status == 202 || (*status == 200 && body["duplicate"] == true)),
+        "{answers:?}"
+    );
+    poll(
+        "the replayed delivery's run to succeed",
+        || serve.log(),
+        || {
+            let runs = webhook_runs(&store);
+            (runs.len() == 1 && runs[0].state == RunState::Succeeded).then_some(())
+        },
+    );
+
+    // A delivery that arrives while the daemon shuts down is refused
+    // before its run is claimed, so it is not remembered either.
+    triggered(&run_ok(dir.path(), &["trigger", "a", "--input", "hang"]));
+    mock.wait_for_requests_blocking(2, DEADLINE);
+    serve.signal(libc::SIGTERM);
+    poll(
+        "the graceful shutdown to wait for the run",
+        || serve.log(),
+        || serve.log().contains("waiting up to").then_some(()),
+    );
+    let (status, body) = rt.block_on(deliver(&client, serve.addr, "d-refused", r#"{"n": 2}"#));
+    assert_eq!(status, 503, "{body}");
+    serve.kill_now();
+
+    let again = Serve::start_with_env(dir.path(), write_settings(dir.path(), &mock), &[], &env);
+    let (status, body) = rt.block_on(deliver(&client, again.addr, "d-refused", r#"{"n": 2}"#));
+    assert_eq!(status, 202, "{body}");
+    let id = body["id"].as_str().expect("a run id").to_string();
+    let done = poll(
+        "the redelivered run to finish",
+        || again.log(),
+        || {
+            let run = store.get_run_blocking(&id).ok()??;
+            run.state.is_final().then_some(run)
+        },
+    );
+    assert_eq!(done.state, RunState::Succeeded, "{}", again.log());
+    assert_eq!(done.input, "Issue 2");
+    let (status, body) = rt.block_on(deliver(&client, again.addr, "d-refused", r#"{"n": 2}"#));
+    assert_eq!(
+        (status, &body["duplicate"]),
+        (200, &serde_json::json!(true)),
+        "{body}"
+    );
+    let (status, _) = rt.block_on(deliver(&client, again.addr, "d-replayed", r#"{"n": 1}"#));
+    assert_eq!(status, 200);
+    assert_eq!(webhook_runs(&store).len(), 2);
 }

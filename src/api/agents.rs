@@ -57,6 +57,7 @@ pub(super) async fn start_run(
         vars: body.vars.unwrap_or_default(),
         payload: None,
         trigger: "api".into(),
+        delivery: None,
     };
     let run = api
         .daemon
@@ -96,7 +97,7 @@ pub(super) fn trigger_error(e: TriggerError) -> ApiError {
         TriggerError::Submit(e @ SubmitError::ShuttingDown) => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
-        TriggerError::Submit(e @ SubmitError::AlreadyFired) => {
+        TriggerError::Submit(e @ (SubmitError::AlreadyFired | SubmitError::DuplicateDelivery)) => {
             ApiError::new(StatusCode::CONFLICT, e.to_string())
         }
         TriggerError::Submit(SubmitError::Store(e)) => {

@@ -2,11 +2,13 @@
 //! checked against `X-Hub-Signature-256: sha256=<hex>`, HMAC-SHA256 of the
 //! raw body under the agent's `webhook.secret_env`, in constant time; each
 //! delivery id (`X-GitHub-Delivery` or `X-Delivery-Id`) starts at most one
-//! run; the JSON body becomes the run's `payload` (`{{ payload }}` in the
+//! run (the id is remembered in the transaction that claims the run, so a
+//! delivery refused before its run was claimed, e.g. during shutdown, can
+//! be delivered again and then runs); the JSON body becomes the run's `payload` (`{{ payload }}` in the
 //! agent's prompt). No bearer token: the signature is the authentication.
 //!
-//! Depends on `daemon` (`Daemon::webhook_secret`, `claim_delivery`,
-//! `trigger`), `hmac` and `sha2`.
+//! Depends on `daemon` (`Daemon::webhook_secret`, `trigger`), `hmac` and
+//! `sha2`.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -19,7 +21,7 @@ use sha2::Sha256;
 
 use super::agents::trigger_error;
 use super::{Api, ApiError, Param, accepted, read_body};
-use crate::daemon::Trigger;
+use crate::daemon::{SubmitError, Trigger, TriggerError};
 
 const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 const DELIVERY_HEADERS: [&str; 2] = ["x-github-delivery", "x-delivery-id"];
@@ -46,24 +48,24 @@ pub(super) async fn deliver(
     let delivery = delivery_id(&headers)?;
     let payload: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the webhook body must be JSON: {e}")))?;
-    if !api.daemon.claim_delivery(&agent, &delivery).await? {
-        tracing::info!(agent = %agent, delivery = %delivery, "webhook delivery seen before; not run again");
-        return Ok((
-            StatusCode::OK,
-            axum::Json(json!({ "duplicate": true, "delivery": delivery })),
-        )
-            .into_response());
-    }
     let trigger = Trigger {
         payload: Some(payload),
         trigger: "webhook".into(),
+        delivery: Some(delivery.clone()),
         ..Trigger::default()
     };
-    let run = api
-        .daemon
-        .trigger(&agent, trigger)
-        .await
-        .map_err(trigger_error)?;
+    let run = match api.daemon.trigger(&agent, trigger).await {
+        Ok(run) => run,
+        Err(TriggerError::Submit(SubmitError::DuplicateDelivery)) => {
+            tracing::info!(agent = %agent, delivery = %delivery, "webhook delivery seen before; not run again");
+            return Ok((
+                StatusCode::OK,
+                axum::Json(json!({ "duplicate": true, "delivery": delivery })),
+            )
+                .into_response());
+        }
+        Err(e) => return Err(trigger_error(e)),
+    };
     tracing::info!(agent = %agent, run = %run.id, delivery = %delivery, "webhook started a run");
     Ok(accepted(&run))
 }

@@ -141,6 +141,9 @@ pub struct Trigger {
     pub payload: Option<serde_json::Value>,
     /// `api` or `webhook`.
     pub trigger: String,
+    /// A webhook's delivery id, claimed with the run (see
+    /// [`RunRequest::delivery`]).
+    pub delivery: Option<String>,
 }
 
 /// Why [`Daemon::trigger`] did not start a run.
@@ -244,6 +247,7 @@ impl Daemon {
             trigger: trigger.trigger,
             vars: trigger.vars,
             payload: trigger.payload,
+            delivery: trigger.delivery,
             ..RunRequest::default()
         };
         Ok(self.supervisor.submit(snapshot, request, None).await?)
@@ -319,13 +323,6 @@ impl Daemon {
                 hook.secret_env
             )),
         }
-    }
-
-    /// True the first time a delivery id is seen for `agent` within a day.
-    pub async fn claim_delivery(&self, agent: &str, delivery: &str) -> Result<bool, StoreError> {
-        self.store
-            .claim_delivery(agent, delivery, self.clock.now())
-            .await
     }
 
     /// Liveness and a summary, for `GET /healthz`.

@@ -5,9 +5,11 @@
 //! On Linux an owner is `pid:N boot B start S`: B is the first 8 characters
 //! of `/proc/sys/kernel/random/boot_id` and S the process's start time in
 //! clock ticks after boot (field 22 of `/proc/N/stat`). The owner is alive
-//! when this boot is B and process N started at S. Where `/proc` cannot
-//! say, and for rows written as plain `pid:N`, only the pid is checked
-//! (`kill(N, 0)`). Depends on `libc` and the file system only.
+//! when this boot is B and process N started at S, and N is not a zombie
+//! (a killed process whose parent has not reaped it yet runs nothing).
+//! Where `/proc` cannot say, and for rows written as plain `pid:N`, only
+//! the pid is checked (`kill(N, 0)`). Depends on `libc` and the file system
+//! only.
 
 use std::sync::OnceLock;
 
@@ -44,10 +46,29 @@ pub fn is_alive(owner: &str) -> bool {
             .map(|start| (boot.to_string(), start)),
         _ => None,
     };
+    if is_zombie(pid as u32) {
+        return false;
+    }
     if let (Some((boot, start)), Some(now_boot)) = (identity, boot_id()) {
         return boot == now_boot && start_ticks(pid as u32) == Some(start);
     }
     pid_exists(pid)
+}
+
+/// Whether process `pid` has ended but is not reaped yet (state `Z`).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_string();
+            Some(state == "Z")
+        })
+        .unwrap_or(false)
 }
 
 /// The first 8 characters of this boot's id.
@@ -124,6 +145,29 @@ mod tests {
         assert!(me.starts_with(&format!("pid:{pid} boot ")), "{me}");
         assert!(me.contains(" start "), "{me}");
         assert!(!is_alive(me));
+    }
+
+    #[test]
+    fn a_killed_process_not_yet_reaped_is_not_alive() {
+        let mut child = sleeper();
+        let pid = child.0.id();
+        let owner = format!(
+            "pid:{pid} boot {} start {}",
+            boot_id().unwrap(),
+            start_ticks(pid).unwrap()
+        );
+        assert!(is_alive(&owner));
+        // SIGKILL without waiting: the process stays a zombie until reaped.
+        // SAFETY: kill sends a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !is_zombie(pid) {
+            assert!(std::time::Instant::now() < deadline, "no zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!is_alive(&owner));
+        assert!(!is_alive(&format!("pid:{pid}")));
+        let _ = child.0.wait();
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! One run from request to stored outcome: resolve the agent from a
 //! snapshot (model, provider, tools, rendered templates), claim the run row
 //! before the first model call, drive the engine, commit its events as each
-//! step completes, record the final state.
+//! step completes (a failed batch write is retried with backoff, and a
+//! batch that still cannot be written goes with the next one, so the stored
+//! sequence numbers are the ones the run's live stream announced, without a
+//! gap), record the final state.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EnvLookup;
@@ -42,6 +47,10 @@ pub struct RunRequest {
     /// `input` is rendered when `input` is `None`. What tells runs of one
     /// schedule from those of another (`on_overlap: replace`).
     pub schedule_id: Option<ScheduleId>,
+    /// The webhook delivery id that started it: remembered in the
+    /// transaction that claims the run, so a delivery runs at most once and
+    /// one whose run could not be claimed can be delivered again.
+    pub delivery: Option<String>,
 }
 
 /// What a run's templates see besides `input`.
@@ -292,6 +301,41 @@ fn render(template: &str, cx: &TemplateContext<'_>, input: &str) -> Result<Strin
     .map_err(|e| e.to_string())
 }
 
+/// How a failed event-batch write is retried: 50 ms doubling to at most
+/// 1 s, with jitter, 6 times (about 3 s in all), before the batch waits for
+/// the next one.
+fn batch_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(1))
+        .with_max_times(6)
+        .with_jitter()
+}
+
+/// Whether a failed write may succeed when tried again: SQLite errors (a
+/// busy lock, an I/O error, a transaction rolled back by another job) may;
+/// a closed store, a missing run or bad input will not.
+fn is_transient(error: &StoreError) -> bool {
+    matches!(error, StoreError::Sqlite(_) | StoreError::Io(_))
+}
+
+/// Appends `events` to run `run_id`, retrying transient failures with
+/// [`batch_backoff`]; the last error when every try failed.
+async fn append_retrying(
+    store: &Store,
+    run_id: &str,
+    events: &[RunEvent],
+) -> Result<i64, StoreError> {
+    (|| store.append_events(run_id, events.to_vec()))
+        .retry(batch_backoff())
+        .sleep(tokio::time::sleep)
+        .when(is_transient)
+        .notify(|e: &StoreError, wait: Duration| {
+            tracing::warn!(run = %run_id, "storing run events failed, retrying in {wait:?}: {e}");
+        })
+        .await
+}
+
 /// Where a run's events go as it runs: `event` for each event with the
 /// sequence number it will be stored under (merged deltas share one),
 /// `committed` once the events up to a sequence number are on disk.
@@ -388,23 +432,31 @@ pub async fn run_claimed(
     let record = async {
         let mut recorder = Recorder::default();
         let mut first_error: Option<StoreError> = None;
+        // Events taken from the recorder but not stored yet (a batch whose
+        // write failed even after retries): they are stored before anything
+        // later, under the numbers already announced.
+        let mut unstored: Vec<RunEvent> = Vec::new();
         while let Some(event) = rx.recv().await {
             // The last batch (with `finished`) is committed with the final state.
             let last = matches!(event, RunEvent::Finished { .. });
             let seq = recorder.push(event.clone());
             sink.event(seq, &event);
             if !last && recorder.at_boundary() && rx.is_empty() {
-                let batch = recorder.take();
-                match store.append_events(&spec.run_id, batch).await {
-                    Ok(last_seq) => sink.committed(last_seq),
+                unstored.extend(recorder.take());
+                match append_retrying(store, &spec.run_id, &unstored).await {
+                    Ok(last_seq) => {
+                        unstored.clear();
+                        sink.committed(last_seq);
+                    }
                     Err(e) => {
-                        tracing::error!(run = %spec.run_id, "cannot store run events: {e}");
+                        tracing::error!(run = %spec.run_id, "cannot store run events, they will go with the next batch: {e}");
                         first_error.get_or_insert(e);
                     }
                 }
             }
         }
-        (recorder.take(), first_error)
+        unstored.extend(recorder.take());
+        (unstored, first_error)
     };
     let (outcome, (last_batch, store_error)) = tokio::join!(engine, record);
     let state = outcome.state;

@@ -1,9 +1,11 @@
 //! `aurad serve` from start to stop: take the project lock, open the store,
 //! turn runs a dead process left `running` into `interrupted` (retrying
-//! those whose agent says `on_interrupt: retry`), load the snapshot, start
-//! the scheduler, the watcher and the API, and on the shutdown signal stop
-//! accepting, let runs finish for the grace period, cancel the rest and
-//! flush the store.
+//! those whose agent says `on_interrupt: retry`) and start again the runs
+//! it left `queued` (accepted, never started), load the snapshot, start
+//! the scheduler, the watcher, the API and the sweep that interrupts runs
+//! of other processes (`aurad run`) that died, and on the shutdown signal
+//! stop accepting, let runs finish for the grace period, cancel the rest
+//! and flush the store.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +19,7 @@ use super::Daemon;
 use super::clock::Clock;
 use super::lock::ProjectLock;
 use super::metrics::Metrics;
+use super::owner;
 use super::reload::{Reloader, describe_changes};
 use super::runner::RunRequest;
 use super::schedules::Scheduler;
@@ -84,10 +87,11 @@ pub async fn serve(
         .await
         .map_err(|e| format!("opening the database failed: {e}"))?
         .map_err(|e| format!("database {}: {e}", settings.database.display()))?;
-    let interrupted = store
-        .interrupt_stale_runs(super::owner::is_alive)
+    let recovered = store
+        .recover_stale_runs(owner::is_alive, owner::this_process())
         .await
         .map_err(|e| format!("cannot recover runs of a previous process: {e}"))?;
+    let interrupted = recovered.interrupted;
     for run in &interrupted {
         tracing::warn!(run = %run.id, agent = %run.agent, "run was left running by a process that is gone; recorded as interrupted");
     }
@@ -141,6 +145,7 @@ pub async fn serve(
         started_at: options.clock.now(),
     });
     daemon.set_mcp_states(reloader.server_states());
+    resume_queued(&daemon, &recovered.requeued).await;
     retry_interrupted(&daemon, &interrupted).await;
 
     let stop = CancellationToken::new();
@@ -151,6 +156,7 @@ pub async fn serve(
         metrics.clone(),
     );
     let scheduler_task = tokio::spawn(scheduler.run(snapshot_rx, stop.child_token()));
+    let sweep_task = tokio::spawn(sweep_dead_owners(store.clone(), stop.child_token()));
     let api_stop = CancellationToken::new();
     let api_task = tokio::spawn(crate::api::serve(
         listener,
@@ -185,6 +191,7 @@ pub async fn serve(
     stop.cancel();
     supervisor.close();
     let _ = scheduler_task.await;
+    let _ = sweep_task.await;
     let mut reloader = reload_task.await.ok();
     let grace = daemon.snapshot().project.settings.shutdown_grace;
     let (running, queued) = supervisor.counts();
@@ -306,6 +313,48 @@ async fn reload(daemon: &Daemon, reloader: &mut Reloader) {
     }
 }
 
+/// How often a live daemon looks for runs of other processes that died.
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
+
+/// Every [`SWEEP_EVERY`] until `stop`: records `interrupted` the `running`
+/// runs whose owner process is gone (a kill -9'd `aurad run`). This
+/// daemon's own runs count as alive. A sweep with nothing to do is one
+/// indexed read.
+async fn sweep_dead_owners(store: Store, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval(SWEEP_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let me = owner::this_process();
+    let alive = move |o: &str| o == me || owner::is_alive(o);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        match store.interrupt_dead_running_runs(alive).await {
+            Ok(runs) => {
+                for run in runs {
+                    tracing::warn!(run = %run.id, agent = %run.agent, "run's process is gone; recorded as interrupted");
+                }
+            }
+            Err(e) => tracing::error!("cannot look for runs of stopped processes: {e}"),
+        }
+    }
+}
+
+/// Starts again the runs a previous daemon accepted (202) and left queued
+/// when it died: each keeps its id and waits for a slot like any queued run.
+async fn resume_queued(daemon: &Arc<Daemon>, queued: &[RunRecord]) {
+    let snapshot = daemon.snapshot();
+    for run in queued {
+        match daemon.supervisor.resume(snapshot.clone(), run).await {
+            Ok(state) => {
+                tracing::info!(run = %run.id, agent = %run.agent, state = %state, "run queued by a process that is gone is started again")
+            }
+            Err(e) => tracing::error!(run = %run.id, "cannot start again a run left queued: {e}"),
+        }
+    }
+}
+
 /// Re-runs, once, the interrupted runs of agents with `on_interrupt:
 /// retry` that are still within their `catch_up`.
 async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
@@ -357,11 +406,12 @@ async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
     }
 }
 
-/// When the agent's newest failed, timed-out or interrupted run ended: the
-/// start of its backoff (skipped fires recorded since do not move it).
+/// When the agent's newest failed or timed-out run ended: the start of its
+/// backoff (skipped fires and interrupted runs recorded since do not move
+/// it).
 async fn last_failure(store: &Store, agent: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     let mut newest = None;
-    for state in [RunState::Failed, RunState::TimedOut, RunState::Interrupted] {
+    for state in [RunState::Failed, RunState::TimedOut] {
         let filter = crate::store::RunFilter {
             agent: Some(agent.to_string()),
             state: Some(state),

@@ -1,9 +1,12 @@
 //! The run supervisor: every run of `aurad serve` starts here, whatever
 //! started it. It claims the run row before anything runs, applies the
-//! agent's `on_overlap` to scheduled fires, caps runs across all agents at
+//! agent's `on_overlap` to scheduled fires (`replace` cancels only a run of
+//! the same schedule: [`replaced_by`]), caps runs across all agents at
 //! `max_concurrent_runs` (the rest wait `queued`), owns each run's
 //! cancellation token and live event hub, and tracks consecutive failures
-//! for the schedule backoff.
+//! for the schedule backoff (a run cut off by a crash is not one). A webhook
+//! delivery is claimed with its run; queued runs a dead daemon left are
+//! taken over with [`Supervisor::resume`].
 //!
 //! State is one `std::sync::Mutex`, never held across an `.await`.
 
@@ -23,7 +26,7 @@ use crate::config::OnOverlap;
 use crate::registry::Snapshot;
 use crate::scheduler::failure_backoff;
 use crate::store::{NewRun, RunRecord, Store, StoreError};
-use crate::types::{RunEvent, RunState};
+use crate::types::{RunEvent, RunState, ScheduleId};
 
 /// The process environment (or a test's), shared with runs.
 pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -37,6 +40,9 @@ pub enum SubmitError {
     /// The scheduled fire was claimed before (e.g. by an earlier process).
     #[error("this fire was already claimed")]
     AlreadyFired,
+    /// The webhook delivery started a run before (within a day).
+    #[error("this webhook delivery started a run already")]
+    DuplicateDelivery,
     #[error("aurad is shutting down and accepts no new runs")]
     ShuttingDown,
     #[error("{0}")]
@@ -93,10 +99,34 @@ struct State {
 
 struct Live {
     agent: String,
+    /// The schedule that started it (`None`: an API, CLI, webhook or
+    /// retry run).
+    schedule: Option<ScheduleKey>,
     cancel: CancellationToken,
     hub: Arc<Hub>,
     /// Held by `on_overlap: queue`: waits until the agent's earlier runs end.
     held: bool,
+}
+
+/// What identifies a schedule of an agent for `on_overlap: replace`: what
+/// the schedule is (expression, zone, input), never its place in the list.
+pub type ScheduleKey = ScheduleId;
+
+/// The schedule a request's run is a fire of, if any: only a scheduled
+/// fire has one.
+fn schedule_of(request: &RunRequest) -> Option<ScheduleKey> {
+    request
+        .schedule_id
+        .clone()
+        .filter(|_| request.trigger == "schedule")
+}
+
+/// Whether a fire of `schedule` with `on_overlap: replace` cancels the
+/// in-flight run `live` of the same agent: only when the same schedule
+/// started it, never an API, CLI, webhook or retry run, nor another
+/// schedule's (DESIGN.md section 3, overlap).
+fn replaced_by(live: &Live, schedule: Option<&ScheduleKey>) -> bool {
+    schedule.is_some() && live.schedule.as_ref() == schedule
 }
 
 impl Supervisor {
@@ -146,8 +176,7 @@ impl Supervisor {
 
     /// (running, queued) runs now.
     pub fn counts(&self) -> (usize, usize) {
-        let state = self.lock();
-        (state.running, state.runs.len() - state.running)
+        self.lock().counts()
     }
 
     /// The live hub of a run in flight.
@@ -173,6 +202,8 @@ impl Supervisor {
         let agent = request.agent.clone();
         let trigger = request.trigger.clone();
         let fire = request.fire.clone();
+        let schedule = schedule_of(&request);
+        let delivery = request.delivery.clone();
         let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) if fire.is_some() => {
@@ -200,65 +231,7 @@ impl Supervisor {
         };
         let id = prepared.spec.run_id.clone();
         let hub = Arc::new(Hub::default());
-        // Overlap is decided and the run entered under one lock, so two
-        // fires cannot both see the agent idle.
-        let (skip_reason, slot) = {
-            let mut state = self.lock();
-            if !state.accepting {
-                return Err(SubmitError::ShuttingDown);
-            }
-            let in_flight: Vec<String> = state.by_agent.get(&agent).cloned().unwrap_or_default();
-            let mut held = false;
-            let mut skip = None;
-            if let (Some(policy), Some(newest)) = (overlap, in_flight.last()) {
-                match policy {
-                    OnOverlap::Skip => {
-                        skip = Some(format!(
-                            "skipped: run {newest} of this agent was still in flight (on_overlap: skip)"
-                        ))
-                    }
-                    OnOverlap::Queue => {
-                        if in_flight.iter().any(|id| state.runs[id].held) {
-                            skip = Some(format!(
-                                "skipped: a run of this agent is already queued behind run {newest} (on_overlap: queue holds one)"
-                            ));
-                        } else {
-                            held = true;
-                        }
-                    }
-                    OnOverlap::Replace => {
-                        for id in &in_flight {
-                            tracing::info!(run = %id, agent = %agent, "cancelled: replaced by a newer scheduled fire (on_overlap: replace)");
-                            state.runs[id].cancel.cancel();
-                        }
-                    }
-                    OnOverlap::Allow => {}
-                }
-            }
-            // A run that need not wait takes its slot now and is claimed
-            // `running`: one commit fewer than queued, then started.
-            let slot = skip.is_none() && !held && state.running < state.limit;
-            if slot {
-                state.running += 1;
-            }
-            if skip.is_none() {
-                state.runs.insert(
-                    id.clone(),
-                    Live {
-                        agent: agent.clone(),
-                        cancel: self.root.child_token(),
-                        hub: hub.clone(),
-                        held,
-                    },
-                );
-                state
-                    .by_agent
-                    .entry(agent.clone())
-                    .or_default()
-                    .push(id.clone());
-            }
-            (skip, slot)
-        };
+        let (skip_reason, slot) = self.enter(&agent, &id, schedule, &hub, overlap)?;
         if let Some(reason) = skip_reason {
             return self
                 .record_unrun(
@@ -273,13 +246,23 @@ impl Supervisor {
         } else {
             RunState::Queued
         };
-        let record = match self.store.claim_run(new_run(&prepared, claimed_as)).await {
-            Ok(record) => record,
+        let run = new_run(&prepared, claimed_as);
+        let claimed = match &delivery {
+            None => self.store.claim_run(run).await.map(Some),
+            Some(delivery) => {
+                self.store
+                    .claim_run_for_delivery(run, delivery, self.clock.now())
+                    .await
+            }
+        };
+        let record = match claimed {
+            Ok(Some(record)) => record,
+            Ok(None) => {
+                self.forget(&id, slot);
+                return Err(SubmitError::DuplicateDelivery);
+            }
             Err(e) => {
-                self.forget(&id);
-                if slot {
-                    self.release_slot();
-                }
+                self.forget(&id, slot);
                 return Err(match e {
                     StoreError::FireTaken { .. } => SubmitError::AlreadyFired,
                     other => SubmitError::Store(other),
@@ -291,6 +274,147 @@ impl Supervisor {
         self.tracker
             .spawn(async move { this.drive(prepared, hub, slot).await });
         Ok(record)
+    }
+
+    /// Takes over `queued`, a run accepted (and claimed `queued`) by a
+    /// process that is gone and now owned by this one: it waits for a slot
+    /// and runs under its own id with its stored input and model, like any
+    /// queued run. One that cannot be prepared any more (its agent was
+    /// removed, say) is recorded `interrupted` with the reason. Returns the
+    /// run's state now.
+    pub async fn resume(
+        self: &Arc<Self>,
+        snapshot: Arc<Snapshot>,
+        queued: &RunRecord,
+    ) -> Result<RunState, SubmitError> {
+        if !self.lock().accepting {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let request = RunRequest {
+            agent: queued.agent.clone(),
+            input: Some(queued.input.clone()),
+            model: Some(queued.model.clone()).filter(|m| !m.is_empty()),
+            trigger: queued.trigger.clone(),
+            ..RunRequest::default()
+        };
+        let mut prepared = match prepare(&snapshot, request, &*self.env) {
+            Ok(prepared) => prepared,
+            Err(message) => {
+                let reason = format!(
+                    "interrupted: queued when the daemon that accepted it stopped, and it cannot be started again: {message}"
+                );
+                self.store
+                    .finish_run(
+                        &queued.id,
+                        RunState::Interrupted,
+                        Some(reason),
+                        None,
+                        Default::default(),
+                    )
+                    .await?;
+                return Ok(RunState::Interrupted);
+            }
+        };
+        prepared.spec.run_id = queued.id.clone();
+        let hub = Arc::new(Hub::default());
+        // Entered as waiting (never with a slot taken here): `drive` starts
+        // it in the store when its turn comes.
+        let schedule = queued
+            .schedule_id
+            .clone()
+            .filter(|_| queued.trigger == "schedule");
+        self.enter_waiting(&queued.agent, &queued.id, schedule, &hub)?;
+        self.publish_counts();
+        let this = self.clone();
+        self.tracker
+            .spawn(async move { this.drive(prepared, hub, false).await });
+        Ok(RunState::Queued)
+    }
+
+    /// Decides overlap and enters the run under one lock, so two fires
+    /// cannot both see the agent idle: `(Some(reason), _)` when it is to be
+    /// recorded skipped (not entered), else whether it took a slot.
+    fn enter(
+        &self,
+        agent: &str,
+        id: &str,
+        schedule: Option<ScheduleKey>,
+        hub: &Arc<Hub>,
+        overlap: Option<OnOverlap>,
+    ) -> Result<(Option<String>, bool), SubmitError> {
+        let mut state = self.lock();
+        if !state.accepting {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let in_flight: Vec<String> = state.by_agent.get(agent).cloned().unwrap_or_default();
+        let mut held = false;
+        if let (Some(policy), Some(newest)) = (overlap, in_flight.last()) {
+            match policy {
+                OnOverlap::Skip => {
+                    return Ok((
+                        Some(format!(
+                            "skipped: run {newest} of this agent was still in flight (on_overlap: skip)"
+                        )),
+                        false,
+                    ));
+                }
+                OnOverlap::Queue => {
+                    if in_flight.iter().any(|id| state.runs[id].held) {
+                        return Ok((
+                            Some(format!(
+                                "skipped: a run of this agent is already queued behind run {newest} (on_overlap: queue holds one)"
+                            )),
+                            false,
+                        ));
+                    }
+                    held = true;
+                }
+                OnOverlap::Replace => {
+                    for other in &in_flight {
+                        let live = &state.runs[other];
+                        if replaced_by(live, schedule.as_ref()) {
+                            tracing::info!(run = %other, agent = %agent, "cancelled: replaced by a newer fire of the same schedule (on_overlap: replace)");
+                            live.cancel.cancel();
+                        }
+                    }
+                }
+                OnOverlap::Allow => {}
+            }
+        }
+        // A run that need not wait takes its slot now and is claimed
+        // `running`: one commit fewer than queued, then started.
+        let slot = !held && state.running < state.limit;
+        if slot {
+            state.running += 1;
+        }
+        state.insert(id, self.live(agent, schedule, hub, held));
+        Ok((None, slot))
+    }
+
+    /// Enters a run that waits for its turn like a queued one.
+    fn enter_waiting(
+        &self,
+        agent: &str,
+        id: &str,
+        schedule: Option<ScheduleKey>,
+        hub: &Arc<Hub>,
+    ) -> Result<(), SubmitError> {
+        let mut state = self.lock();
+        if !state.accepting {
+            return Err(SubmitError::ShuttingDown);
+        }
+        state.insert(id, self.live(agent, schedule, hub, false));
+        Ok(())
+    }
+
+    fn live(&self, agent: &str, schedule: Option<ScheduleKey>, hub: &Arc<Hub>, held: bool) -> Live {
+        Live {
+            agent: agent.to_string(),
+            schedule,
+            cancel: self.root.child_token(),
+            hub: hub.clone(),
+            held,
+        }
     }
 
     async fn record_unrun(
@@ -347,18 +471,13 @@ impl Supervisor {
         {
             // The slot (if one was taken) was released by `run`.
             let mut s = self.lock();
-            s.runs.remove(&id);
-            if let Some(ids) = s.by_agent.get_mut(&agent) {
-                ids.retain(|r| r != &id);
-                if ids.is_empty() {
-                    s.by_agent.remove(&agent);
-                }
-            }
+            s.remove(&id);
             if let Some(state) = state {
                 let health = s.health.entry(agent.clone()).or_default();
+                // `interrupted` is not a failure (and not a success).
                 match state {
                     RunState::Succeeded => *health = Health::default(),
-                    RunState::Failed | RunState::TimedOut | RunState::Interrupted => {
+                    RunState::Failed | RunState::TimedOut => {
                         health.consecutive_failures += 1;
                         health.last_failure = Some(self.clock.now());
                     }
@@ -451,7 +570,9 @@ impl Supervisor {
 
     /// Gives a run's slot back and wakes the runs waiting for one.
     fn release_slot(&self) {
-        self.lock().running -= 1;
+        let mut s = self.lock();
+        s.running = s.running.saturating_sub(1);
+        drop(s);
         self.changed.notify_waiters();
     }
 
@@ -461,13 +582,17 @@ impl Supervisor {
         self.metrics.set_runs_queued(queued);
     }
 
-    fn forget(&self, id: &str) {
+    /// Removes a run that was entered but not claimed, and gives back its
+    /// slot if it took one, under one lock: nobody sees a slot counted for
+    /// a run that is gone.
+    fn forget(&self, id: &str, slot: bool) {
         let mut s = self.lock();
-        if let Some(live) = s.runs.remove(id)
-            && let Some(ids) = s.by_agent.get_mut(&live.agent)
-        {
-            ids.retain(|r| r != id);
+        s.remove(id);
+        if slot {
+            s.running = s.running.saturating_sub(1);
         }
+        drop(s);
+        self.changed.notify_waiters();
     }
 
     /// Cancels a queued or running run of this process.
@@ -498,6 +623,35 @@ impl Supervisor {
     }
 }
 
+impl State {
+    /// (running, queued): runs holding a slot, and the other runs in
+    /// flight. Saturating, so a moment where a slot is counted for a run
+    /// already gone reads as none queued, never as an overflow.
+    fn counts(&self) -> (usize, usize) {
+        (self.running, self.runs.len().saturating_sub(self.running))
+    }
+
+    fn insert(&mut self, id: &str, live: Live) {
+        self.by_agent
+            .entry(live.agent.clone())
+            .or_default()
+            .push(id.to_string());
+        self.runs.insert(id.to_string(), live);
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(live) = self.runs.remove(id) else {
+            return;
+        };
+        if let Some(ids) = self.by_agent.get_mut(&live.agent) {
+            ids.retain(|r| r != id);
+            if ids.is_empty() {
+                self.by_agent.remove(&live.agent);
+            }
+        }
+    }
+}
+
 /// Sends a run's events to its hub (for SSE) and to the metrics.
 struct HubSink {
     hub: Arc<Hub>,
@@ -513,5 +667,105 @@ impl RunSink for HubSink {
 
     fn committed(&mut self, last_seq: i64) {
         self.hub.committed(last_seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn supervisor(dir: &tempfile::TempDir, limit: usize) -> Arc<Supervisor> {
+        let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+        Arc::new(Supervisor::new(
+            store,
+            Arc::new(Metrics::default()),
+            Arc::new(super::super::clock::SystemClock),
+            Arc::new(|_: &str| None),
+            limit,
+        ))
+    }
+
+    fn token(s: &Supervisor, id: &str) -> CancellationToken {
+        s.lock().runs[id].cancel.clone()
+    }
+
+    #[test]
+    fn counts_saturate_when_a_slot_outlives_its_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = supervisor(&dir, 2);
+        let hub = Arc::new(Hub::default());
+        let (_, slot) = s.enter("a", "r1", None, &hub, None).unwrap();
+        assert!(slot);
+        assert_eq!(s.counts(), (1, 0));
+        // The moment the old code's `forget` then `release_slot` left open:
+        // the run gone, its slot still counted. `runs.len() - running`
+        // underflowed here.
+        s.lock().remove("r1");
+        assert_eq!(s.counts(), (1, 0));
+        s.release_slot();
+        assert_eq!(s.counts(), (0, 0));
+        // `forget` now drops the run and its slot under one lock.
+        let (_, slot) = s.enter("a", "r2", None, &hub, None).unwrap();
+        s.forget("r2", slot);
+        assert_eq!(s.counts(), (0, 0));
+        // A slot released twice never wraps round.
+        s.release_slot();
+        assert_eq!(s.counts(), (0, 0));
+    }
+
+    #[test]
+    fn replace_cancels_only_a_run_of_the_same_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = supervisor(&dir, 8);
+        let hub = Arc::new(Hub::default());
+        let morning = Some(ScheduleId::of("a", "0 9 * * *", "UTC", None));
+        let evening = Some(ScheduleId::of("a", "0 18 * * *", "UTC", None));
+        s.enter("a", "api", None, &hub, None).unwrap();
+        s.enter("a", "first", morning.clone(), &hub, Some(OnOverlap::Replace))
+            .unwrap();
+        assert!(
+            !token(&s, "api").is_cancelled(),
+            "an API run is never replaced"
+        );
+        s.enter("a", "other", evening.clone(), &hub, Some(OnOverlap::Replace))
+            .unwrap();
+        assert!(!token(&s, "first").is_cancelled(), "another schedule's run");
+        s.enter("a", "second", morning.clone(), &hub, Some(OnOverlap::Replace))
+            .unwrap();
+        assert!(token(&s, "first").is_cancelled());
+        assert!(!token(&s, "api").is_cancelled());
+        assert!(!token(&s, "other").is_cancelled());
+        assert!(!token(&s, "second").is_cancelled());
+        // Another agent's run under the same key is not this one's.
+        s.enter("b", "b-first", morning.clone(), &hub, None).unwrap();
+        s.enter("a", "third", morning.clone(), &hub, Some(OnOverlap::Replace))
+            .unwrap();
+        assert!(!token(&s, "b-first").is_cancelled());
+        assert!(token(&s, "second").is_cancelled());
+    }
+
+    #[test]
+    fn only_scheduled_fires_have_a_schedule() {
+        let id = ScheduleId::of("a", "0 9 * * *", "UTC", None);
+        let fire = Some(crate::store::Fire {
+            schedule_id: id.clone(),
+            scheduled_for: chrono::Utc::now(),
+        });
+        let scheduled = RunRequest {
+            trigger: "schedule".into(),
+            fire: fire.clone(),
+            schedule_id: Some(id.clone()),
+            ..RunRequest::default()
+        };
+        assert_eq!(schedule_of(&scheduled), Some(id.clone()));
+        for trigger in ["api", "cli", "webhook", "retry"] {
+            let request = RunRequest {
+                trigger: trigger.into(),
+                fire: fire.clone(),
+                schedule_id: Some(id.clone()),
+                ..RunRequest::default()
+            };
+            assert_eq!(schedule_of(&request), None, "{trigger}");
+        }
     }
 }

@@ -1,18 +1,31 @@
 //! What the daemon records besides runs that run (DESIGN.md section 3,
 //! scheduling): runs that never ran (`skipped`, `missed`...), runs left
-//! behind by a process that stopped (`interrupted`), and the webhook
-//! delivery ids seen in the last day. All writes, on the writer thread.
+//! behind by a process that stopped (`interrupted`, or queued again for
+//! the daemon that takes over), and the webhook delivery ids seen in the
+//! last day, each claimed in the transaction of its run. All writes, on the
+//! writer thread.
 
 use chrono::{DateTime, Duration, Utc};
 use rusqlite::{Connection, params};
 
 use super::run_reads::run_by_id;
-use super::runs::{RowStart, encode_events, insert_events, insert_run};
+use super::runs::{RowStart, claim, encode_events, insert_events, insert_run};
 use super::{NewRun, RunRecord, Store, StoreError, now_text, sql, time_text};
 use crate::types::{RunEvent, RunState, Usage};
 
 /// How long a webhook delivery id is remembered.
 const DELIVERY_MEMORY: Duration = Duration::hours(24);
+
+/// What [`Store::recover_stale_runs`] did with the runs of processes that
+/// are gone, each list oldest first, as the runs are now.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recovered {
+    /// Runs that were `running`: now `interrupted`.
+    pub interrupted: Vec<RunRecord>,
+    /// Runs that were `queued` (accepted, never started): still `queued`,
+    /// now owned by the recovering process, which starts them.
+    pub requeued: Vec<RunRecord>,
+}
 
 impl Store {
     /// Records `run` as one that never ran, directly in the final `state`
@@ -55,8 +68,94 @@ impl Store {
         &self,
         is_alive: impl Fn(&str) -> bool + Send + 'static,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        self.call_durable(move |conn| interrupt_stale(conn, &is_alive))
+        self.call_durable(move |conn| {
+            interrupt_stale(conn, &is_alive, None).map(|recovered| recovered.interrupted)
+        })
+        .await
+    }
+
+    /// At start-up of the daemon `new_owner`: like
+    /// [`Store::interrupt_stale_runs`] for `running` runs, but the `queued`
+    /// runs of a gone owner (accepted with 202, never started) stay queued
+    /// and become `new_owner`'s, to be started by it, never lost. One
+    /// transaction, committed with `synchronous=FULL`.
+    pub async fn recover_stale_runs(
+        &self,
+        is_alive: impl Fn(&str) -> bool + Send + 'static,
+        new_owner: &str,
+    ) -> Result<Recovered, StoreError> {
+        let new_owner = new_owner.to_owned();
+        self.call_durable(move |conn| interrupt_stale(conn, &is_alive, Some(&new_owner)))
             .await
+    }
+
+    /// For a live daemon's periodic sweep: marks `running` runs whose owner
+    /// `is_alive` says is gone `interrupted`, like
+    /// [`Store::interrupt_stale_runs`], leaving queued runs alone. Cheap
+    /// when there is nothing to do: the candidates are read on the reader
+    /// thread (an index on `state`), and only runs found dead are written,
+    /// each only if it is still `running` under the same owner.
+    pub async fn interrupt_dead_running_runs(
+        &self,
+        is_alive: impl Fn(&str) -> bool,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let running: Vec<(String, Option<String>)> = self
+            .read(|conn| {
+                conn.prepare_cached("SELECT id, owner FROM runs WHERE state = ?1")
+                    .and_then(|mut stmt| {
+                        stmt.query_map([RunState::Running.as_str()], |row| {
+                            Ok((row.get(0)?, row.get(1)?))
+                        })?
+                        .collect()
+                    })
+                    .map_err(sql("listing running runs"))
+            })
+            .await?;
+        let dead: Vec<(String, Option<String>)> = running
+            .into_iter()
+            .filter(|(_, owner)| {
+                !owner
+                    .as_deref()
+                    .is_some_and(|o| !o.is_empty() && is_alive(o))
+            })
+            .collect();
+        if dead.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.call_durable(move |conn| interrupt_listed(conn, &dead))
+            .await
+    }
+
+    /// Claims `run` (as [`Store::claim_run`]) for webhook delivery
+    /// `delivery_id` received at `now`, remembering the delivery in the
+    /// same transaction: `None` (nothing stored) when the delivery was seen
+    /// in the 24 hours before `now`. So a delivery is remembered exactly
+    /// when its run exists, and one whose run could not be claimed can be
+    /// delivered again.
+    pub async fn claim_run_for_delivery(
+        &self,
+        run: NewRun,
+        delivery_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<RunRecord>, StoreError> {
+        if !matches!(run.state, RunState::Queued | RunState::Running) {
+            return Err(StoreError::Invalid(format!(
+                "run {}: a run is claimed as `queued` or `running`, not `{}`",
+                run.id, run.state
+            )));
+        }
+        let delivery_id = delivery_id.to_owned();
+        self.call_durable(move |conn| {
+            let context = "claiming a webhook delivery's run";
+            let tx = conn.savepoint().map_err(sql(context))?;
+            if !remember_delivery(&tx, &run.agent, &delivery_id, now)? {
+                return Ok(None);
+            }
+            let record = claim(&tx, &run)?;
+            tx.commit().map_err(sql(context))?;
+            Ok(Some(record))
+        })
+        .await
     }
 
     /// Remembers webhook delivery `delivery_id` for `agent`, received at
@@ -120,10 +219,50 @@ fn interrupt_reason(state: RunState, owner: Option<&str>) -> String {
     }
 }
 
+/// Marks run `id` (found in `state`, owned by `owner`) `interrupted` with a
+/// `finished` event, inside the caller's transaction.
+fn interrupt_one(
+    tx: &Connection,
+    id: &str,
+    state: RunState,
+    owner: Option<&str>,
+    now: &str,
+) -> Result<(), StoreError> {
+    let reason = interrupt_reason(state, owner);
+    tx.execute(
+        "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
+        params![id, RunState::Interrupted.as_str(), now, reason],
+    )
+    .map_err(sql("interrupting a run left by a stopped process"))?;
+    let finished = RunEvent::Finished {
+        state: RunState::Interrupted,
+        reason: Some(reason),
+        output: None,
+        usage: Usage::default(),
+        cost_usd: None,
+        result: None,
+    };
+    insert_events(tx, id, &encode_events(id, &[finished])?)?;
+    Ok(())
+}
+
+fn records(tx: &Connection, ids: &[String]) -> Result<Vec<RunRecord>, StoreError> {
+    ids.iter()
+        .map(|id| {
+            run_by_id(tx, id)?.ok_or_else(|| {
+                StoreError::Internal(format!("run {id} vanished while being recovered"))
+            })
+        })
+        .collect()
+}
+
+/// Interrupts the running and queued runs of gone owners; with
+/// `requeue_to`, queued ones become that owner's instead.
 fn interrupt_stale(
     conn: &mut Connection,
     is_alive: &dyn Fn(&str) -> bool,
-) -> Result<Vec<RunRecord>, StoreError> {
+    requeue_to: Option<&str>,
+) -> Result<Recovered, StoreError> {
     let context = "interrupting runs left by stopped processes";
     let tx = conn.savepoint().map_err(sql(context))?;
     let open: Vec<(String, String, Option<String>)> = tx
@@ -140,51 +279,75 @@ fn interrupt_stale(
         })
         .map_err(sql(context))?;
     let now = now_text();
-    let mut changed = Vec::new();
+    let (mut interrupted, mut requeued) = (Vec::new(), Vec::new());
     for (id, state, owner) in open {
         let owner = owner.filter(|o| !o.is_empty());
         if owner.as_deref().is_some_and(is_alive) {
             continue;
         }
         let state = RunState::parse(&state).unwrap_or(RunState::Running);
-        let reason = interrupt_reason(state, owner.as_deref());
-        tx.execute(
-            "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
-            params![id, RunState::Interrupted.as_str(), now, reason],
-        )
-        .map_err(sql(context))?;
-        let finished = RunEvent::Finished {
-            state: RunState::Interrupted,
-            reason: Some(reason),
-            output: None,
-            usage: Usage::default(),
-            cost_usd: None,
-            result: None,
-        };
-        insert_events(&tx, &id, &encode_events(&id, &[finished])?)?;
-        changed.push(id);
+        if let (RunState::Queued, Some(new_owner)) = (state, requeue_to) {
+            tx.execute(
+                "UPDATE runs SET owner = ?2 WHERE id = ?1",
+                params![id, new_owner],
+            )
+            .map_err(sql(context))?;
+            requeued.push(id);
+            continue;
+        }
+        interrupt_one(&tx, &id, state, owner.as_deref(), &now)?;
+        interrupted.push(id);
     }
-    let runs = changed
-        .iter()
-        .map(|id| {
-            run_by_id(&tx, id)?.ok_or_else(|| {
-                StoreError::Internal(format!("run {id} vanished while being interrupted"))
+    let recovered = Recovered {
+        interrupted: records(&tx, &interrupted)?,
+        requeued: records(&tx, &requeued)?,
+    };
+    tx.commit().map_err(sql(context))?;
+    Ok(recovered)
+}
+
+/// Interrupts each listed run that is still `running` under the owner it
+/// was listed with.
+fn interrupt_listed(
+    conn: &mut Connection,
+    listed: &[(String, Option<String>)],
+) -> Result<Vec<RunRecord>, StoreError> {
+    let context = "interrupting runs whose process is gone";
+    let tx = conn.savepoint().map_err(sql(context))?;
+    let now = now_text();
+    let mut changed = Vec::new();
+    for (id, owner) in listed {
+        let unchanged: bool = tx
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND state = ?2 AND owner IS ?3)",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(params![id, RunState::Running.as_str(), owner], |row| {
+                    row.get(0)
+                })
             })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+            .map_err(sql(context))?;
+        if unchanged {
+            let owner = owner.as_deref().filter(|o| !o.is_empty());
+            interrupt_one(&tx, id, RunState::Running, owner, &now)?;
+            changed.push(id.clone());
+        }
+    }
+    let runs = records(&tx, &changed)?;
     tx.commit().map_err(sql(context))?;
     Ok(runs)
 }
 
-fn claim_delivery(
-    conn: &mut Connection,
+/// Remembers delivery `delivery_id` of `agent` at `now` inside the caller's
+/// transaction, forgetting those older than a day first: false when it was
+/// seen within the day.
+fn remember_delivery(
+    tx: &Connection,
     agent: &str,
     delivery_id: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    // A lost delivery record is harmless: its run's claim (FULL) comes after.
     let context = "recording a webhook delivery";
-    let tx = conn.savepoint().map_err(sql(context))?;
     tx.execute(
         "DELETE FROM webhook_deliveries WHERE received_at < ?1",
         [time_text(now - DELIVERY_MEMORY)],
@@ -197,6 +360,19 @@ fn claim_delivery(
             params![agent, delivery_id, time_text(now)],
         )
         .map_err(sql(context))?;
-    tx.commit().map_err(sql(context))?;
     Ok(inserted == 1)
+}
+
+fn claim_delivery(
+    conn: &mut Connection,
+    agent: &str,
+    delivery_id: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let tx = conn
+        .savepoint()
+        .map_err(sql("recording a webhook delivery"))?;
+    let new = remember_delivery(&tx, agent, delivery_id, now)?;
+    tx.commit().map_err(sql("recording a webhook delivery"))?;
+    Ok(new)
 }

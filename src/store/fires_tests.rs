@@ -302,8 +302,9 @@ async fn consecutive_failures_count_back_to_the_last_success() {
     assert_eq!(store.consecutive_failures("a").await.unwrap(), 0);
     history(&store, "a", &[Failed, Succeeded, Failed, Skipped, TimedOut]).await;
     assert_eq!(store.consecutive_failures("a").await.unwrap(), 2);
-    // Skipped, missed, cancelled, budget_exceeded, queued and running runs
-    // neither count nor break the streak.
+    // Interrupted (cut off by a crash: not a failure), skipped, missed,
+    // cancelled, budget_exceeded, queued and running runs neither count
+    // nor break the streak.
     history(
         &store,
         "a",
@@ -315,6 +316,13 @@ async fn consecutive_failures_count_back_to_the_last_success() {
             Running,
             Queued,
         ],
+    )
+    .await;
+    assert_eq!(store.consecutive_failures("a").await.unwrap(), 2);
+    history(
+        &store,
+        "a",
+        &[Interrupted, Interrupted, Interrupted, Failed],
     )
     .await;
     assert_eq!(store.consecutive_failures("a").await.unwrap(), 3);
@@ -363,5 +371,133 @@ async fn webhook_deliveries_are_deduplicated_for_a_day() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(left, [("a".to_string(), "d1".to_string())]);
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn recovery_interrupts_running_runs_and_hands_queued_ones_to_the_new_owner() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let with_owner = |owner: &str, state: RunState| NewRun {
+        owner: owner.into(),
+        state,
+        ..new_run("a")
+    };
+    let cut = with_owner("pid:1", RunState::Running);
+    let accepted = with_owner("pid:1", RunState::Queued);
+    let others = with_owner("pid:2", RunState::Queued);
+    for run in [&cut, &accepted, &others] {
+        store.claim_run(run.clone()).await.unwrap();
+    }
+    let recovered = store
+        .recover_stale_runs(|owner| owner == "pid:2", "pid:3 boot b start 1")
+        .await
+        .unwrap();
+    let ids = |runs: &[RunRecord]| runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&recovered.interrupted), [cut.id.clone()]);
+    assert_eq!(ids(&recovered.requeued), [accepted.id.clone()]);
+    let requeued = &recovered.requeued[0];
+    assert_eq!(requeued.state, RunState::Queued);
+    assert_eq!(requeued.owner.as_deref(), Some("pid:3 boot b start 1"));
+    assert_eq!(requeued.finished_at, None);
+    assert_eq!(store.run_events(&accepted.id).await.unwrap(), vec![]);
+    // A live owner's queued run is left alone.
+    let kept = store.get_run(&others.id).await.unwrap().unwrap();
+    assert_eq!(
+        (kept.state, kept.owner.as_deref()),
+        (RunState::Queued, Some("pid:2"))
+    );
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn the_live_sweep_interrupts_only_running_runs_of_dead_owners() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let with_owner = |owner: &str, state: RunState| NewRun {
+        owner: owner.into(),
+        state,
+        ..new_run("a")
+    };
+    let dead = with_owner("pid:1", RunState::Running);
+    let mine = with_owner("pid:9", RunState::Running);
+    let queued = with_owner("pid:1", RunState::Queued);
+    let ownerless = with_owner("", RunState::Running);
+    for run in [&dead, &mine, &queued, &ownerless] {
+        store.claim_run(run.clone()).await.unwrap();
+    }
+    store
+        .append_events(&dead.id, vec![text("a")])
+        .await
+        .unwrap();
+    let changed = store
+        .interrupt_dead_running_runs(|owner| owner == "pid:9")
+        .await
+        .unwrap();
+    let mut ids: Vec<&str> = changed.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    let mut want = [dead.id.as_str(), ownerless.id.as_str()];
+    want.sort();
+    assert_eq!(ids, want);
+    assert!(changed.iter().all(|r| r.state == RunState::Interrupted));
+    assert_eq!(seqs(&path, &dead.id), [1, 2]);
+    let error = changed
+        .iter()
+        .find(|r| r.id == dead.id)
+        .and_then(|r| r.error.clone())
+        .unwrap();
+    assert!(error.contains("the process that ran it (pid:1)"), "{error}");
+    for (run, state) in [(&mine, RunState::Running), (&queued, RunState::Queued)] {
+        assert_eq!(store.get_run(&run.id).await.unwrap().unwrap().state, state);
+    }
+    // Nothing left: a second sweep writes nothing.
+    assert_eq!(
+        store
+            .interrupt_dead_running_runs(|owner| owner == "pid:9")
+            .await
+            .unwrap(),
+        vec![]
+    );
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn a_delivery_is_remembered_exactly_when_its_run_is_claimed() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let now = at(12, 0);
+    // Concurrent replays of one delivery: one run, one remembered id.
+    let claims = (0..16).map(|_| store.claim_run_for_delivery(new_run("a"), "d1", now));
+    let claimed = futures::future::join_all(claims).await;
+    let won: Vec<RunRecord> = claimed.into_iter().filter_map(|c| c.unwrap()).collect();
+    assert_eq!(won.len(), 1);
+    let count = |sql: &str| -> i64 { raw(&path).query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT COUNT(*) FROM runs"), 1);
+    // A claim that fails (the run id is taken) remembers nothing, so the
+    // delivery can come again and run.
+    let taken = NewRun {
+        id: won[0].id.clone(),
+        ..new_run("a")
+    };
+    assert!(matches!(
+        store.claim_run_for_delivery(taken, "d2", now).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        count("SELECT COUNT(*) FROM webhook_deliveries WHERE delivery_id = 'd2'"),
+        0
+    );
+    let again = store
+        .claim_run_for_delivery(new_run("a"), "d2", now)
+        .await
+        .unwrap();
+    assert!(again.is_some());
+    assert_eq!(
+        store
+            .claim_run_for_delivery(new_run("a"), "d2", now)
+            .await
+            .unwrap(),
+        None
+    );
     store.close().unwrap();
 }

@@ -58,6 +58,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::ffi::ErrorCode;
 use rusqlite::{Connection, OpenFlags};
 
+pub use fires::Recovered;
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
 use worker::{Role, Worker};
 

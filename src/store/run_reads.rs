@@ -99,9 +99,11 @@ impl Store {
     }
 
     /// How many of the agent's latest runs failed in a row: walking its
-    /// runs newest first, counting only `succeeded`, `failed`, `timed_out`
-    /// and `interrupted` ones, the failures before the first success (at
-    /// most 100). Drives the schedule backoff.
+    /// runs newest first, counting only `succeeded`, `failed` and
+    /// `timed_out` ones, the failures before the first success (at most
+    /// 100). Drives the schedule backoff. An `interrupted` run (cut off by a
+    /// crash) is not a failure and does not end a streak either: it is
+    /// passed over.
     pub async fn consecutive_failures(&self, agent: &str) -> Result<u32, StoreError> {
         let agent = agent.to_owned();
         self.read(move |conn| consecutive_failures(conn, &agent))
@@ -384,17 +386,17 @@ fn consecutive_failures(conn: &Connection, agent: &str) -> Result<u32, StoreErro
     let states: Vec<String> = conn
         .prepare_cached(
             "SELECT state FROM runs
-             WHERE agent = ?1 AND state IN (?2, ?3, ?4, ?5)
-             ORDER BY created_at DESC, id DESC LIMIT ?6",
+             WHERE agent = ?1 AND state IN (?2, ?3, ?4)
+             ORDER BY created_at DESC, id DESC LIMIT ?5",
         )
         .and_then(|mut stmt| {
+            // `interrupted` (cut off by a crash) is neither: it is skipped.
             stmt.query_map(
                 params![
                     agent,
                     RunState::Succeeded.as_str(),
                     RunState::Failed.as_str(),
                     RunState::TimedOut.as_str(),
-                    RunState::Interrupted.as_str(),
                     MAX_FAILURES
                 ],
                 |row| row.get(0),

@@ -307,7 +307,7 @@ pub(super) fn insert_run(
     }
 }
 
-fn claim(conn: &mut Connection, run: &NewRun) -> Result<RunRecord, StoreError> {
+pub(super) fn claim(conn: &Connection, run: &NewRun) -> Result<RunRecord, StoreError> {
     let now = now_text();
     let row = RowStart {
         state: run.state,

@@ -102,8 +102,31 @@ impl Serve {
 
     /// Starts `aurad serve` without waiting for it.
     pub fn spawn(root: &Path, addr: SocketAddr, extra: &[&str]) -> Serve {
+        Serve::spawn_with_env(root, addr, extra, &[])
+    }
+
+    /// [`Serve::start`] with `env` variables set for the daemon.
+    pub fn start_with_env(
+        root: &Path,
+        addr: SocketAddr,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
+        let serve = Serve::spawn_with_env(root, addr, extra, env);
+        serve.wait_healthy();
+        serve
+    }
+
+    /// [`Serve::spawn`] with `env` variables set for the daemon.
+    pub fn spawn_with_env(
+        root: &Path,
+        addr: SocketAddr,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
         let log = tempfile::NamedTempFile::new().unwrap();
         let child = aurad(root)
+            .envs(env.iter().copied())
             .arg("serve")
             .args(extra)
             .stdin(Stdio::null())
