@@ -212,27 +212,57 @@ async fn a_schedule_edited_away_and_back_starts_anew_without_catch_up() {
     assert_eq!(mock.requests().len(), 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_the_first_schedule_never_fires_the_second_twice() {
-    use RunState::Succeeded as S;
+/// The two schedules of [`two_schedules_fired`].
+const FIRST: &str = "0,20,40 * * * *";
+const SECOND: &str = "10,30,50 * * * *";
+
+/// A live daemon, watching files, whose agent `a` has schedules [FIRST,
+/// SECOND]; each has fired once (12:20, 12:30) and the clock is at 12:35.
+struct TwoFired {
+    mock: MockLlm,
+    dir: tempfile::TempDir,
+    clock: ManualClock,
+    daemon: InProc,
+    store: Store,
+}
+
+async fn two_schedules_fired() -> TwoFired {
     let mock = MockLlm::start().await;
     mock.set_fallback(Reply::Text("done".into()));
-    let (first, second) = ("0,20,40 * * * *", "10,30,50 * * * *");
-    let dir = project(&mock, &[first, second]);
-    let root = dir.path();
+    let dir = project(&mock, &[FIRST, SECOND]);
     let clock = ManualClock::new(at("2026-06-01T12:15:00Z"));
-    let daemon = start_planned(root, &clock, true).await;
-    let store = open_store(root);
+    let daemon = start_planned(dir.path(), &clock, true).await;
+    let store = open_store(dir.path());
     clock.set(at("2026-06-01T12:20:00Z"));
     settled(&store, 1).await;
     clock.set(at("2026-06-01T12:30:00Z"));
     settled(&store, 2).await;
     clock.set(at("2026-06-01T12:35:00Z"));
     asleep(&clock).await;
+    TwoFired {
+        mock,
+        dir,
+        clock,
+        daemon,
+        store,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_first_schedule_never_fires_the_second_twice() {
+    use RunState::Succeeded as S;
+    let TwoFired {
+        mock,
+        dir,
+        clock,
+        daemon,
+        store,
+    } = two_schedules_fired().await;
+    let root = dir.path();
 
     // The second schedule moves to the first place; its 12:30 is done.
-    write_agent(root, &[second]);
-    reloaded(root, &clock, &[id(second)]).await;
+    write_agent(root, &[SECOND]);
+    reloaded(root, &clock, &[id(SECOND)]).await;
     assert_eq!(runs(&store, "a").await.len(), 2, "nothing fired again");
     clock.set(at("2026-06-01T12:40:00Z")); // the deleted one's time
     asleep(&clock).await;
@@ -242,38 +272,33 @@ async fn deleting_the_first_schedule_never_fires_the_second_twice() {
     assert_eq!(
         fires(&all),
         vec![
-            fire("12:20", &id(first), S),
-            fire("12:30", &id(second), S),
-            fire("12:50", &id(second), S),
+            fire("12:20", &id(FIRST), S),
+            fire("12:30", &id(SECOND), S),
+            fire("12:50", &id(SECOND), S),
         ]
     );
     // The deleted schedule left no watch behind.
-    assert_eq!(watched(root), BTreeSet::from([id(second).to_string()]));
+    assert_eq!(watched(root), BTreeSet::from([id(SECOND).to_string()]));
     assert_eq!(mock.requests().len(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reordering_schedules_adds_and_loses_no_fire() {
     use RunState::Succeeded as S;
-    let mock = MockLlm::start().await;
-    mock.set_fallback(Reply::Text("done".into()));
-    let (first, second, yearly) = ("0,20,40 * * * *", "10,30,50 * * * *", "0 0 1 1 *");
-    let dir = project(&mock, &[first, second]);
+    let yearly = "0 0 1 1 *";
+    let TwoFired {
+        mock,
+        dir,
+        clock,
+        daemon,
+        store,
+    } = two_schedules_fired().await;
     let root = dir.path();
-    let clock = ManualClock::new(at("2026-06-01T12:15:00Z"));
-    let daemon = start_planned(root, &clock, true).await;
-    let store = open_store(root);
-    clock.set(at("2026-06-01T12:20:00Z"));
-    settled(&store, 1).await;
-    clock.set(at("2026-06-01T12:30:00Z"));
-    settled(&store, 2).await;
-    clock.set(at("2026-06-01T12:35:00Z"));
-    asleep(&clock).await;
 
     // Reordered; a third schedule (no fire today) is added so that the
     // scheduler's watches show when it has taken the reorder up.
-    write_agent(root, &[second, first, yearly]);
-    reloaded(root, &clock, &[id(first), id(second), id(yearly)]).await;
+    write_agent(root, &[SECOND, FIRST, yearly]);
+    reloaded(root, &clock, &[id(FIRST), id(SECOND), id(yearly)]).await;
     assert_eq!(runs(&store, "a").await.len(), 2, "nothing fired again");
     clock.set(at("2026-06-01T12:40:00Z"));
     settled(&store, 3).await;
@@ -283,10 +308,10 @@ async fn reordering_schedules_adds_and_loses_no_fire() {
     assert_eq!(
         fires(&all),
         vec![
-            fire("12:20", &id(first), S),
-            fire("12:30", &id(second), S),
-            fire("12:40", &id(first), S),
-            fire("12:50", &id(second), S),
+            fire("12:20", &id(FIRST), S),
+            fire("12:30", &id(SECOND), S),
+            fire("12:40", &id(FIRST), S),
+            fire("12:50", &id(SECOND), S),
         ]
     );
     assert_eq!(mock.requests().len(), 4);

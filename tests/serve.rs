@@ -349,6 +349,9 @@ fn agents_shows_schedules_next_fire_last_run_and_backoff() {
     let a = &agents[0];
     assert_eq!(a["schedules"][0]["cron"], "0 9 * * *");
     assert_eq!(a["schedules"][0]["timezone"], "UTC");
+    // Its identity, as its runs carry it in `schedule_id`.
+    let id = aurad::types::ScheduleId::of("a", "0 9 * * *", "UTC", None);
+    assert_eq!(a["schedules"][0]["id"], id.as_str());
     let first: chrono::DateTime<Utc> =
         serde_json::from_value(a["schedules"][0]["next_fires"][0].clone()).unwrap();
     assert_eq!(first, next);
