@@ -539,6 +539,34 @@ mod tests {
     }
 
     #[test]
+    fn model_retry_events_of_old_rows_still_read() {
+        use crate::types::RunEvent;
+        let old = r#"{"type":"model_retry","attempt":2,"delay_ms":750,"error":"HTTP 500: x"}"#;
+        let event: RunEvent = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            event,
+            RunEvent::ModelRetry {
+                attempt: 2,
+                delay_ms: 750,
+                error: "HTTP 500: x".into(),
+                reason: RetryReason::Connection,
+                discarded_output: false,
+            }
+        );
+        let new = RunEvent::ModelRetry {
+            attempt: 1,
+            delay_ms: 0,
+            error: "cut".into(),
+            reason: RetryReason::InvalidChunk,
+            discarded_output: true,
+        };
+        let json = serde_json::to_value(&new).unwrap();
+        assert_eq!(json["reason"], "invalid_chunk");
+        assert_eq!(json["discarded_output"], true);
+        assert_eq!(serde_json::from_value::<RunEvent>(json).unwrap(), new);
+    }
+
+    #[test]
     fn retried_statuses_and_cuts() {
         let status = |s: u16| ProviderError::Status {
             status: s,
