@@ -507,3 +507,39 @@ async fn retries_stop_within_the_run_timeout_with_the_providers_message() {
         assert!(reason.contains("no time left"), "{reason}");
     }
 }
+
+/// `aurad run` shows a cut answer as it happened: the partial text, then
+/// the retry saying it is discarded, then the whole answer, which is what
+/// the run stored once.
+#[test]
+fn aurad_run_says_the_partial_answer_is_discarded() {
+    let text = "The quick brown fox jumps over the lazy dog.";
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Text(text.into()));
+    mock.set_faults(FaultPlan::new(10).at(1, Fault::Cut));
+    let dir = project(&mock, "openai", "model: mock/m\nsystem: s\n");
+    let out = assert_cmd::cargo::cargo_bin_cmd!("aurad")
+        .args(["run", "a", "--input", "x", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let (partial, whole) = stdout
+        .strip_suffix('\n')
+        .and_then(|s| s.split_once('\n'))
+        .unwrap_or_else(|| panic!("{stdout:?}"));
+    assert!(
+        !partial.is_empty() && text.starts_with(partial),
+        "{stdout:?}"
+    );
+    assert_eq!(whole, text);
+    assert!(
+        stderr.contains("retry 1 in")
+            && stderr.contains("the partial answer above is discarded and the answer starts over"),
+        "{stderr}"
+    );
+}
