@@ -458,6 +458,29 @@ async fn a_hanging_provider_is_cut_after_the_idle_timeout_and_retried() {
         assert!(sent[1].received_at - sent[0].received_at >= idle, "{kind}");
     }
 
+    // No answer head at all (the request is read, nothing comes back):
+    // the same idle timeout bounds the wait for the head.
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Hang);
+    mock.push(Reply::Text("awake again".into()));
+    let provider = idle_provider("openai", &mock, idle);
+    let mut told = Vec::new();
+    let turn = stream_with_retry_until(
+        provider.as_ref(),
+        &chat("x"),
+        &RetryPolicy::default(),
+        Some(tokio::time::Instant::now() + Duration::from_secs(30)),
+        &mut |_| {},
+        &mut |n| told.push(n.error.to_string()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(turn.text, "awake again");
+    assert_eq!(
+        told,
+        ["provider went idle: no answer within the idle timeout of 0.3s"]
+    );
+
     // Through the runner, the idle timeout of the run's provider applies.
     let mock = MockLlm::start().await;
     mock.push(Reply::Text("awake again".into()));
