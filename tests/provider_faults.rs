@@ -523,7 +523,13 @@ async fn retries_stop_within_the_run_timeout_with_the_providers_message() {
     assert!(took < Duration::from_secs(10), "{took:?}");
     let n = mock.request_count();
     assert!(n >= 3, "only {n} attempts in 3 s");
-    assert_eq!(retries(&events).len(), n - 1);
+    // Each failed attempt but the last was retried (the last may have been
+    // told as a retry whose wait the run's timer cut).
+    let told = retries(&events).len();
+    assert!(
+        told == n - 1 || (told == n && outcome.state == RunState::TimedOut),
+        "{told} retries of {n} attempts"
+    );
     if outcome.state == RunState::Failed {
         let reason = outcome.reason.unwrap();
         assert!(reason.contains("mock fault: HTTP 503"), "{reason}");
