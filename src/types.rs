@@ -207,6 +207,25 @@ pub struct RecalledMemory {
     pub content: String,
 }
 
+/// Why a model call is retried ([`RunEvent::ModelRetry`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryReason {
+    /// No connection, or it broke before the answer started (also the
+    /// reason read for retries recorded before reasons were).
+    #[default]
+    Connection,
+    /// The provider answered 408, 409, 429 or 5xx (Anthropic's 529 too).
+    Status,
+    /// The answer stream broke or ended before its end marker.
+    StreamCut,
+    /// Nothing arrived from the provider within its idle timeout.
+    Idle,
+    /// A chunk of the answer stream was not valid JSON (a proxy's garbled
+    /// event is transient in practice).
+    InvalidChunk,
+}
+
 /// What the engine tells the world about a run, in order. The CLI renders
 /// these, the store persists them (text deltas merged per model turn), tests
 /// assert on them.
@@ -236,11 +255,22 @@ pub enum RunEvent {
     TextDelta { text: String },
     /// Streamed reasoning ("thinking") text, where the model reports it.
     ReasoningDelta { text: String },
-    /// A model call failed with a retryable error and will be tried again.
+    /// A model call failed with a retryable error and will be tried again
+    /// (the whole call is re-sent: the engine runs tools only once a
+    /// model's answer has ended whole, so no tool of this turn has run).
     ModelRetry {
+        /// The failed attempt, 1-based.
         attempt: u32,
         delay_ms: u64,
         error: String,
+        /// What went wrong, by kind.
+        #[serde(default)]
+        reason: RetryReason,
+        /// Text or reasoning of the failed attempt had already been
+        /// streamed: it is discarded, and the answer starts over (the
+        /// final answer holds only the retried attempt's text).
+        #[serde(default)]
+        discarded_output: bool,
     },
     /// Messages were dropped from the context to fit the token budget.
     ContextTrimmed {

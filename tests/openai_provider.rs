@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aurad::llm::openai::OpenAiProvider;
 use aurad::llm::retry::{RetryPolicy, stream_with_retry};
-use aurad::llm::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use aurad::llm::{ChatRequest, CutKind, Delta, ModelTurn, Provider, ProviderError};
 use aurad::types::{Message, ToolCall, ToolSpec};
 use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
@@ -306,14 +306,17 @@ async fn rate_limit_retry_after_is_parsed_and_honoured() {
     assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
     assert!(err.to_string().contains("slow down"), "{err}");
 
-    // More than MAX_RETRY_AFTER (10 minutes): give up at once instead of waiting.
+    // More than MAX_RETRY_AFTER (10 minutes): give up at once instead of
+    // waiting, with the provider's error and why.
     mock.push(limited("3600"));
     let before = mock.request_count();
     let (result, _, retries) = call_retrying(&p, &request("x")).await;
-    assert!(matches!(
-        result,
-        Err(ProviderError::Status { status: 429, .. })
-    ));
+    let err = result.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::GaveUp { last, .. } if matches!(**last, ProviderError::Status { status: 429, .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("slow down"), "{err}");
     assert!(retries.is_empty());
     assert_eq!(mock.request_count(), before + 1);
 }
@@ -389,9 +392,16 @@ async fn stream_ending_without_finish_or_done_is_an_error() {
     )));
     let p = provider(&mock, None);
     let (result, _) = call(&p, &request("x")).await;
-    assert_eq!(
-        result,
-        Err(ProviderError::Stream("stream ended early".into()))
+    // A cut (retryable), not an answer.
+    assert!(
+        matches!(
+            &result,
+            Err(ProviderError::Cut {
+                kind: CutKind::EndedEarly,
+                ..
+            })
+        ),
+        "{result:?}"
     );
     let (result, _) = call(&p, &request("x")).await;
     let turn = result.unwrap();

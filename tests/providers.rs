@@ -13,7 +13,7 @@ use aurad::llm::anthropic::AnthropicProvider;
 use aurad::llm::gemini::GeminiProvider;
 use aurad::llm::openai::OpenAiProvider;
 use aurad::llm::retry::{RetryPolicy, stream_with_retry};
-use aurad::llm::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use aurad::llm::{ChatRequest, CutKind, Delta, ModelTurn, Provider, ProviderError};
 use aurad::types::{Message, ToolCall, ToolSpec};
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Recorded, Reply};
@@ -538,7 +538,13 @@ async fn a_stream_cut_before_its_end_is_an_error_not_an_answer() {
         let provider = wire.provider(&mock);
         let (result, _) = call(provider.as_ref(), &request("hi")).await;
         assert!(
-            matches!(result, Err(ProviderError::Stream(_))),
+            matches!(
+                result,
+                Err(ProviderError::Cut {
+                    kind: CutKind::EndedEarly,
+                    ..
+                })
+            ),
             "{wire:?}: {result:?}"
         );
     }

@@ -107,11 +107,18 @@ impl Renderer {
                 attempt,
                 delay_ms,
                 error,
+                discarded_output,
+                ..
             } => {
-                let line = format!(
+                let mut line = format!(
                     "! model call failed ({error}); retry {attempt} in {:.1}s",
                     *delay_ms as f64 / 1000.0
                 );
+                if *discarded_output {
+                    line.push_str(
+                        "; the partial answer above is discarded and the answer starts over",
+                    );
+                }
                 self.meta(self.paint("33", &line));
             }
             RunEvent::ContextTrimmed {

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
 use crate::config::duration::format_duration;
-use crate::llm::retry::{RetryPolicy, stream_with_retry};
-use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider, ProviderError};
+use crate::llm::retry::{RetryNotice, RetryPolicy, stream_with_retry_until};
+use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider};
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, Usage};
 use output::OutputCheck;
@@ -257,6 +257,8 @@ impl LoopState<'_> {
             output_cap: DEFAULT_OUTPUT_CAP,
         };
         let mut tool_calls_made: u32 = 0;
+        // When the run's timer (started just before this loop) fires.
+        let deadline = tokio::time::Instant::now() + spec.limits.timeout;
         loop {
             let others = self.others_spent_today().await;
             if let Some(reason) = self.over_budget(others) {
@@ -296,17 +298,22 @@ impl LoopState<'_> {
                     });
                 };
                 let events = self.events.clone();
-                let mut on_retry = move |attempt: u32, delay: Duration, e: &ProviderError| {
+                let mut on_retry = move |retry: &RetryNotice<'_>| {
                     let _ = events.send(RunEvent::ModelRetry {
-                        attempt,
-                        delay_ms: delay.as_millis() as u64,
-                        error: e.to_string(),
+                        attempt: retry.attempt,
+                        delay_ms: retry.delay.as_millis() as u64,
+                        error: retry.error.to_string(),
+                        reason: retry.reason,
+                        discarded_output: retry.discarded_output,
                     });
                 };
-                let call = stream_with_retry(
+                // Retries spend the run's own time: none is made that
+                // could not start before the run's timeout.
+                let call = stream_with_retry_until(
                     self.parts.provider,
                     &request,
                     &self.parts.retry,
+                    Some(deadline),
                     &mut on_delta,
                     &mut on_retry,
                 );

@@ -7,12 +7,16 @@
 //! assembly in the `stream` submodule. Malformed provider data never panics:
 //! it becomes [`ProviderError::Stream`].
 
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::{Map, Value, json};
 
-use super::http::{read_turn, send_error, status_error};
-use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError, shortest_decimal};
+use super::http::{read_turn, send, status_error};
+use super::{
+    ChatRequest, DEFAULT_IDLE_TIMEOUT, Delta, ModelTurn, Provider, ProviderError, shortest_decimal,
+};
 use crate::types::Message;
 
 pub(super) mod stream;
@@ -34,6 +38,9 @@ pub struct AnthropicProvider {
     base_url: String,
     api_key: Option<String>,
     client: reqwest::Client,
+    /// The longest wait for the answer head or between two pieces of the
+    /// answer body ([`DEFAULT_IDLE_TIMEOUT`] unless set).
+    idle_timeout: Duration,
 }
 
 impl AnthropicProvider {
@@ -46,7 +53,16 @@ impl AnthropicProvider {
             base_url,
             api_key: api_key.filter(|k| !k.is_empty()),
             client,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
+    }
+
+    /// With `idle` as the longest wait for the answer head or between two
+    /// pieces of the answer: past it the call fails with a retryable
+    /// [`CutKind::Idle`](super::CutKind::Idle) cut.
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
     }
 
     /// The URL requests are sent to.
@@ -69,11 +85,11 @@ impl AnthropicProvider {
         if let Some(key) = &self.api_key {
             builder = builder.header("x-api-key", key);
         }
-        let response = builder.send().await.map_err(send_error)?;
+        let response = send(builder, self.idle_timeout).await?;
         if !response.status().is_success() {
             return Err(status_error(response).await);
         }
-        read_turn::<Assembler>(response, on_delta).await
+        read_turn::<Assembler>(response, self.idle_timeout, on_delta).await
     }
 }
 

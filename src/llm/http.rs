@@ -1,6 +1,9 @@
-//! HTTP plumbing shared by the providers: send errors sorted into
-//! connection and configuration problems, the provider's own error text
-//! from an error body, `Retry-After`. May depend on `llm` only.
+//! HTTP plumbing shared by the providers: sending with an idle timeout,
+//! send errors sorted into connection and configuration problems, answer
+//! streams read with an idle timeout and their cuts typed
+//! ([`ProviderError::Cut`]), the provider's own error text from an error
+//! body, `Retry-After` (delta-seconds or any HTTP date of RFC 9110). May
+//! depend on `llm` only.
 
 use std::time::Duration;
 
@@ -10,7 +13,7 @@ use futures::stream::BoxStream;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
-use super::{Delta, ModelTurn, ProviderError};
+use super::{CutKind, Delta, ModelTurn, ProviderError};
 
 /// How much of a non-JSON error body is kept in the error message.
 const MAX_ERROR_BODY_CHARS: usize = 500;
@@ -23,6 +26,26 @@ pub(super) fn send_error(e: reqwest::Error) -> ProviderError {
     } else {
         ProviderError::Connect(error_chain(&e))
     }
+}
+
+/// Sends the request; no answer head within `idle` is a
+/// [`CutKind::Idle`] cut, any other failure a [`send_error`].
+pub(super) async fn send(
+    builder: reqwest::RequestBuilder,
+    idle: Duration,
+) -> Result<reqwest::Response, ProviderError> {
+    match tokio::time::timeout(idle, builder.send()).await {
+        Ok(sent) => sent.map_err(send_error),
+        Err(_) => Err(ProviderError::cut(
+            CutKind::Idle,
+            format!("no answer within the idle timeout of {}", format_secs(idle)),
+        )),
+    }
+}
+
+/// `1.5s`, `300s`.
+fn format_secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
 }
 
 /// Whether the stream goes on after an event.
@@ -66,24 +89,37 @@ pub(super) trait Assemble: Default {
 }
 
 /// An event's data as JSON. An `error` event whose data is not JSON is an
-/// error with that text; other bad data names `what` the event carries.
+/// error with that text; other data that is not JSON is a
+/// [`CutKind::InvalidChunk`] cut naming `what` the event carries.
 pub(super) fn event_json(event: &str, data: &str, what: &str) -> Result<Value, ProviderError> {
     serde_json::from_str(data).map_err(|e| {
         if event == "error" {
             ProviderError::Stream(truncate(data))
         } else {
-            ProviderError::Stream(format!("invalid {what} JSON ({e}): {}", truncate(data)))
+            invalid_chunk(what, &e, data)
         }
     })
 }
 
+/// Data that is not JSON where JSON was due: a garbled chunk, retried like
+/// a cut stream (a proxy's garbling is transient in practice; a provider
+/// that always garbles still fails once the run's time is spent).
+pub(super) fn invalid_chunk(what: &str, e: &serde_json::Error, data: &str) -> ProviderError {
+    ProviderError::cut(
+        CutKind::InvalidChunk,
+        format!("invalid {what} JSON ({e}): {}", truncate(data)),
+    )
+}
+
 /// Reads a successful `response` into a turn with the assembler `A`,
-/// streamed or whole.
+/// streamed or whole; a gap of more than `idle` between two pieces of the
+/// body is a [`CutKind::Idle`] cut.
 pub(super) async fn read_turn<A: Assemble>(
     response: reqwest::Response,
+    idle: Duration,
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<ModelTurn, ProviderError> {
-    let mut events = match answer(response).await? {
+    let mut events = match answer(response, idle).await? {
         Answer::Whole(value) => return A::parse_full(&value, on_delta),
         Answer::Events(events) => events,
     };
@@ -106,33 +142,84 @@ enum Answer {
 }
 
 /// Reads a successful `response` as one JSON document or as an event
-/// stream. A connection broken mid-stream is a [`ProviderError::Connect`]
-/// (retried like one that never opened; the retry layer refuses once text
-/// was shown), malformed SSE a [`ProviderError::Stream`].
-async fn answer(response: reqwest::Response) -> Result<Answer, ProviderError> {
+/// stream. A connection broken mid-stream is a [`CutKind::Broken`] cut, a
+/// body silent for `idle` a [`CutKind::Idle`] one, bytes that are not SSE
+/// a [`CutKind::InvalidChunk`] one.
+async fn answer(response: reqwest::Response, idle: Duration) -> Result<Answer, ProviderError> {
     let is_json = response
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
     if is_json {
-        let body = response
-            .text()
-            .await
-            .map_err(|e| ProviderError::Stream(error_chain(&e)))?;
-        let value = serde_json::from_str(&body)
-            .map_err(|e| ProviderError::Stream(format!("invalid JSON response: {e}")))?;
+        let body = match tokio::time::timeout(idle, response.text()).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) => return Err(body_error(BodyError::Read(e))),
+            Err(_) => return Err(body_error(BodyError::Idle(idle))),
+        };
+        let value =
+            serde_json::from_str(&body).map_err(|e| invalid_chunk("response", &e, &body))?;
         return Ok(Answer::Whole(value));
     }
-    let events = response.bytes_stream().eventsource().map(|event| {
+    let events = idle_bounded(response, idle).eventsource().map(|event| {
         event.map(|e| (e.event, e.data)).map_err(|e| match e {
-            eventsource_stream::EventStreamError::Transport(e) => {
-                ProviderError::Connect(format!("stream broken: {}", error_chain(&e)))
-            }
-            other => ProviderError::Stream(other.to_string()),
+            eventsource_stream::EventStreamError::Transport(e) => body_error(e),
+            other => ProviderError::cut(CutKind::InvalidChunk, other.to_string()),
         })
     });
     Ok(Answer::Events(events.boxed()))
+}
+
+/// Why reading an answer body stopped.
+#[derive(Debug)]
+enum BodyError {
+    Read(reqwest::Error),
+    /// Nothing arrived for this long.
+    Idle(Duration),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Read(e) => f.write_str(&error_chain(e)),
+            BodyError::Idle(idle) => write!(
+                f,
+                "nothing arrived for the idle timeout of {}",
+                format_secs(*idle)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+/// A body read failure as a cut: a read timeout of the HTTP client counts
+/// as idle too.
+fn body_error(e: BodyError) -> ProviderError {
+    let kind = match &e {
+        BodyError::Read(read) if read.is_timeout() => CutKind::Idle,
+        BodyError::Read(_) => CutKind::Broken,
+        BodyError::Idle(_) => CutKind::Idle,
+    };
+    ProviderError::cut(kind, e.to_string())
+}
+
+/// The body's bytes, ending with [`BodyError::Idle`] after a gap of more
+/// than `idle`; nothing follows an error.
+fn idle_bounded(
+    response: reqwest::Response,
+    idle: Duration,
+) -> impl futures::Stream<Item = Result<impl AsRef<[u8]>, BodyError>> {
+    let body = Box::pin(response.bytes_stream());
+    futures::stream::unfold(Some(body), move |body| async move {
+        let mut body = body?;
+        match tokio::time::timeout(idle, body.next()).await {
+            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(body))),
+            Ok(Some(Err(e))) => Some((Err(BodyError::Read(e)), None)),
+            Ok(None) => None,
+            Err(_) => Some((Err(BodyError::Idle(idle)), None)),
+        }
+    })
 }
 
 /// A non-success answer as a [`ProviderError::Status`], with the
@@ -211,9 +298,13 @@ pub(super) fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
         return (secs.is_finite() && (0.0..1e9).contains(&secs))
             .then(|| Duration::from_secs_f64(secs));
     }
-    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(wait.to_std().unwrap_or(Duration::ZERO))
+    // RFC 9110 HTTP-date: IMF-fixdate, or the obsolete RFC 850 and asctime
+    // forms a recipient must still accept. A date in the past: no wait.
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(
+        date.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// Cuts text to [`MAX_ERROR_BODY_CHARS`] characters.
@@ -251,10 +342,16 @@ mod tests {
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
         assert_eq!(parse_retry_after(&h), Some(Duration::ZERO));
-        let later = (chrono::Utc::now() + chrono::Duration::seconds(120)).to_rfc2822();
+        let later =
+            httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
         h.insert(RETRY_AFTER, later.parse().unwrap());
         let wait = parse_retry_after(&h).unwrap();
         assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120));
+        // The obsolete forms RFC 9110 still asks recipients to accept.
+        for old in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            h.insert(RETRY_AFTER, old.parse().unwrap());
+            assert_eq!(parse_retry_after(&h), Some(Duration::ZERO), "{old}");
+        }
         h.insert(RETRY_AFTER, "soon".parse().unwrap());
         assert_eq!(parse_retry_after(&h), None);
         h.insert("retry-after-ms", "250".parse().unwrap());

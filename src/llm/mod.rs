@@ -15,7 +15,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::types::{Message, ToolCall, ToolSpec, Usage};
+use crate::types::{Message, RetryReason, ToolCall, ToolSpec, Usage};
+
+/// The longest wait for a provider's answer head, or between two pieces of
+/// its answer, before the call is cut as idle and retried. Generous: a
+/// local model may think long before its first token.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What the engine asks of a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,31 +85,90 @@ pub enum ProviderError {
     /// retry.
     #[error("connection error: {0}")]
     Connect(String),
-    /// The provider answered with an error status. 5xx, 429 and 529 are
-    /// retried (honouring `retry_after`); other statuses fail at once.
+    /// The provider answered with an error status. 408, 409, 429 and 5xx
+    /// (Anthropic's 529 included) are retried, honouring `retry_after`;
+    /// other statuses fail at once.
     #[error("HTTP {status}: {message}")]
     Status {
         status: u16,
         message: String,
         retry_after: Option<Duration>,
     },
-    /// The answer stream broke or could not be parsed after it started:
-    /// fail (text may already have been shown, so it is not replayed).
+    /// The answer stream was cut: it broke, ended before its end marker,
+    /// went idle, or carried a chunk that is not JSON. Retried: the engine
+    /// runs tools only after an answer ended whole, so re-sending the call
+    /// repeats no side effect.
+    #[error("{kind}: {detail}")]
+    Cut { kind: CutKind, detail: String },
+    /// The provider reported an error inside the stream, or sent an answer
+    /// that parses but cannot be used: fail.
     #[error("bad response stream: {0}")]
     Stream(String),
     /// The provider is not usable as configured (missing key, bad URL): fail.
     #[error("{0}")]
     Config(String),
+    /// A retryable error that was not retried any more, and why (a
+    /// `Retry-After` that does not fit in the run's time left, no time left
+    /// for another attempt, no attempts left).
+    #[error("{last} ({why})")]
+    GaveUp {
+        last: Box<ProviderError>,
+        why: String,
+    },
+}
+
+/// How an answer stream was cut ([`ProviderError::Cut`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutKind {
+    /// The connection broke mid-answer.
+    Broken,
+    /// The stream ended cleanly but before the answer's end marker.
+    EndedEarly,
+    /// Nothing arrived within the provider's idle timeout.
+    Idle,
+    /// An event's data was not JSON.
+    InvalidChunk,
+}
+
+impl std::fmt::Display for CutKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CutKind::Broken => "answer stream broken",
+            CutKind::EndedEarly => "answer stream ended early",
+            CutKind::Idle => "provider went idle",
+            CutKind::InvalidChunk => "invalid JSON in the answer stream",
+        })
+    }
 }
 
 impl ProviderError {
+    /// A cut answer stream of `kind`.
+    pub fn cut(kind: CutKind, detail: impl Into<String>) -> ProviderError {
+        ProviderError::Cut {
+            kind,
+            detail: detail.into(),
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
+        self.retry_reason().is_some()
+    }
+
+    /// Why this error is worth another attempt, or `None` when it is not.
+    pub fn retry_reason(&self) -> Option<RetryReason> {
         match self {
-            ProviderError::Connect(_) => true,
-            ProviderError::Status { status, .. } => {
-                *status >= 500 || *status == 429 || *status == 408
+            ProviderError::Connect(_) => Some(RetryReason::Connection),
+            ProviderError::Status { status, .. } => (*status >= 500
+                || matches!(*status, 408 | 409 | 429))
+            .then_some(RetryReason::Status),
+            ProviderError::Cut { kind, .. } => Some(match kind {
+                CutKind::Broken | CutKind::EndedEarly => RetryReason::StreamCut,
+                CutKind::Idle => RetryReason::Idle,
+                CutKind::InvalidChunk => RetryReason::InvalidChunk,
+            }),
+            ProviderError::Stream(_) | ProviderError::Config(_) | ProviderError::GaveUp { .. } => {
+                None
             }
-            ProviderError::Stream(_) | ProviderError::Config(_) => false,
         }
     }
 
@@ -112,6 +176,7 @@ impl ProviderError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ProviderError::Status { retry_after, .. } => *retry_after,
+            ProviderError::GaveUp { last, .. } => last.retry_after(),
             _ => None,
         }
     }

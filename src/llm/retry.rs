@@ -1,41 +1,83 @@
-//! Retrying model calls, outside the providers: connection errors, 5xx, 408
-//! and 429 are tried again ([`ProviderError::is_retryable`]) with
-//! exponential backoff and full jitter, honouring `Retry-After`. An attempt
-//! that already delivered a delta is never retried, since its text may have
-//! been shown.
+//! Retrying model calls, outside the providers. Connection errors, 408,
+//! 409, 429, 5xx (Anthropic's 529 included) and cut answer streams (broken,
+//! ended before their end marker, idle, a chunk that is not JSON) are tried
+//! again ([`ProviderError::retry_reason`]); other errors fail at once.
+//!
+//! The waits are capped exponential backoff with full jitter: a random wait
+//! in `[0, min(max_delay, base_delay * 2^(n-1))]` after failed attempt `n`.
+//! The budget is the time left of the run (`limits.timeout`), passed in as
+//! a deadline: a retry whose wait does not fit before it is not made, and
+//! the call fails at once with the provider's last error saying why. A
+//! `Retry-After` (seconds or an HTTP date) is waited for when it fits, and
+//! makes the call fail at once when it does not.
+//!
+//! A cut stream is retried even when some of its text was already streamed
+//! to the caller: the whole call is re-sent, the caller is told the output
+//! it got from the failed attempt is void ([`RetryNotice::discarded_output`]),
+//! and the turn returned holds the successful attempt's text only. This
+//! repeats no side effect because the engine runs a turn's tools only
+//! after its answer has ended whole: within one model call no tool has run,
+//! and a tool that ran belongs to a call that already succeeded, which is
+//! never re-sent.
+//!
+//! Hand-written rather than built on the `backon` crate: backon's jitter
+//! adds `[0, delay)` on top of the delay (not full jitter), its total-delay
+//! budget counts the sleeps but not the time the attempts took (so it
+//! cannot hold a wall-clock deadline), and it cannot report why it stopped
+//! (a `Retry-After` that did not fit), which the run's error must say. The
+//! policy itself is the few lines of [`RetryPolicy::decide`]. May depend
+//! on `llm` and `types` only.
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rand::Rng;
+use tokio::time::Instant;
 
 use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use crate::types::RetryReason;
 
-/// The longest `Retry-After` we wait for; a provider asking for more makes
-/// the call fail at once with its error. The run's own timeout (and
-/// cancellation) still bound any wait.
+/// The longest `Retry-After` waited for when a call has no deadline; a
+/// provider asking for more makes the call fail at once with its error.
+/// With a deadline, the time left before it is the bound instead.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
-/// How often and how patiently a model call is retried.
+/// How patiently a model call is retried.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Total attempts, the first included (0 counts as 1).
+    /// Total attempts, the first included (0 counts as 1): a backstop. The
+    /// time left of the run is the real bound.
     pub max_attempts: u32,
     /// The backoff cap of the first retry; it doubles per attempt.
     pub base_delay: Duration,
-    /// The largest backoff (a longer `Retry-After` up to
-    /// [`MAX_RETRY_AFTER`] is still honoured).
+    /// The largest backoff cap (a longer `Retry-After` is still honoured
+    /// when it fits).
     pub max_delay: Duration,
 }
 
 impl Default for RetryPolicy {
+    /// 500 ms doubling up to 30 s, 100 attempts at most: far more than the
+    /// default 10 minute timeout leaves room for, so the run's time is
+    /// what bounds the retries.
     fn default() -> Self {
         RetryPolicy {
-            max_attempts: 4,
+            max_attempts: 100,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
         }
     }
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Wait this long, then try again.
+    Retry(Duration),
+    /// The error is not worth another attempt: fail with it as it is.
+    Fail,
+    /// The error was worth another attempt but none is made, for this
+    /// reason: fail with [`ProviderError::GaveUp`].
+    GiveUp(String),
 }
 
 impl RetryPolicy {
@@ -49,28 +91,78 @@ impl RetryPolicy {
             .min(self.max_delay)
     }
 
-    /// The wait before retrying after failed attempt `attempt` (1-based)
-    /// with `err`, or `None` when the call should give up: not retryable,
-    /// out of attempts, or a `Retry-After` above [`MAX_RETRY_AFTER`].
-    pub fn delay_for(&self, attempt: u32, err: &ProviderError) -> Option<Duration> {
-        if !err.is_retryable() || attempt >= self.max_attempts.max(1) {
-            return None;
-        }
+    /// A random wait in `[0, backoff_cap(attempt)]` (full jitter).
+    pub fn backoff(&self, attempt: u32) -> Duration {
         let cap = self.backoff_cap(attempt);
         let cap_nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
-        let jittered = Duration::from_nanos(rand::rng().random_range(0..=cap_nanos));
-        match err.retry_after() {
-            Some(asked) if asked > MAX_RETRY_AFTER => None,
-            Some(asked) => Some(asked.max(jittered)),
-            None => Some(jittered),
+        Duration::from_nanos(rand::rng().random_range(0..=cap_nanos))
+    }
+
+    /// What to do after failed attempt `attempt` (1-based) ended with
+    /// `err`, with `time_left` before the call's deadline (`None`: no
+    /// deadline, and [`MAX_RETRY_AFTER`] bounds a `Retry-After`).
+    pub fn decide(&self, attempt: u32, err: &ProviderError, time_left: Option<Duration>) -> Next {
+        if !err.is_retryable() {
+            return Next::Fail;
+        }
+        if attempt >= self.max_attempts.max(1) {
+            return Next::GiveUp(format!("gave up after {attempt} attempts"));
+        }
+        let jittered = self.backoff(attempt);
+        let Some(asked) = err.retry_after() else {
+            return match time_left {
+                Some(left) if jittered >= left => Next::GiveUp(format!(
+                    "no time left for another attempt: {} of the run's limits.timeout remained after {attempt} attempt(s)",
+                    secs(left)
+                )),
+                _ => Next::Retry(jittered),
+            };
+        };
+        match time_left {
+            Some(left) if asked >= left => Next::GiveUp(format!(
+                "the provider asked to retry after {} (Retry-After), which does not fit in the {} left of the run's limits.timeout",
+                secs(asked),
+                secs(left)
+            )),
+            // The jitter on top only where it fits too.
+            Some(left) => Next::Retry(if jittered.max(asked) < left {
+                jittered.max(asked)
+            } else {
+                asked
+            }),
+            None if asked > MAX_RETRY_AFTER => Next::GiveUp(format!(
+                "the provider asked to retry after {} (Retry-After), more than the {} aurad waits",
+                secs(asked),
+                secs(MAX_RETRY_AFTER)
+            )),
+            None => Next::Retry(jittered.max(asked)),
         }
     }
 }
 
+/// `1.5s`, `600.0s`.
+fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// A retry about to be made, told to the caller before its wait.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryNotice<'a> {
+    /// The failed attempt, 1-based.
+    pub attempt: u32,
+    /// The wait before the next attempt.
+    pub delay: Duration,
+    pub error: &'a ProviderError,
+    pub reason: RetryReason,
+    /// The failed attempt had already delivered deltas: they are void,
+    /// and the next attempt's answer starts over.
+    pub discarded_output: bool,
+}
+
 /// Calls `provider` until it answers, the error is not retryable, or the
-/// policy gives up; returns the last error then. `on_retry` is told the
-/// failed attempt (1-based), the wait before the next one and the error,
-/// before the wait.
+/// policy gives up, without a deadline. `on_retry` is told the failed
+/// attempt (1-based), the wait before the next one and the error, before
+/// the wait. See [`stream_with_retry_until`].
 pub async fn stream_with_retry(
     provider: &dyn Provider,
     request: &ChatRequest,
@@ -78,17 +170,38 @@ pub async fn stream_with_retry(
     on_delta: &mut (dyn FnMut(Delta) + Send),
     on_retry: &mut (dyn FnMut(u32, Duration, &ProviderError) + Send),
 ) -> Result<ModelTurn, ProviderError> {
-    let sleep = |d: Duration| -> BoxFuture<'static, ()> { Box::pin(tokio::time::sleep(d)) };
-    retry_with_sleep(provider, request, policy, on_delta, on_retry, &sleep).await
+    let mut notify = |n: &RetryNotice<'_>| on_retry(n.attempt, n.delay, n.error);
+    stream_with_retry_until(provider, request, policy, None, on_delta, &mut notify).await
 }
 
-/// [`stream_with_retry`] with the waiting supplied, so tests need not wait.
+/// Calls `provider` until it answers, the error is not retryable, or no
+/// retry fits before `deadline` (the end of the run's `limits.timeout`);
+/// a give-up is a [`ProviderError::GaveUp`] carrying the last error and
+/// why. `on_retry` is told of each retry before its wait.
+pub async fn stream_with_retry_until(
+    provider: &dyn Provider,
+    request: &ChatRequest,
+    policy: &RetryPolicy,
+    deadline: Option<Instant>,
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+    on_retry: &mut (dyn FnMut(&RetryNotice<'_>) + Send),
+) -> Result<ModelTurn, ProviderError> {
+    let sleep = |d: Duration| -> BoxFuture<'static, ()> { Box::pin(tokio::time::sleep(d)) };
+    retry_with_sleep(
+        provider, request, policy, deadline, on_delta, on_retry, &sleep,
+    )
+    .await
+}
+
+/// [`stream_with_retry_until`] with the waiting supplied, so tests need not
+/// wait.
 async fn retry_with_sleep(
     provider: &dyn Provider,
     request: &ChatRequest,
     policy: &RetryPolicy,
+    deadline: Option<Instant>,
     on_delta: &mut (dyn FnMut(Delta) + Send),
-    on_retry: &mut (dyn FnMut(u32, Duration, &ProviderError) + Send),
+    on_retry: &mut (dyn FnMut(&RetryNotice<'_>) + Send),
     sleep: &(dyn Fn(Duration) -> BoxFuture<'static, ()> + Sync),
 ) -> Result<ModelTurn, ProviderError> {
     let mut attempt = 1u32;
@@ -105,13 +218,24 @@ async fn retry_with_sleep(
             Ok(turn) => return Ok(turn),
             Err(err) => err,
         };
-        if delivered {
-            return Err(err);
-        }
-        let Some(delay) = policy.delay_for(attempt, &err) else {
-            return Err(err);
+        let time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let delay = match policy.decide(attempt, &err, time_left) {
+            Next::Retry(delay) => delay,
+            Next::Fail => return Err(err),
+            Next::GiveUp(why) => {
+                return Err(ProviderError::GaveUp {
+                    last: Box::new(err),
+                    why,
+                });
+            }
         };
-        on_retry(attempt, delay, &err);
+        on_retry(&RetryNotice {
+            attempt,
+            delay,
+            error: &err,
+            reason: err.retry_reason().unwrap_or_default(),
+            discarded_output: delivered,
+        });
         sleep(delay).await;
         attempt += 1;
     }
@@ -123,6 +247,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
+    use crate::llm::CutKind;
 
     /// One scripted attempt: the deltas to send, then the result.
     type Step = (Vec<&'static str>, Result<ModelTurn, ProviderError>);
@@ -187,11 +312,21 @@ mod tests {
         result: Result<ModelTurn, ProviderError>,
         attempts: u32,
         retries: Vec<(u32, Duration)>,
+        /// Per retry: its reason and whether it discarded output.
+        notices: Vec<(RetryReason, bool)>,
         slept: Vec<Duration>,
         deltas: Vec<Delta>,
     }
 
     async fn run(script: Vec<Step>, policy: &RetryPolicy) -> Outcome {
+        run_until(script, policy, None).await
+    }
+
+    async fn run_until(
+        script: Vec<Step>,
+        policy: &RetryPolicy,
+        deadline: Option<Instant>,
+    ) -> Outcome {
         let provider = Scripted::new(script);
         let request = ChatRequest {
             model: "m".into(),
@@ -209,12 +344,17 @@ mod tests {
         };
         let mut deltas = Vec::new();
         let mut retries = Vec::new();
+        let mut notices = Vec::new();
         let result = retry_with_sleep(
             &provider,
             &request,
             policy,
+            deadline,
             &mut |d| deltas.push(d),
-            &mut |n, d, _e| retries.push((n, d)),
+            &mut |n| {
+                retries.push((n.attempt, n.delay));
+                notices.push((n.reason, n.discarded_output));
+            },
             &sleep,
         )
         .await;
@@ -223,6 +363,7 @@ mod tests {
             result,
             attempts: provider.attempts.load(Ordering::SeqCst),
             retries,
+            notices,
             slept,
             deltas,
         }
@@ -279,10 +420,13 @@ mod tests {
             &p,
         )
         .await;
-        assert!(matches!(
-            out.result,
-            Err(ProviderError::Status { status: 502, .. })
-        ));
+        match out.result {
+            Err(ProviderError::GaveUp { last, why }) => {
+                assert!(matches!(*last, ProviderError::Status { status: 502, .. }));
+                assert_eq!(why, "gave up after 2 attempts");
+            }
+            other => panic!("{other:?}"),
+        }
         assert_eq!(out.attempts, 2);
         assert_eq!(out.retries.len(), 1);
     }
@@ -299,27 +443,178 @@ mod tests {
         assert_eq!(out.slept, vec![Duration::from_secs(5)]);
 
         let out = run(vec![(vec![], status(429, Some(601)))], &policy()).await;
-        assert!(matches!(
-            out.result,
-            Err(ProviderError::Status { status: 429, .. })
-        ));
+        let err = out.result.unwrap_err();
+        assert!(
+            matches!(&err, ProviderError::GaveUp { last, .. } if matches!(**last, ProviderError::Status { status: 429, .. })),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("status 429"), "{err}");
         assert_eq!(out.attempts, 1);
         assert!(out.slept.is_empty());
     }
 
     #[tokio::test]
-    async fn never_retries_after_a_delta() {
+    async fn a_retry_after_beyond_the_deadline_fails_at_once_and_says_so() {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let out = run_until(
+            vec![(vec![], status(429, Some(5))), (vec![], ok("unused"))],
+            &policy(),
+            Some(deadline),
+        )
+        .await;
+        let err = out.result.unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("HTTP 429: status 429 ("), "{text}");
+        assert!(
+            text.contains("retry after 5.0s (Retry-After), which does not fit"),
+            "{text}"
+        );
+        assert_eq!(out.attempts, 1);
+        assert!(out.slept.is_empty());
+
+        // One that fits is waited for, the deadline notwithstanding.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let out = run_until(
+            vec![(vec![], status(429, Some(5))), (vec![], ok("x"))],
+            &policy(),
+            Some(deadline),
+        )
+        .await;
+        assert!(out.result.is_ok());
+        assert_eq!(out.slept, vec![Duration::from_secs(5)]);
+    }
+
+    #[test]
+    fn decisions_follow_the_time_left() {
+        let p = RetryPolicy {
+            max_attempts: 100,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(8),
+        };
+        let e500 = ProviderError::Status {
+            status: 500,
+            message: "m".into(),
+            retry_after: None,
+        };
+        // Plenty of time: a jittered backoff within the cap.
+        for attempt in 1..=6 {
+            match p.decide(attempt, &e500, Some(Duration::from_secs(600))) {
+                Next::Retry(d) => assert!(d <= p.backoff_cap(attempt), "{d:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        // No time left: give up, saying so.
+        match p.decide(1, &e500, Some(Duration::ZERO)) {
+            Next::GiveUp(why) => assert!(why.contains("no time left"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Not retryable: fail as is, whatever the time.
+        let e400 = ProviderError::Status {
+            status: 400,
+            message: "m".into(),
+            retry_after: None,
+        };
+        assert_eq!(
+            p.decide(1, &e400, Some(Duration::from_secs(600))),
+            Next::Fail
+        );
+        // A Retry-After that fits is at least waited, and within the time.
+        let e429 = ProviderError::Status {
+            status: 429,
+            message: "m".into(),
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        for _ in 0..50 {
+            match p.decide(3, &e429, Some(Duration::from_millis(2500))) {
+                Next::Retry(d) => {
+                    assert!(d >= Duration::from_secs(2) && d < Duration::from_millis(2500))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            p.decide(3, &e429, Some(Duration::from_secs(2))),
+            Next::GiveUp(_)
+        ));
+    }
+
+    #[test]
+    fn model_retry_events_of_old_rows_still_read() {
+        use crate::types::RunEvent;
+        let old = r#"{"type":"model_retry","attempt":2,"delay_ms":750,"error":"HTTP 500: x"}"#;
+        let event: RunEvent = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            event,
+            RunEvent::ModelRetry {
+                attempt: 2,
+                delay_ms: 750,
+                error: "HTTP 500: x".into(),
+                reason: RetryReason::Connection,
+                discarded_output: false,
+            }
+        );
+        let new = RunEvent::ModelRetry {
+            attempt: 1,
+            delay_ms: 0,
+            error: "cut".into(),
+            reason: RetryReason::InvalidChunk,
+            discarded_output: true,
+        };
+        let json = serde_json::to_value(&new).unwrap();
+        assert_eq!(json["reason"], "invalid_chunk");
+        assert_eq!(json["discarded_output"], true);
+        assert_eq!(serde_json::from_value::<RunEvent>(json).unwrap(), new);
+    }
+
+    #[test]
+    fn retried_statuses_and_cuts() {
+        let status = |s: u16| ProviderError::Status {
+            status: s,
+            message: String::new(),
+            retry_after: None,
+        };
+        for s in [408, 409, 429, 500, 502, 503, 504, 529] {
+            assert_eq!(status(s).retry_reason(), Some(RetryReason::Status), "{s}");
+        }
+        for s in [400, 401, 403, 404, 413, 422] {
+            assert_eq!(status(s).retry_reason(), None, "{s}");
+        }
+        let cut = |k| ProviderError::cut(k, "x");
+        assert_eq!(
+            cut(CutKind::Broken).retry_reason(),
+            Some(RetryReason::StreamCut)
+        );
+        assert_eq!(
+            cut(CutKind::EndedEarly).retry_reason(),
+            Some(RetryReason::StreamCut)
+        );
+        assert_eq!(cut(CutKind::Idle).retry_reason(), Some(RetryReason::Idle));
+        assert_eq!(
+            cut(CutKind::InvalidChunk).retry_reason(),
+            Some(RetryReason::InvalidChunk)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cut_after_deltas_is_retried_and_its_output_declared_void() {
         let out = run(
             vec![
-                (vec!["partial"], Err(ProviderError::Connect("reset".into()))),
-                (vec![], ok("unused")),
+                (
+                    vec!["Hel"],
+                    Err(ProviderError::cut(CutKind::Broken, "reset")),
+                ),
+                (vec!["Hello"], ok("Hello")),
             ],
             &policy(),
         )
         .await;
-        assert!(matches!(out.result, Err(ProviderError::Connect(_))));
-        assert_eq!(out.attempts, 1);
-        assert_eq!(out.deltas, vec![Delta::Text("partial".into())]);
+        assert_eq!(out.result.unwrap().text, "Hello");
+        assert_eq!(out.attempts, 2);
+        assert_eq!(out.notices, vec![(RetryReason::StreamCut, true)]);
+        assert_eq!(
+            out.deltas,
+            vec![Delta::Text("Hel".into()), Delta::Text("Hello".into())]
+        );
     }
 
     #[test]
@@ -331,14 +626,17 @@ mod tests {
         assert_eq!(p.backoff_cap(1000), Duration::from_secs(1));
         let err = ProviderError::Connect("x".into());
         for _ in 0..100 {
-            assert!(p.delay_for(2, &err).unwrap() <= Duration::from_millis(200));
+            match p.decide(2, &err, None) {
+                Next::Retry(d) => assert!(d <= Duration::from_millis(200)),
+                other => panic!("{other:?}"),
+            }
         }
-        assert_eq!(p.delay_for(4, &err), None);
+        assert!(matches!(p.decide(4, &err, None), Next::GiveUp(_)));
         let zero = RetryPolicy {
             max_attempts: 0,
             ..p
         };
-        assert_eq!(zero.delay_for(1, &err), None);
+        assert!(matches!(zero.decide(1, &err, None), Next::GiveUp(_)));
     }
 
     #[tokio::test]

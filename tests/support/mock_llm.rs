@@ -28,8 +28,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 
 mod anthropic;
+mod faults;
 mod gemini;
 mod http;
+
+// Not every test crate uses each of them.
+#[allow(unused_imports)]
+pub use faults::{Fault, FaultPlan, Injected, RetryAfter};
 
 use http::{read_request, write_raw, write_stream};
 
@@ -122,6 +127,8 @@ pub struct Recorded {
     pub body: Value,
     /// When the whole request had arrived.
     pub received_at: std::time::Instant,
+    /// The same moment by the wall clock (to compare with HTTP dates).
+    pub received_at_wall: std::time::SystemTime,
 }
 
 static NO_MESSAGES: Vec<Value> = Vec::new();
@@ -144,10 +151,18 @@ impl Recorded {
     }
 }
 
+/// Answers a request from its content (see [`MockLlm::set_responder`]).
+pub type Responder = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+
 struct State {
     script: VecDeque<Reply>,
     fallback: Reply,
     requests: Vec<Recorded>,
+    responder: Option<Responder>,
+    faults: Option<FaultPlan>,
+    /// Model requests (POSTs to a model route) so far.
+    model_requests: usize,
+    injected: Vec<Injected>,
 }
 
 struct Shared {
@@ -239,6 +254,10 @@ impl MockLlm {
                 script: VecDeque::new(),
                 fallback: Reply::error(500, "mock: no scripted reply left"),
                 requests: Vec::new(),
+                responder: None,
+                faults: None,
+                model_requests: 0,
+                injected: Vec::new(),
             }),
             notify: Notify::new(),
             changed: Condvar::new(),
@@ -275,6 +294,24 @@ impl MockLlm {
     /// "mock: no scripted reply left").
     pub fn set_fallback(&self, reply: Reply) {
         self.shared.lock().fallback = reply;
+    }
+
+    /// Answers with `responder(request)` once the script is empty, before
+    /// the fallback: concurrent runs can each get the reply their own
+    /// conversation calls for.
+    pub fn set_responder(&self, responder: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) {
+        self.shared.lock().responder = Some(Arc::new(responder));
+    }
+
+    /// Injects `plan`'s faults from the next model request on (numbered
+    /// from 1 over all model requests the mock has received).
+    pub fn set_faults(&self, plan: FaultPlan) {
+        self.shared.lock().faults = Some(plan);
+    }
+
+    /// The faults injected so far, in order.
+    pub fn injected(&self) -> Vec<Injected> {
+        self.shared.lock().injected.clone()
     }
 
     /// Scripted replies not used yet.
@@ -379,22 +416,63 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
             .unwrap_or("mock-model")
             .to_string(),
     };
-    let reply = {
+    let (reply, fault) = {
         let mut state = shared.lock();
+        let (mut reply, mut fault) = (None, None);
+        if is_chat && is_post {
+            state.model_requests += 1;
+            let number = state.model_requests;
+            let injected = state
+                .faults
+                .as_mut()
+                .and_then(|plan| plan.fault_for(number));
+            // The answer this request is due; a fault leaves it in the
+            // script and only shows its first events, if any.
+            let due = match (&injected, state.script.front()) {
+                (Some(_), Some(front)) => front.clone(),
+                (Some(_), None) => state
+                    .responder
+                    .as_ref()
+                    .map_or_else(|| state.fallback.clone(), |respond| respond(&request)),
+                (None, _) => match state.script.pop_front() {
+                    Some(scripted) => scripted,
+                    None => state
+                        .responder
+                        .as_ref()
+                        .map_or_else(|| state.fallback.clone(), |respond| respond(&request)),
+                },
+            };
+            if let Some(injected) = injected {
+                let retry_after = match injected {
+                    Fault::RateLimited(after) => Some(faults::retry_after_value(after)),
+                    _ => None,
+                };
+                state.injected.push(Injected {
+                    request: number,
+                    fault: injected.clone(),
+                    retry_after: retry_after.clone(),
+                });
+                fault = Some((injected, retry_after));
+            }
+            reply = Some(due);
+        }
         state.requests.push(request);
-        let reply = match (is_chat, is_post) {
-            (true, true) => Some(
-                state
-                    .script
-                    .pop_front()
-                    .unwrap_or_else(|| state.fallback.clone()),
-            ),
-            _ => None,
-        };
         shared.changed.notify_all();
         shared.notify.notify_waiters();
-        reply
+        (reply, fault)
     };
+    if let (Some((fault, retry_after)), Some(partial)) = (&fault, &reply) {
+        let _ = faults::send_fault(
+            &mut socket,
+            fault,
+            retry_after.as_deref(),
+            partial,
+            wire.unwrap_or(Wire::OpenAi),
+            &model,
+        )
+        .await;
+        return;
+    }
     let reply = reply.unwrap_or_else(|| {
         let (status, message) = if is_chat {
             (405, "mock: use POST")
@@ -459,7 +537,7 @@ async fn answer(
 }
 
 /// The SSE data payloads of a streamed reply, `[DONE]` included.
-fn stream_chunks(reply: &Reply, model: &str) -> Vec<String> {
+pub(super) fn stream_chunks(reply: &Reply, model: &str) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         json!({
             "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model,

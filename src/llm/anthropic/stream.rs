@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::super::http::{Assemble, Flow, error_text, event_json, truncate};
-use crate::llm::{Delta, ModelTurn, ProviderError};
+use crate::llm::{CutKind, Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
 /// A content block being assembled. Only `tool_use` blocks need state:
@@ -269,8 +269,9 @@ impl Assemble for Assembler {
     /// The assembled turn, once the stream has ended.
     fn finish(self) -> Result<ModelTurn, ProviderError> {
         if !self.done {
-            return Err(ProviderError::Stream(
-                "stream ended before message_stop".into(),
+            return Err(ProviderError::cut(
+                CutKind::EndedEarly,
+                "the stream ended before message_stop",
             ));
         }
         let usage = self.usage();
@@ -555,9 +556,23 @@ mod tests {
             ),
         ];
         for (events, want) in cases {
-            match assemble(&events).0 {
-                Err(ProviderError::Stream(m)) => assert!(m.contains(want), "{m:?} lacks {want:?}"),
-                other => panic!("expected Stream error with {want:?}, got {other:?}"),
+            let err = assemble(&events).0.expect_err(want);
+            let m = err.to_string();
+            assert!(m.contains(want), "{m:?} lacks {want:?}");
+            // No end, or data that is not JSON: a cut, retried. An answer
+            // that parses but cannot be used: a stream error, not retried.
+            let cut = [
+                "ended",
+                "without any candidate",
+                "before message_stop",
+                "JSON",
+            ]
+            .iter()
+            .any(|w| want.contains(w));
+            if cut {
+                assert!(matches!(err, ProviderError::Cut { .. }), "{err:?}");
+            } else {
+                assert!(matches!(err, ProviderError::Stream(_)), "{err:?}");
             }
         }
     }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::http::{Assemble, Flow, error_text, truncate};
-use crate::llm::{Delta, ModelTurn, ProviderError};
+use super::super::http::{Assemble, Flow, error_text, invalid_chunk, truncate};
+use crate::llm::{CutKind, Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
 /// Assembles a [`ModelTurn`] from streamed responses, forwarding text and
@@ -37,9 +37,8 @@ impl Assembler {
         if data == "[DONE]" {
             return Ok(());
         }
-        let response: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::Stream(format!("invalid event JSON ({e}): {}", truncate(data)))
-        })?;
+        let response: Value =
+            serde_json::from_str(data).map_err(|e| invalid_chunk("event", &e, data))?;
         self.push_response(&response, on_delta)
     }
 
@@ -258,15 +257,17 @@ impl Assemble for Assembler {
     /// The assembled turn, once the stream has ended.
     fn finish(self) -> Result<ModelTurn, ProviderError> {
         if !self.saw_candidate {
-            return Err(ProviderError::Stream(
-                "the answer ended without any candidate".into(),
+            return Err(ProviderError::cut(
+                CutKind::EndedEarly,
+                "the answer ended without any candidate",
             ));
         }
         // The last response always names a finish reason: without one the
         // answer was cut short.
         if self.finish_reason.is_none() {
-            return Err(ProviderError::Stream(
-                "stream ended early (no finishReason)".into(),
+            return Err(ProviderError::cut(
+                CutKind::EndedEarly,
+                "the stream ended without a finishReason",
             ));
         }
         Ok(ModelTurn {
@@ -459,9 +460,23 @@ mod tests {
             (vec![json!({ "error": "plain" })], "plain"),
         ];
         for (events, want) in cases {
-            match assemble(&events).0 {
-                Err(ProviderError::Stream(m)) => assert!(m.contains(want), "{m:?} lacks {want:?}"),
-                other => panic!("expected Stream error with {want:?}, got {other:?}"),
+            let err = assemble(&events).0.expect_err(want);
+            let m = err.to_string();
+            assert!(m.contains(want), "{m:?} lacks {want:?}");
+            // No end, or data that is not JSON: a cut, retried. An answer
+            // that parses but cannot be used: a stream error, not retried.
+            let cut = [
+                "ended",
+                "without any candidate",
+                "before message_stop",
+                "JSON",
+            ]
+            .iter()
+            .any(|w| want.contains(w));
+            if cut {
+                assert!(matches!(err, ProviderError::Cut { .. }), "{err:?}");
+            } else {
+                assert!(matches!(err, ProviderError::Stream(_)), "{err:?}");
             }
         }
         // `[DONE]` and empty data from a proxy are ignored; a safety stop

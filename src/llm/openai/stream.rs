@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::super::http::{Assemble, Flow, error_text, event_json, truncate};
-use crate::llm::{Delta, ModelTurn, ProviderError};
+use crate::llm::{CutKind, Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
 /// A tool call being assembled from stream pieces.
@@ -214,7 +214,10 @@ impl Assemble for Assembler {
     /// The assembled turn, once the stream has ended.
     fn finish(self) -> Result<ModelTurn, ProviderError> {
         if !self.done && self.finish_reason.is_none() {
-            return Err(ProviderError::Stream("stream ended early".into()));
+            return Err(ProviderError::cut(
+                CutKind::EndedEarly,
+                "the stream ended without [DONE] or a finish_reason",
+            ));
         }
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for (index, call) in self.calls {
@@ -409,9 +412,23 @@ mod tests {
             ),
         ];
         for (chunks, want) in cases {
-            match assemble(&chunks).0 {
-                Err(ProviderError::Stream(m)) => assert!(m.contains(want), "{m:?} lacks {want:?}"),
-                other => panic!("expected Stream error with {want:?}, got {other:?}"),
+            let err = assemble(&chunks).0.expect_err(want);
+            let m = err.to_string();
+            assert!(m.contains(want), "{m:?} lacks {want:?}");
+            // No end, or data that is not JSON: a cut, retried. An answer
+            // that parses but cannot be used: a stream error, not retried.
+            let cut = [
+                "ended",
+                "without any candidate",
+                "before message_stop",
+                "JSON",
+            ]
+            .iter()
+            .any(|w| want.contains(w));
+            if cut {
+                assert!(matches!(err, ProviderError::Cut { .. }), "{err:?}");
+            } else {
+                assert!(matches!(err, ProviderError::Stream(_)), "{err:?}");
             }
         }
         // A finish reason without [DONE] is a complete answer.

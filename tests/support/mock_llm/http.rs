@@ -71,6 +71,7 @@ pub(super) async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
         headers,
         body,
         received_at: std::time::Instant::now(),
+        received_at_wall: std::time::SystemTime::now(),
     })
 }
 
@@ -150,10 +151,24 @@ pub(super) async fn write_raw(
 /// Sends `events` (whole SSE frames, `data: ...\n\n` or with an `event:`
 /// line) chunked, each split over two writes.
 pub(super) async fn write_stream(socket: &mut TcpStream, events: &[String]) -> std::io::Result<()> {
+    write_stream_head(socket).await?;
+    write_stream_events(socket, events).await?;
+    end_stream(socket).await
+}
+
+/// The head of a 200 chunked event stream.
+pub(super) async fn write_stream_head(socket: &mut TcpStream) -> std::io::Result<()> {
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
                 Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     socket.write_all(head.as_bytes()).await?;
-    socket.flush().await?;
+    socket.flush().await
+}
+
+/// SSE frames as body chunks, each split over two flushed writes.
+pub(super) async fn write_stream_events(
+    socket: &mut TcpStream,
+    events: &[String],
+) -> std::io::Result<()> {
     for event in events {
         let mid = (1..event.len() / 2)
             .rev()
@@ -170,6 +185,11 @@ pub(super) async fn write_stream(socket: &mut TcpStream, events: &[String]) -> s
             tokio::task::yield_now().await;
         }
     }
+    Ok(())
+}
+
+/// The last chunk of a chunked body, then the write side is closed.
+pub(super) async fn end_stream(socket: &mut TcpStream) -> std::io::Result<()> {
     socket.write_all(b"0\r\n\r\n").await?;
     socket.flush().await?;
     socket.shutdown().await
