@@ -301,9 +301,9 @@ fn render(template: &str, cx: &TemplateContext<'_>, input: &str) -> Result<Strin
     .map_err(|e| e.to_string())
 }
 
-/// How a failed event-batch write is retried: 50 ms doubling to at most
-/// 1 s, with jitter, 6 times (about 3 s in all), before the batch waits for
-/// the next one.
+/// How a failed event-batch write (or the final state) is retried: 50 ms
+/// doubling to at most 1 s, with jitter, 6 times (about 3 s in all), before
+/// the batch waits for the next one.
 fn batch_backoff() -> ExponentialBuilder {
     ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(50))
@@ -386,8 +386,10 @@ pub async fn execute(
 
 /// Runs `prepared`, whose row is claimed and `running`: streams events to
 /// `sink` as they happen and to the store at each step, records the final
-/// state. A store failure after the claim does not stop the run; the first
-/// one is returned after the run is over.
+/// state. A store failure after the claim does not stop the run: events
+/// that could not be stored go with the next batch, the last with the final
+/// state, and an error is returned only when that final write fails (then
+/// the run's record is incomplete).
 pub async fn run_claimed(
     prepared: PreparedRun,
     store: &Store,
@@ -431,7 +433,6 @@ pub async fn run_claimed(
     let engine = engine::run(&spec, parts, cancel, tx);
     let record = async {
         let mut recorder = Recorder::default();
-        let mut first_error: Option<StoreError> = None;
         // Events taken from the recorder but not stored yet (a batch whose
         // write failed even after retries): they are stored before anything
         // later, under the numbers already announced.
@@ -450,15 +451,14 @@ pub async fn run_claimed(
                     }
                     Err(e) => {
                         tracing::error!(run = %spec.run_id, "cannot store run events, they will go with the next batch: {e}");
-                        first_error.get_or_insert(e);
                     }
                 }
             }
         }
         unstored.extend(recorder.take());
-        (unstored, first_error)
+        unstored
     };
-    let (outcome, (last_batch, store_error)) = tokio::join!(engine, record);
+    let (outcome, last_batch) = tokio::join!(engine, record);
     let state = outcome.state;
     debug_assert!(state != RunState::Running);
     let end = RunEnd {
@@ -469,10 +469,16 @@ pub async fn run_claimed(
         cost_usd: outcome.cost_usd,
         result: outcome.result.clone(),
     };
-    let last_seq = store.finish_run_as(&spec.run_id, last_batch, end).await?;
+    // The final state is retried like a batch: a run left `running` by a
+    // passing failure would stay so until the next start.
+    let last_seq = (|| store.finish_run_as(&spec.run_id, last_batch.clone(), end.clone()))
+        .retry(batch_backoff())
+        .sleep(tokio::time::sleep)
+        .when(is_transient)
+        .notify(|e: &StoreError, wait: Duration| {
+            tracing::warn!(run = %spec.run_id, "recording the run's end failed, retrying in {wait:?}: {e}");
+        })
+        .await?;
     sink.committed(last_seq);
-    match store_error {
-        Some(e) => Err(e),
-        None => Ok(outcome),
-    }
+    Ok(outcome)
 }

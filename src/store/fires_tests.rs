@@ -394,8 +394,8 @@ async fn recovery_interrupts_running_runs_and_hands_queued_ones_to_the_new_owner
         .await
         .unwrap();
     let ids = |runs: &[RunRecord]| runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
-    assert_eq!(ids(&recovered.interrupted), [cut.id.clone()]);
-    assert_eq!(ids(&recovered.requeued), [accepted.id.clone()]);
+    assert_eq!(ids(&recovered.interrupted), vec![cut.id.clone()]);
+    assert_eq!(ids(&recovered.requeued), vec![accepted.id.clone()]);
     let requeued = &recovered.requeued[0];
     assert_eq!(requeued.state, RunState::Queued);
     assert_eq!(requeued.owner.as_deref(), Some("pid:3 boot b start 1"));
