@@ -1,13 +1,18 @@
-//! Turns the engine's event stream into what the store keeps: text and
-//! reasoning deltas merged per model turn (never one row per token), and
-//! commits grouped at step boundaries (a model turn, tool calls, a tool
-//! result, the end).
+//! Turns the engine's event stream into what the store keeps: every event
+//! with the secrets the snapshot knows redacted (before it is stored or
+//! streamed), text and reasoning deltas merged per model turn (never one row
+//! per token), and commits grouped at step boundaries (a model turn, tool
+//! calls, a tool result, the end).
 
+use std::sync::Arc;
+
+use crate::redact::Redactor;
 use crate::types::RunEvent;
 
 /// Accumulates events between commits.
 #[derive(Debug, Default)]
 pub struct Recorder {
+    redactor: Arc<Redactor>,
     pending: Vec<RunEvent>,
     /// A step boundary is among the pending events.
     boundary: bool,
@@ -17,6 +22,19 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder redacting `redactor`'s secrets.
+    pub fn new(redactor: Arc<Redactor>) -> Recorder {
+        Recorder {
+            redactor,
+            ..Recorder::default()
+        }
+    }
+
+    /// `event` with its secrets redacted, as it may be streamed and pushed.
+    pub fn redact(&self, event: RunEvent) -> RunEvent {
+        self.redactor.redact_event(event)
+    }
+
     /// Adds an event, merging it into the previous one when both are deltas
     /// of the same kind. Returns the sequence number the (merged) event will
     /// be stored under.
@@ -40,10 +58,18 @@ impl Recorder {
         self.boundary
     }
 
+    /// The pending events, to be stored. Merged deltas are redacted once
+    /// more, whole: a secret split across two deltas is not stored either.
     pub fn take(&mut self) -> Vec<RunEvent> {
         self.boundary = false;
         self.taken += self.pending.len() as i64;
-        std::mem::take(&mut self.pending)
+        let mut events = std::mem::take(&mut self.pending);
+        for event in &mut events {
+            if let RunEvent::TextDelta { text } | RunEvent::ReasoningDelta { text } = event {
+                self.redactor.redact_in_place(text);
+            }
+        }
+        events
     }
 
     pub fn is_empty(&self) -> bool {
@@ -102,5 +128,31 @@ mod tests {
         );
         assert!(r.is_empty());
         assert_eq!(r.push(RunEvent::TextDelta { text: "e".into() }), 4);
+    }
+
+    #[test]
+    fn secrets_are_redacted_even_split_across_deltas() {
+        let redactor = Redactor::new([("K".to_string(), "split-secret-42".to_string())]);
+        let mut r = Recorder::new(Arc::new(redactor));
+        let whole = r.redact(RunEvent::TextDelta {
+            text: "a split-secret-42".into(),
+        });
+        assert_eq!(
+            whole,
+            RunEvent::TextDelta {
+                text: "a [redacted:K]".into()
+            }
+        );
+        r.push(whole);
+        for part in [" split-sec", "ret-42 b"] {
+            let event = r.redact(RunEvent::TextDelta { text: part.into() });
+            r.push(event);
+        }
+        assert_eq!(
+            r.take(),
+            vec![RunEvent::TextDelta {
+                text: "a [redacted:K] [redacted:K] b".into()
+            }]
+        );
     }
 }

@@ -12,6 +12,7 @@ use crate::config::{MemoryConfig, SkillsChoice};
 use crate::engine::{self, ActiveSkills, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
+use crate::redact::Redactor;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, new_run_id};
@@ -61,6 +62,9 @@ pub struct PreparedRun {
     /// Where the agent's day starts for its daily budget: the time zone of
     /// its first schedule, else UTC.
     pub timezone: chrono_tz::Tz,
+    /// The snapshot's secrets, redacted from what the run stores, streams
+    /// and shows the model.
+    pub redactor: Arc<Redactor>,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -150,6 +154,7 @@ pub fn prepare(
         provider,
         tools: snapshot.tools.select(&agent.tools),
         retry: RetryPolicy::default(),
+        redactor: snapshot.redactor.clone(),
     })
 }
 
@@ -312,7 +317,7 @@ pub fn new_run(prepared: &PreparedRun, state: RunState) -> NewRun {
         id: spec.run_id.clone(),
         agent: spec.agent.clone(),
         trigger: spec.trigger.clone(),
-        input: spec.input.clone(),
+        input: prepared.redactor.redact(&spec.input).into_owned(),
         model: spec.model.clone(),
         definition_hash: spec.definition_hash.clone(),
         owner: super::owner::this_process().to_string(),
@@ -353,6 +358,7 @@ pub async fn run_claimed(
         retry,
         timezone,
         fire: _,
+        redactor,
     } = prepared;
     spec.memory = recall(store, &memory, &spec).await;
     let day = AgentDay {
@@ -378,12 +384,14 @@ pub async fn run_claimed(
         tools: &tools,
         retry,
         spending: Some(&day),
+        redactor: &redactor,
     };
     let engine = engine::run(&spec, parts, cancel, tx);
     let record = async {
-        let mut recorder = Recorder::default();
+        let mut recorder = Recorder::new(redactor.clone());
         let mut first_error: Option<StoreError> = None;
         while let Some(event) = rx.recv().await {
+            let event = recorder.redact(event);
             // The last batch (with `finished`) is committed with the final state.
             let last = matches!(event, RunEvent::Finished { .. });
             let seq = recorder.push(event.clone());
@@ -401,7 +409,8 @@ pub async fn run_claimed(
         }
         (recorder.take(), first_error)
     };
-    let (outcome, (last_batch, store_error)) = tokio::join!(engine, record);
+    let (mut outcome, (last_batch, store_error)) = tokio::join!(engine, record);
+    redact_outcome(&redactor, &mut outcome);
     let state = outcome.state;
     debug_assert!(state != RunState::Running);
     let end = RunEnd {
@@ -417,5 +426,19 @@ pub async fn run_claimed(
     match store_error {
         Some(e) => Err(e),
         None => Ok(outcome),
+    }
+}
+
+/// Redacts the texts of a run's outcome (as its events were), before they
+/// are stored in the run row or returned.
+fn redact_outcome(redactor: &Redactor, outcome: &mut RunOutcome) {
+    for text in [&mut outcome.reason, &mut outcome.output]
+        .into_iter()
+        .flatten()
+    {
+        redactor.redact_in_place(text);
+    }
+    if let Some(result) = &mut outcome.result {
+        redactor.redact_json(result);
     }
 }

@@ -2,7 +2,8 @@
 //! the context, trim it, call the model (streaming), run the tool calls,
 //! feed the results back, repeat until an answer or a limit. It emits typed
 //! [`RunEvent`]s and never touches the store or the registry: it is handed
-//! resolved parts. May depend on `llm`, `tools`, `config` (limits) and `types`.
+//! resolved parts. May depend on `llm`, `tools`, `config` (limits), `redact`
+//! and `types`.
 
 pub mod context;
 pub mod output;
@@ -20,6 +21,7 @@ use crate::config::Limits;
 use crate::config::duration::format_duration;
 use crate::llm::retry::{RetryPolicy, stream_with_retry};
 use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider, ProviderError};
+use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, Usage};
 use output::OutputCheck;
@@ -90,6 +92,9 @@ pub struct Parts<'a> {
     /// Where the agent's other spending today is read, for a daily budget;
     /// `None` counts it as nothing.
     pub spending: Option<&'a dyn DaySpending>,
+    /// Replaces known secrets in tool results before the model (or an
+    /// event) sees them.
+    pub redactor: &'a Redactor,
 }
 
 /// How a run ended.
@@ -382,7 +387,9 @@ impl LoopState<'_> {
             // Results are recorded even when the run was stopped meanwhile:
             // a tool that finished may have had effects.
             let stopped = self.token.is_cancelled();
-            for (call, outcome) in calls.iter().zip(outcomes) {
+            for (call, mut outcome) in calls.iter().zip(outcomes) {
+                // A tool that prints a secret never shows it to the model.
+                self.parts.redactor.redact_in_place(&mut outcome.output);
                 self.emit(RunEvent::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
