@@ -37,6 +37,8 @@ pub struct Redactor {
     automaton: Option<AhoCorasick>,
     /// The replacement of each pattern of the automaton, by index.
     replacements: Vec<String>,
+    /// The patterns (every form of every secret).
+    patterns: Vec<String>,
     /// Every secret value and the name it is redacted under (the first name
     /// it was given).
     secrets: BTreeMap<String, String>,
@@ -77,6 +79,7 @@ impl Redactor {
             .values()
             .map(|name| format!("[redacted:{name}]"))
             .collect();
+        let patterns: Vec<String> = forms.keys().cloned().collect();
         let automaton = if forms.is_empty() {
             None
         } else {
@@ -90,6 +93,7 @@ impl Redactor {
         Redactor {
             automaton,
             replacements,
+            patterns,
             secrets,
         }
     }
@@ -133,6 +137,25 @@ impl Redactor {
             }
             _ => Cow::Borrowed(text),
         }
+    }
+
+    /// The length in bytes of the longest end of `text` that is the
+    /// beginning (not the whole) of a secret: text streamed piece by piece
+    /// keeps that much back until the next piece shows whether a secret
+    /// follows. 0 when no secret can start there.
+    pub fn partial_secret_suffix(&self, text: &str) -> usize {
+        let longest = self.patterns.iter().map(String::len).max().unwrap_or(0);
+        let most = longest.saturating_sub(1).min(text.len());
+        (1..=most)
+            .rev()
+            .filter(|&k| text.is_char_boundary(text.len() - k))
+            .find(|&k| {
+                let tail = &text[text.len() - k..];
+                self.patterns
+                    .iter()
+                    .any(|p| p.len() > k && p.starts_with(tail))
+            })
+            .unwrap_or(0)
     }
 
     /// Redacts `text` in place; true if it changed.
@@ -214,19 +237,23 @@ impl Redactor {
     }
 }
 
-/// `value` as written, as inside a JSON string, and as inside a Rust debug
-/// string (`{:?}`), each once.
+/// `value` as written, as inside a JSON string, as inside a Rust debug
+/// string (`{:?}`), and as a debug string inside a JSON string (a log field
+/// recorded with `?` in a JSON log line), each once.
 fn escaped_forms(value: &str) -> Vec<String> {
-    let mut forms = vec![value.to_string()];
-    let json = serde_json::to_string(value).unwrap_or_default();
-    let debug = format!("{value:?}");
-    for quoted in [json, debug] {
-        if let Some(inner) = quoted
+    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let inner = |quoted: &str| {
+        quoted
             .strip_prefix('"')
             .and_then(|q| q.strip_suffix('"'))
-            .filter(|inner| !forms.iter().any(|f| f == inner))
-        {
-            forms.push(inner.to_string());
+            .unwrap_or(quoted)
+            .to_string()
+    };
+    let debug = inner(&format!("{value:?}"));
+    let mut forms = vec![value.to_string()];
+    for form in [inner(&json(value)), inner(&json(&debug)), debug] {
+        if !forms.contains(&form) {
+            forms.push(form);
         }
     }
     forms
@@ -298,6 +325,18 @@ mod tests {
             r.redact("x abcdefgh-ijkl y abcdefgh"),
             "x [redacted:LONG] y [redacted:SHORT]"
         );
+    }
+
+    #[test]
+    fn the_beginning_of_a_secret_at_the_end_is_found() {
+        let r = redactor(&[("K", "abcdefgh")]);
+        assert_eq!(r.partial_secret_suffix("xx abcd"), 4);
+        assert_eq!(r.partial_secret_suffix("xx abcdefg"), 7);
+        assert_eq!(r.partial_secret_suffix("xx abcdefgh"), 0);
+        assert_eq!(r.partial_secret_suffix("xx abd"), 0);
+        assert_eq!(r.partial_secret_suffix("a"), 1);
+        assert_eq!(r.partial_secret_suffix("é"), 0);
+        assert_eq!(Redactor::default().partial_secret_suffix("abc"), 0);
     }
 
     #[test]

@@ -231,3 +231,60 @@ fn open_store(root: &Path) -> Result<crate::store::Store, String> {
     let path = &settings.database;
     crate::store::Store::open(path).map_err(|e| format!("database {}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::RedactedLog;
+    use crate::redact::{Redactor, add_to_logs};
+
+    /// A log destination the test can read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn log_lines_are_redacted_in_both_formats() {
+        let secret = "writer-\"quoted\"-secret\\9";
+        add_to_logs(&Redactor::new([(
+            "LOG_WRITER_SECRET".to_string(),
+            secret.to_string(),
+        )]));
+        let log = |json: bool| {
+            let captured = Captured::default();
+            let sink = captured.clone();
+            let writer = RedactedLog(move || sink.clone());
+            let builder = tracing_subscriber::fmt()
+                .with_writer(writer)
+                .with_ansi(false);
+            let emit = || tracing::warn!(shown = %secret, debugged = ?secret, "said {secret}");
+            if json {
+                tracing::subscriber::with_default(builder.json().finish(), emit);
+            } else {
+                tracing::subscriber::with_default(builder.finish(), emit);
+            }
+            let bytes = captured.0.lock().unwrap().clone();
+            String::from_utf8(bytes).unwrap()
+        };
+        for (format, text) in [("human", log(false)), ("json", log(true))] {
+            assert_eq!(
+                text.matches("[redacted:LOG_WRITER_SECRET]").count(),
+                3,
+                "{format}: {text}"
+            );
+            assert!(!text.contains("quoted"), "{format}: {text}");
+        }
+    }
+}

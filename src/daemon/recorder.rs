@@ -13,6 +13,9 @@ use crate::types::RunEvent;
 #[derive(Debug, Default)]
 pub struct Recorder {
     redactor: Arc<Redactor>,
+    /// The end of the streamed deltas not yet passed on, because a secret
+    /// may begin there (a `TextDelta` or `ReasoningDelta`).
+    held: Option<RunEvent>,
     pending: Vec<RunEvent>,
     /// A step boundary is among the pending events.
     boundary: bool,
@@ -30,9 +33,44 @@ impl Recorder {
         }
     }
 
-    /// `event` with its secrets redacted, as it may be streamed and pushed.
-    pub fn redact(&self, event: RunEvent) -> RunEvent {
-        self.redactor.redact_event(event)
+    /// `event` with its secrets redacted, as the events to stream and push
+    /// in its place, in order. A secret the model streams in pieces is
+    /// caught too: the end of a delta that could begin a secret is held
+    /// back until the next event shows whether it does (then it is
+    /// redacted whole), so the pieces passed on never hold one.
+    pub fn redact(&mut self, event: RunEvent) -> Vec<RunEvent> {
+        let mut out = Vec::new();
+        let (text, make): (String, fn(String) -> RunEvent) = match event {
+            RunEvent::TextDelta { text } => (text, |text| RunEvent::TextDelta { text }),
+            RunEvent::ReasoningDelta { text } => (text, |text| RunEvent::ReasoningDelta { text }),
+            other => {
+                out.extend(self.held.take());
+                out.push(self.redactor.redact_event(other));
+                return out;
+            }
+        };
+        let kind = std::mem::discriminant(&make(String::new()));
+        let mut stream = match self.held.take() {
+            Some(held) if std::mem::discriminant(&held) == kind => delta_text(held),
+            // A held delta of the other kind can no longer grow into a
+            // secret: it goes first.
+            Some(other_kind) => {
+                out.push(other_kind);
+                String::new()
+            }
+            None => String::new(),
+        };
+        stream.push_str(&text);
+        self.redactor.redact_in_place(&mut stream);
+        let keep = self.redactor.partial_secret_suffix(&stream);
+        let held = stream.split_off(stream.len() - keep);
+        if !stream.is_empty() {
+            out.push(make(stream));
+        }
+        if !held.is_empty() {
+            self.held = Some(make(held));
+        }
+        out
     }
 
     /// Adds an event, merging it into the previous one when both are deltas
@@ -74,6 +112,14 @@ impl Recorder {
 
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
+    }
+}
+
+/// The text of a delta event.
+fn delta_text(event: RunEvent) -> String {
+    match event {
+        RunEvent::TextDelta { text } | RunEvent::ReasoningDelta { text } => text,
+        _ => String::new(),
     }
 }
 
@@ -130,29 +176,62 @@ mod tests {
         assert_eq!(r.push(RunEvent::TextDelta { text: "e".into() }), 4);
     }
 
+    fn delta(text: &str) -> RunEvent {
+        RunEvent::TextDelta { text: text.into() }
+    }
+
     #[test]
-    fn secrets_are_redacted_even_split_across_deltas() {
+    fn secrets_streamed_in_pieces_are_never_passed_on() {
         let redactor = Redactor::new([("K".to_string(), "split-secret-42".to_string())]);
         let mut r = Recorder::new(Arc::new(redactor));
-        let whole = r.redact(RunEvent::TextDelta {
-            text: "a split-secret-42".into(),
+        let mut streamed = Vec::new();
+        let pieces = [
+            "a split-secret-42",
+            " spl",
+            "it-sec",
+            "ret-42 b",
+            " split-s",
+        ];
+        for piece in pieces {
+            streamed.extend(r.redact(delta(piece)));
+        }
+        // The start of a secret waits for the next event.
+        assert_eq!(
+            streamed,
+            [
+                delta("a [redacted:K]"),
+                delta(" "),
+                delta("[redacted:K] b"),
+                delta(" ")
+            ]
+        );
+        let usage = RunEvent::Usage {
+            iteration: 1,
+            usage: Default::default(),
+            cost_usd: None,
+        };
+        streamed.extend(r.redact(usage.clone()));
+        assert_eq!(streamed[4..], [delta("split-s"), usage.clone()]);
+        // A reasoning delta ends a held text delta, and is held itself.
+        let mut other = Recorder::new(r.redactor.clone());
+        assert_eq!(other.redact(delta("x split")), [delta("x ")]);
+        let reasoning = other.redact(RunEvent::ReasoningDelta {
+            text: "y split".into(),
         });
         assert_eq!(
-            whole,
-            RunEvent::TextDelta {
-                text: "a [redacted:K]".into()
-            }
+            reasoning,
+            [
+                delta("split"),
+                RunEvent::ReasoningDelta { text: "y ".into() }
+            ]
         );
-        r.push(whole);
-        for part in [" split-sec", "ret-42 b"] {
-            let event = r.redact(RunEvent::TextDelta { text: part.into() });
+        for event in streamed {
             r.push(event);
         }
+        let stored = r.take();
         assert_eq!(
-            r.take(),
-            vec![RunEvent::TextDelta {
-                text: "a [redacted:K] [redacted:K] b".into()
-            }]
+            stored,
+            [delta("a [redacted:K] [redacted:K] b split-s"), usage]
         );
     }
 }

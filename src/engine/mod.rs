@@ -23,7 +23,7 @@ use crate::llm::retry::{RetryPolicy, stream_with_retry};
 use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider, ProviderError};
 use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
-use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, Usage};
+use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Usage};
 use output::OutputCheck;
 
 /// Everything about one run that the engine needs, already resolved.
@@ -348,10 +348,7 @@ impl LoopState<'_> {
                     }
                     Err(errors) => {
                         repairing = true;
-                        messages.push(Message::Assistant {
-                            content: turn.text,
-                            tool_calls: vec![],
-                        });
+                        messages.push(self.echo(turn.text, &[]));
                         messages.push(Message::user(output::repair_message(&errors)));
                         continue;
                     }
@@ -366,10 +363,7 @@ impl LoopState<'_> {
                     calls.len()
                 ));
             }
-            messages.push(Message::Assistant {
-                content: turn.text,
-                tool_calls: calls.clone(),
-            });
+            messages.push(self.echo(turn.text, &calls));
             for call in &calls {
                 self.emit(RunEvent::ToolCall {
                     id: call.id.clone(),
@@ -407,6 +401,23 @@ impl LoopState<'_> {
             if stopped {
                 return End::Stopped;
             }
+        }
+    }
+
+    /// The model's answer as it goes back to the model in the next
+    /// requests: with known secrets redacted, like everything else it is
+    /// sent (the calls themselves run with their arguments as given).
+    fn echo(&self, text: String, calls: &[ToolCall]) -> Message {
+        let redactor = self.parts.redactor;
+        Message::Assistant {
+            content: redactor.redact(&text).into_owned(),
+            tool_calls: calls
+                .iter()
+                .map(|call| ToolCall {
+                    arguments: redactor.redact(&call.arguments).into_owned(),
+                    ..call.clone()
+                })
+                .collect(),
         }
     }
 
