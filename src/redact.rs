@@ -59,9 +59,18 @@ impl Redactor {
     pub fn new(secrets: impl IntoIterator<Item = (String, String)>) -> Redactor {
         let mut known: BTreeMap<String, String> = BTreeMap::new();
         for (name, value) in secrets {
-            if value.trim().chars().count() >= MIN_SECRET_LEN {
-                known.entry(value).or_insert(name);
+            let trimmed = value.trim();
+            if trimmed.chars().count() < MIN_SECRET_LEN {
+                continue;
             }
+            // A value with a stray newline (`$(cat key)`) is printed
+            // without it as often as with it.
+            if trimmed.len() != value.len() {
+                known
+                    .entry(trimmed.to_string())
+                    .or_insert_with(|| name.clone());
+            }
+            known.entry(value).or_insert(name);
         }
         Redactor::from_known(known)
     }
@@ -316,6 +325,11 @@ mod tests {
         assert!(r.is_empty());
         assert_eq!(r.redact("1 true 1234567"), "1 true 1234567");
         assert!(!redactor(&[("EIGHT", "12345678")]).is_empty());
+        let padded = redactor(&[("PADDED", "key-with-newline\n")]);
+        assert_eq!(
+            padded.redact("a key-with-newline\nb key-with-newline"),
+            "a [redacted:PADDED]b [redacted:PADDED]"
+        );
     }
 
     #[test]
