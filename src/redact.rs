@@ -93,7 +93,9 @@ impl Redactor {
             None
         } else {
             // Leftmost-longest: of two secrets where one contains the
-            // other, the longer is replaced whole.
+            // other, the longer is replaced whole. Building fails only past
+            // the automaton's size limit (2^31 states), far beyond any
+            // environment's secrets.
             AhoCorasick::builder()
                 .match_kind(MatchKind::LeftmostLongest)
                 .build(forms.keys())

@@ -4,7 +4,10 @@
 //! per token), and commits grouped at step boundaries (a model turn, tool
 //! calls, a tool result, the end).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::redact::Redactor;
 use crate::types::RunEvent;
@@ -16,6 +19,8 @@ pub struct Recorder {
     /// The end of the streamed deltas not yet passed on, because a secret
     /// may begin there (a `TextDelta` or `ReasoningDelta`).
     held: Option<RunEvent>,
+    /// Redacted events not yet handed out by [`Recorder::next`].
+    ready: VecDeque<RunEvent>,
     pending: Vec<RunEvent>,
     /// A step boundary is among the pending events.
     boundary: bool,
@@ -30,6 +35,25 @@ impl Recorder {
         Recorder {
             redactor,
             ..Recorder::default()
+        }
+    }
+
+    /// The next event of `events`, redacted (see [`Recorder::redact`]);
+    /// `None` once the channel is closed and nothing is left.
+    pub async fn next(&mut self, events: &mut UnboundedReceiver<RunEvent>) -> Option<RunEvent> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            match events.recv().await {
+                Some(raw) => {
+                    let redacted = self.redact(raw);
+                    self.ready.extend(redacted);
+                }
+                // The engine ends with `finished`, which lets anything held
+                // go first; this is only for a stream cut short.
+                None => return self.held.take(),
+            }
         }
     }
 
@@ -174,6 +198,43 @@ mod tests {
         );
         assert!(r.is_empty());
         assert_eq!(r.push(RunEvent::TextDelta { text: "e".into() }), 4);
+    }
+
+    #[tokio::test]
+    async fn next_hands_out_redacted_events_in_order() {
+        let redactor = Redactor::new([("K".to_string(), "split-secret-42".to_string())]);
+        let mut r = Recorder::new(Arc::new(redactor));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for piece in ["x split-", "secret-42 y split"] {
+            tx.send(delta(piece)).unwrap();
+        }
+        tx.send(RunEvent::ModelRetry {
+            attempt: 1,
+            delay_ms: 5,
+            error: "401: bad key split-secret-42".into(),
+        })
+        .unwrap();
+        tx.send(delta(" sp")).unwrap();
+        drop(tx);
+        let mut out = Vec::new();
+        while let Some(event) = r.next(&mut rx).await {
+            out.push(event);
+        }
+        assert_eq!(
+            out,
+            [
+                delta("x "),
+                delta("[redacted:K] y "),
+                delta("split"),
+                RunEvent::ModelRetry {
+                    attempt: 1,
+                    delay_ms: 5,
+                    error: "401: bad key [redacted:K]".into(),
+                },
+                delta(" "),
+                delta("sp"),
+            ]
+        );
     }
 
     fn delta(text: &str) -> RunEvent {

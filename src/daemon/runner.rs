@@ -390,21 +390,19 @@ pub async fn run_claimed(
     let record = async {
         let mut recorder = Recorder::new(redactor.clone());
         let mut first_error: Option<StoreError> = None;
-        while let Some(raw) = rx.recv().await {
-            // Secrets redacted before anything is streamed or stored.
-            for event in recorder.redact(raw) {
-                // The last batch (with `finished`) is committed with the final state.
-                let last = matches!(event, RunEvent::Finished { .. });
-                let seq = recorder.push(event.clone());
-                sink.event(seq, &event);
-                if !last && recorder.at_boundary() && rx.is_empty() {
-                    let batch = recorder.take();
-                    match store.append_events(&spec.run_id, batch).await {
-                        Ok(last_seq) => sink.committed(last_seq),
-                        Err(e) => {
-                            tracing::error!(run = %spec.run_id, "cannot store run events: {e}");
-                            first_error.get_or_insert(e);
-                        }
+        // Events come redacted: secrets never reach the sink or the store.
+        while let Some(event) = recorder.next(&mut rx).await {
+            // The last batch (with `finished`) is committed with the final state.
+            let last = matches!(event, RunEvent::Finished { .. });
+            let seq = recorder.push(event.clone());
+            sink.event(seq, &event);
+            if !last && recorder.at_boundary() && rx.is_empty() {
+                let batch = recorder.take();
+                match store.append_events(&spec.run_id, batch).await {
+                    Ok(last_seq) => sink.committed(last_seq),
+                    Err(e) => {
+                        tracing::error!(run = %spec.run_id, "cannot store run events: {e}");
+                        first_error.get_or_insert(e);
                     }
                 }
             }
