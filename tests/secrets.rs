@@ -9,7 +9,9 @@
 //! a broken agent file makes the daemon log a diagnostic that quotes one.
 //! Then the database file's bytes (and its WAL), the captured log, the SSE
 //! streams and every model request body are searched: no secret occurs,
-//! and `[redacted:NAME]` stands where each was.
+//! and `[redacted:NAME]` stands where each was. The same for `aurad run`:
+//! its terminal output (the streamed answer quoting a key in 3-character
+//! chunks), its log, the model requests and the database.
 
 mod support;
 
@@ -311,5 +313,58 @@ async fn planted_secrets_reach_neither_the_store_nor_logs_nor_sse_nor_the_model(
         "the database",
         &stored,
         &["MY_TOKEN", "PROXY_URL", "OPENAI_API_KEY", "GH_HOOK"],
+    );
+}
+
+#[tokio::test]
+async fn aurad_run_shows_and_stores_no_planted_secret() {
+    let mock = MockLlm::start().await;
+    let dir = project(&mock, free_port());
+    let root = dir.path().to_path_buf();
+    mock.push(Reply::ToolCalls(vec![
+        ("c1".into(), "envdump".into(), "{}".into()),
+        (
+            "c2".into(),
+            "read_file".into(),
+            json!({ "path": "notes.txt" }).to_string(),
+        ),
+    ]));
+    mock.push(Reply::Text(format!(
+        "Found {} in the notes.",
+        value("OPENAI_API_KEY")
+    )));
+    let output = tokio::task::spawn_blocking(move || {
+        let mut command = aurad(&root);
+        command.args(["run", "a", "--input", "collect the configuration"]);
+        for (name, value) in SECRETS {
+            command.env(name, value);
+        }
+        command.output().expect("run aurad run")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert_clean("aurad run's output", stdout.as_bytes());
+    assert_clean("aurad run's log", stderr.as_bytes());
+    assert!(
+        stdout.contains("Found [redacted:OPENAI_API_KEY] in the notes."),
+        "{stdout}"
+    );
+    let requests = mock.wait_for_requests(2, DEADLINE).await;
+    let bodies: String = requests.iter().map(|r| r.body.to_string()).collect();
+    assert_clean("the model requests", bodies.as_bytes());
+    assert_redacted(
+        "the tool results sent to the model",
+        &bodies,
+        &["MY_TOKEN", "DEPLOY_PHRASE", "GH_HOOK", "OPENAI_API_KEY"],
+    );
+    let stored = database_bytes(dir.path());
+    assert_clean("the database", &stored);
+    assert_redacted(
+        "the database",
+        &String::from_utf8_lossy(&stored),
+        &["MY_TOKEN", "OPENAI_API_KEY"],
     );
 }
