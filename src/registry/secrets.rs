@@ -49,6 +49,21 @@ pub fn process_redactor() -> Redactor {
     Redactor::new(environment_secrets(&process_env()))
 }
 
+/// The redactor of the variables `names` (substituted into a file that
+/// was read without a whole project, such as `mcp.json` by `aurad mcp`),
+/// read with `env`, except those [`NEVER_SECRET`].
+pub fn variables_redactor<'a>(
+    names: impl IntoIterator<Item = &'a String>,
+    env: EnvLookup,
+) -> Redactor {
+    Redactor::new(
+        names
+            .into_iter()
+            .filter(|name| !NEVER_SECRET.contains(&name.as_str()))
+            .filter_map(|name| Some((name.clone(), env(name)?))),
+    )
+}
+
 /// The process environment as (name, value) pairs, variables that are not
 /// valid UTF-8 left out.
 pub fn process_env() -> Vec<(String, String)> {
@@ -287,6 +302,21 @@ mod tests {
                 "gateway-key-123 hook-secret-123 substituted-123 literal-token-123 gw-password-1 daemon-token-123 /home/long-user-name"
             ),
             "[redacted:GW_KEY_VAR] [redacted:HOOK_VAR] [redacted:PLAIN_VALUE] [redacted:GITHUB_TOKEN] [redacted:providers.gw.base_url] [redacted:AURAD_TOKEN] /home/long-user-name"
+        );
+    }
+
+    #[test]
+    fn variables_alone_are_redacted_but_never_home() {
+        let env = |name: &str| match name {
+            "MCP_KEY_PART" => Some("mcp-value-123456".to_string()),
+            "HOME" => Some("/home/long-user-name".to_string()),
+            _ => None,
+        };
+        let names = ["MCP_KEY_PART", "HOME", "UNSET"].map(String::from);
+        let r = variables_redactor(&names, &env);
+        assert_eq!(
+            r.redact("mcp-value-123456 /home/long-user-name"),
+            "[redacted:MCP_KEY_PART] /home/long-user-name"
         );
     }
 
