@@ -39,6 +39,10 @@ pub struct Redactor {
     replacements: Vec<String>,
     /// The patterns (every form of every secret).
     patterns: Vec<String>,
+    /// The bytes a pattern starts with: bit `b % 64` of word `b / 64`.
+    starts: [u64; 4],
+    /// The longest pattern, in bytes.
+    longest: usize,
     /// Every secret value and the name it is redacted under (the first name
     /// it was given).
     secrets: BTreeMap<String, String>,
@@ -89,6 +93,12 @@ impl Redactor {
             .map(|name| format!("[redacted:{name}]"))
             .collect();
         let patterns: Vec<String> = forms.keys().cloned().collect();
+        let mut starts = [0u64; 4];
+        for pattern in &patterns {
+            let first = pattern.as_bytes()[0];
+            starts[usize::from(first / 64)] |= 1 << (first % 64);
+        }
+        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
         let automaton = if forms.is_empty() {
             None
         } else {
@@ -105,6 +115,8 @@ impl Redactor {
             automaton,
             replacements,
             patterns,
+            starts,
+            longest,
             secrets,
         }
     }
@@ -155,10 +167,14 @@ impl Redactor {
     /// keeps that much back until the next piece shows whether a secret
     /// follows. 0 when no secret can start there.
     pub fn partial_secret_suffix(&self, text: &str) -> usize {
-        let longest = self.patterns.iter().map(String::len).max().unwrap_or(0);
-        let most = longest.saturating_sub(1).min(text.len());
+        let most = self.longest.saturating_sub(1).min(text.len());
+        let bytes = text.as_bytes();
         (1..=most)
             .rev()
+            .filter(|&k| {
+                let byte = bytes[text.len() - k];
+                self.starts[usize::from(byte / 64)] & (1 << (byte % 64)) != 0
+            })
             .filter(|&k| text.is_char_boundary(text.len() - k))
             .find(|&k| {
                 let tail = &text[text.len() - k..];
