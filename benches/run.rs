@@ -220,6 +220,7 @@ fn engine_bench() {
                 tools: &tools,
                 retry: RetryPolicy::default(),
                 spending: None,
+                redactor: &aurad::redact::Redactor::default(),
             };
             let start = Instant::now();
             let outcome = aurad::engine::run(&spec, parts, CancellationToken::new(), tx).await;

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod llm;
 pub mod mcp;
 pub mod memory;
+pub mod redact;
 pub mod registry;
 pub mod scheduler;
 pub mod skills;

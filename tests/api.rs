@@ -188,6 +188,7 @@ async fn bad_run_requests_are_refused_with_reasons() {
 
     let response = api
         .post("/v1/agents/a/runs")
+        .header("content-type", "application/json")
         .body("{\"input\": ")
         .send()
         .await
@@ -216,6 +217,7 @@ async fn bad_run_requests_are_refused_with_reasons() {
     let big = json!({ "input": "x".repeat(1024 * 1024 + 10) }).to_string();
     let response = api
         .post("/v1/agents/a/runs")
+        .header("content-type", "application/json")
         .body(big)
         .send()
         .await
@@ -228,7 +230,12 @@ async fn bad_run_requests_are_refused_with_reasons() {
     );
 
     // No prompt and no input: the run cannot be prepared.
-    let response = api.post("/v1/agents/quiet/runs").send().await.unwrap();
+    let response = api
+        .post("/v1/agents/quiet/runs")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
     let (status, error) = json_of(response).await;
     assert_eq!(status, 422);
     assert!(
@@ -324,7 +331,14 @@ async fn without_input_the_prompt_is_rendered_with_the_vars() {
     let dir = project_with_mock(&mock, AGENT_A);
     let api = Api::start(dir.path(), &[]).await;
 
-    let (status, run) = json_of(api.post("/v1/agents/a/runs").send().await.unwrap()).await;
+    // An empty body (JSON by its content type) is all defaults.
+    let response = api
+        .post("/v1/agents/a/runs")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let (status, run) = json_of(response).await;
     assert_eq!(status, 202, "{run}");
     assert_eq!(run["input"], "Daily check for nobody");
     let first = api.wait_run(run["id"].as_str().unwrap()).await;
@@ -731,7 +745,10 @@ async fn shutdown_refuses_new_runs_and_ends_open_streams() {
     // Until the shutdown begins `quiet` cannot run for want of input (422);
     // then no run is accepted at all (503) while the grace period lasts.
     let error = eventually("runs to be refused with 503", WAIT, || async {
-        let (status, body) = json_of(client.post(&quiet).send().await.unwrap()).await;
+        let request = client
+            .post(&quiet)
+            .header("content-type", "application/json");
+        let (status, body) = json_of(request.send().await.unwrap()).await;
         assert!(status == 422 || status == 503, "{status}: {body}");
         (status == 503).then_some(body)
     })

@@ -1,7 +1,8 @@
 //! The HTTP API and webhooks (DESIGN.md section 3, "HTTP API"): the axum
-//! router, [`serve`] with graceful shutdown, bearer-token auth, request
-//! logging, the 1 MiB body limit, and the JSON error shape every handler
-//! answers with (`{"error": "<what to do>"}`). The handlers live in
+//! router, [`serve`] with graceful shutdown, the guard against web pages
+//! (`guard`: Host, Origin, Sec-Fetch-Site, JSON content type), bearer-token
+//! auth, request logging, the 1 MiB body limit, and the JSON error shape
+//! every handler answers with (`{"error": "<what to do>"}`). The handlers live in
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
 //! runs), `sse` (a run's events as server-sent events) and `hooks` (signed
 //! webhooks).
@@ -11,6 +12,7 @@
 //! error types) and `types`.
 
 mod agents;
+mod guard;
 mod hooks;
 #[doc(hidden)]
 pub use hooks::check_request as check_webhook_request;
@@ -84,11 +86,18 @@ fn app(daemon: Arc<Daemon>, stop: CancellationToken) -> Router {
         .route("/v1/runs/{id}/events", get(sse::events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_token));
-    let open = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/hooks/{agent}", post(hooks::deliver));
-    protected
-        .merge(open)
+    // Everything but the webhooks (signed instead) refuses what a web page
+    // could send; that check comes before the token's.
+    let guarded =
+        protected
+            .route("/healthz", get(healthz))
+            .route_layer(middleware::from_fn_with_state(
+                api.clone(),
+                guard::refuse_web_pages,
+            ));
+    let hooks = Router::new().route("/hooks/{agent}", post(hooks::deliver));
+    guarded
+        .merge(hooks)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))

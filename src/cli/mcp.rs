@@ -49,7 +49,13 @@ pub(super) async fn interruptible<T>(work: impl std::future::Future<Output = T>)
 }
 
 pub fn mcp(root: &Path, args: McpArgs) -> i32 {
-    let (servers, diagnostics) = config::mcp::load_mcp(root, &config::process_env);
+    let recording = config::interp::RecordingLookup::new(&config::process_env);
+    let (servers, diagnostics) = config::mcp::load_mcp(root, &|name| recording.lookup(name));
+    // What the servers log must not show what mcp.json gave them.
+    crate::redact::add_to_logs(&crate::registry::secrets::variables_redactor(
+        &recording.names(),
+        &config::process_env,
+    ));
     print_diagnostics(&diagnostics);
     if diagnostics.iter().any(|d| d.is_error()) {
         return EXIT_CONFIG;

@@ -1,5 +1,6 @@
-//! The command line: clap definitions, one file per command, exit codes.
-//! The only module that prints.
+//! The command line: clap definitions, one file per command, exit codes,
+//! and the log set-up (redacted log lines on stderr). The only module that
+//! prints.
 
 mod agents;
 mod mcp;
@@ -91,6 +92,59 @@ pub enum Command {
     Skills(skills::SkillsArgs),
 }
 
+/// Logs go to stderr: readable lines (coloured on a terminal) or, with
+/// `--log-format json`, one JSON object per line. RUST_LOG overrides the
+/// command's default filter. Every line is redacted: the secrets of the
+/// process environment from the start, those of each loaded project as it
+/// loads (see `crate::redact`).
+pub fn init_tracing(cli: &Cli) {
+    use std::io::IsTerminal;
+    crate::redact::add_to_logs(&crate::registry::secrets::process_redactor());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_filter()));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(RedactedLog(std::io::stderr));
+    match cli.log_format.unwrap_or(LogFormat::Human) {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => builder
+            .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+            .init(),
+    }
+}
+
+/// A log writer whose output has every known secret redacted. The fmt
+/// layer writes each log line with one `write_all`, so a secret is never
+/// split across two writes.
+#[derive(Debug, Clone, Copy)]
+pub struct RedactedLog<M>(pub M);
+
+impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
+    for RedactedLog<M>
+{
+    type Writer = RedactedWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactedWriter(self.0.make_writer())
+    }
+}
+
+/// One log line's writer (see [`RedactedLog`]).
+pub struct RedactedWriter<W>(W);
+
+impl<W: std::io::Write> std::io::Write for RedactedWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let redactor = crate::redact::for_logs();
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(redactor.redact(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run(cli: Cli) -> i32 {
     let root = match project_root(cli.dir.as_deref()) {
@@ -176,4 +230,61 @@ fn open_store(root: &Path) -> Result<crate::store::Store, String> {
     }
     let path = &settings.database;
     crate::store::Store::open(path).map_err(|e| format!("database {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::RedactedLog;
+    use crate::redact::{Redactor, add_to_logs};
+
+    /// A log destination the test can read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn log_lines_are_redacted_in_both_formats() {
+        let secret = "writer-\"quoted\"-secret\\9";
+        add_to_logs(&Redactor::new([(
+            "LOG_WRITER_SECRET".to_string(),
+            secret.to_string(),
+        )]));
+        let log = |json: bool| {
+            let captured = Captured::default();
+            let sink = captured.clone();
+            let writer = RedactedLog(move || sink.clone());
+            let builder = tracing_subscriber::fmt()
+                .with_writer(writer)
+                .with_ansi(false);
+            let emit = || tracing::warn!(shown = %secret, debugged = ?secret, "said {secret}");
+            if json {
+                tracing::subscriber::with_default(builder.json().finish(), emit);
+            } else {
+                tracing::subscriber::with_default(builder.finish(), emit);
+            }
+            let bytes = captured.0.lock().unwrap().clone();
+            String::from_utf8(bytes).unwrap()
+        };
+        for (format, text) in [("human", log(false)), ("json", log(true))] {
+            assert_eq!(
+                text.matches("[redacted:LOG_WRITER_SECRET]").count(),
+                3,
+                "{format}: {text}"
+            );
+            assert!(!text.contains("quoted"), "{format}: {text}");
+        }
+    }
 }

@@ -8,6 +8,41 @@
 //! escaped as the inside of a string. Variables are read through a lookup
 //! function, never from global state.
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+/// A variable lookup that remembers the variables it gave a value for: the
+/// variables a load substituted into its files, whose values the daemon
+/// redacts as secrets (`registry::secrets`). Only names are kept, never
+/// values.
+pub struct RecordingLookup<'a> {
+    inner: &'a dyn Fn(&str) -> Option<String>,
+    used: RefCell<BTreeSet<String>>,
+}
+
+impl<'a> RecordingLookup<'a> {
+    pub fn new(inner: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        RecordingLookup {
+            inner,
+            used: RefCell::new(BTreeSet::new()),
+        }
+    }
+
+    /// Looks `name` up, remembering it when it has a (non-empty) value.
+    pub fn lookup(&self, name: &str) -> Option<String> {
+        let value = (self.inner)(name);
+        if value.as_deref().is_some_and(|v| !v.is_empty()) {
+            self.used.borrow_mut().insert(name.to_string());
+        }
+        value
+    }
+
+    /// The variables looked up with a value so far.
+    pub fn names(&self) -> BTreeSet<String> {
+        self.used.borrow().clone()
+    }
+}
+
 /// One interpolation problem, at a 1-based (line, column).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterpError {
@@ -388,6 +423,14 @@ mod tests {
         let text = interpolate_with("{\"k\": \"${X}\"}", &env, Escape::JsonString).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["k"], "a \"quoted\" \\ value");
+    }
+
+    #[test]
+    fn recording_lookup_keeps_the_names_substituted() {
+        let recording = RecordingLookup::new(&env);
+        let text = "a: ${HOME_DIR}\nb: ${NOPE:-x}\nc: ${EMPTY:-y}\n# ${MULTI}\n";
+        interpolate(text, &|n| recording.lookup(n)).unwrap();
+        assert_eq!(recording.names(), BTreeSet::from(["HOME_DIR".to_string()]));
     }
 
     #[test]

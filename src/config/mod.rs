@@ -16,7 +16,7 @@ mod schema;
 pub mod settings;
 pub mod triggers;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -45,6 +45,9 @@ pub struct Project {
     pub plugins: Vec<plugins::PluginConfig>,
     /// MCP servers of `mcp.json` (those without errors).
     pub mcp_servers: Vec<mcp::McpServerConfig>,
+    /// The environment variables whose values `${VAR}` put into some file
+    /// (names only): their values are redacted as secrets.
+    pub substituted: BTreeSet<String>,
 }
 
 #[derive(Debug)]
@@ -61,6 +64,13 @@ impl Loaded {
 
 /// Loads `aurad.yaml` and every agent.
 pub fn load(root: &Path, env: EnvLookup) -> Loaded {
+    let recording = interp::RecordingLookup::new(env);
+    let mut loaded = load_all(root, &|name| recording.lookup(name));
+    loaded.project.substituted = recording.names();
+    loaded
+}
+
+fn load_all(root: &Path, env: EnvLookup) -> Loaded {
     let (settings, mut diagnostics) = load_settings(root, env);
     let mut agents = BTreeMap::new();
     for (name, file) in yaml_files(root, "agents", "agent", &mut diagnostics) {
@@ -76,6 +86,13 @@ pub fn load(root: &Path, env: EnvLookup) -> Loaded {
 /// Loads `aurad.yaml` and the one agent `name`, for commands that need only
 /// it. The agent is absent from the project when it has errors or no file.
 pub fn load_one(root: &Path, name: &str, env: EnvLookup) -> Loaded {
+    let recording = interp::RecordingLookup::new(env);
+    let mut loaded = load_agent(root, name, &|name| recording.lookup(name));
+    loaded.project.substituted = recording.names();
+    loaded
+}
+
+fn load_agent(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     let (settings, mut diagnostics) = load_settings(root, env);
     let mut agents = BTreeMap::new();
     for ext in ["yaml", "yml"] {
@@ -111,6 +128,7 @@ fn with_tools(
             agents,
             plugins,
             mcp_servers,
+            substituted: BTreeSet::new(),
         },
         diagnostics,
     }

@@ -1,5 +1,6 @@
 //! `aurad.yaml`: optional project settings (providers, database, listen
-//! address, concurrency, shutdown grace, prices). Every field has a default.
+//! address and the host names the API answers to, concurrency, shutdown
+//! grace, prices). Every field has a default.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,7 +12,7 @@ use serde_yaml::Value;
 
 use super::agent::yaml_diagnostic;
 use super::bounds::{Syntax, check_text};
-use super::diag::{Diagnostic, locate};
+use super::diag::{Diagnostic, locate, offset_to_place};
 use super::duration::duration_value;
 use super::prices::parse_prices;
 use crate::types::Price;
@@ -28,6 +29,7 @@ struct RawSettings {
     max_concurrent_runs: Option<usize>,
     shutdown_grace: Option<Value>,
     prices: Option<Value>,
+    allowed_hosts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,6 +105,70 @@ pub struct Settings {
     /// Prices per model, by `provider/model`; a model not listed has an
     /// unknown cost.
     pub prices: BTreeMap<String, Price>,
+    /// Names besides the listen address and `localhost` that the API
+    /// answers to in the `Host` header (a reverse proxy's name).
+    pub allowed_hosts: Vec<AllowedHost>,
+}
+
+/// A name the API answers to: `host` (any port) or `host:port`. Hosts are
+/// lowercase; an IPv6 address is written in brackets (`[::1]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedHost {
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl AllowedHost {
+    /// Parses `host`, `host:port` or `[v6]:port` (as a `Host` header or an
+    /// `allowed_hosts` entry has it); the host is lowercased. `Err` says
+    /// what is wrong.
+    pub fn parse(text: &str) -> Result<AllowedHost, String> {
+        let text = text.trim();
+        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+            let (v6, after) = rest
+                .split_once(']')
+                .ok_or("an IPv6 address needs its closing `]`")?;
+            let port = match after {
+                "" => None,
+                _ => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or("expected `:PORT` after `]`")?,
+                ),
+            };
+            (format!("[{v6}]"), port)
+        } else {
+            match text.split_once(':') {
+                Some((_, port)) if port.contains(':') => {
+                    return Err("write an IPv6 address in brackets, e.g. [::1]:7777".into());
+                }
+                Some((host, port)) => (host.to_string(), Some(port)),
+                None => (text.to_string(), None),
+            }
+        };
+        let valid_host = !host.is_empty()
+            && host.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':')
+            });
+        if !valid_host {
+            return Err("expected a host name, e.g. aurad.example.com or aurad.example.com:443 (no scheme, no path)".into());
+        }
+        let port = port
+            .map(|p| {
+                p.parse::<u16>()
+                    .map_err(|_| format!("port {p:?} is not a number from 0 to 65535"))
+            })
+            .transpose()?;
+        Ok(AllowedHost {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Does this entry allow `host` (lowercase) at `port`?
+    pub fn allows(&self, host: &str, port: Option<u16>) -> bool {
+        self.host == host && self.port.is_none_or(|p| Some(p) == port)
+    }
 }
 
 /// The API's default address: loopback only, so no token is needed.
@@ -135,6 +201,7 @@ impl Settings {
             max_concurrent_runs: 8,
             shutdown_grace: Duration::from_secs(30),
             prices: BTreeMap::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -167,6 +234,16 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
             Err(_) => diags.push(err(
                 &["listen"],
                 format!("listen {listen:?} is not an address: write IP:PORT, e.g. 127.0.0.1:7777"),
+            )),
+        }
+    }
+    for entry in raw.allowed_hosts.iter().flatten() {
+        match AllowedHost::parse(entry) {
+            Ok(host) => settings.allowed_hosts.push(host),
+            Err(why) => diags.push(Diagnostic::error(
+                path,
+                entry_place(text, entry),
+                format!("allowed_hosts: {entry:?}: {why}"),
             )),
         }
     }
@@ -256,6 +333,17 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
     (settings, diags)
 }
 
+/// Where the `allowed_hosts` entry `entry` is written: its first
+/// occurrence after the key, else the key's value.
+fn entry_place(text: &str, entry: &str) -> (usize, usize) {
+    text.find("allowed_hosts:")
+        .and_then(|start| text[start..].find(entry).map(|at| start + at))
+        .map_or_else(
+            || locate(text, &["allowed_hosts"]),
+            |at| offset_to_place(text, at),
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +382,43 @@ mod tests {
         assert_eq!(claude.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
         // A gateway has a key only when it names the variable.
         assert_eq!(s.providers["gateway"].api_key_env, None);
+    }
+
+    #[test]
+    fn allowed_hosts_are_names_with_optional_ports() {
+        let text = "allowed_hosts: [\"Aurad.Example.com\", \"proxy.lan:8443\", \"[::1]:7777\"]\n";
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            s.allowed_hosts,
+            [
+                AllowedHost {
+                    host: "aurad.example.com".into(),
+                    port: None
+                },
+                AllowedHost {
+                    host: "proxy.lan".into(),
+                    port: Some(8443)
+                },
+                AllowedHost {
+                    host: "[::1]".into(),
+                    port: Some(7777)
+                },
+            ]
+        );
+        assert!(s.allowed_hosts[0].allows("aurad.example.com", Some(1)));
+        assert!(s.allowed_hosts[1].allows("proxy.lan", Some(8443)));
+        assert!(!s.allowed_hosts[1].allows("proxy.lan", None));
+        let text = "allowed_hosts:\n  - ok.example\n  - \"https://x.example/\"\n  - \"h:99999\"\n  - \"::1\"\n";
+        let (_, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        let d: Vec<_> = d.iter().map(|d| d.to_string()).collect();
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(
+            d[0].starts_with("aurad.yaml:3:6: allowed_hosts: \"https://x.example/\""),
+            "{d:?}"
+        );
+        assert!(d[1].contains("is not a number"), "{d:?}");
+        assert!(d[2].contains("in brackets"), "{d:?}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::config::{MemoryConfig, SkillsChoice};
 use crate::engine::{self, ActiveSkills, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
+use crate::redact::Redactor;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, new_run_id};
@@ -75,6 +76,9 @@ pub struct PreparedRun {
     /// Where the agent's day starts for its daily budget: the time zone of
     /// its first schedule, else UTC.
     pub timezone: chrono_tz::Tz,
+    /// The snapshot's secrets, redacted from what the run stores, streams
+    /// and shows the model.
+    pub redactor: Arc<Redactor>,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -164,6 +168,7 @@ pub fn prepare(
         provider,
         tools: snapshot.tools.select(&agent.tools),
         retry: RetryPolicy::default(),
+        redactor: snapshot.redactor.clone(),
     })
 }
 
@@ -361,7 +366,7 @@ pub fn new_run(prepared: &PreparedRun, state: RunState) -> NewRun {
         id: spec.run_id.clone(),
         agent: spec.agent.clone(),
         trigger: spec.trigger.clone(),
-        input: spec.input.clone(),
+        input: prepared.redactor.redact(&spec.input).into_owned(),
         model: spec.model.clone(),
         definition_hash: spec.definition_hash.clone(),
         owner: super::owner::this_process().to_string(),
@@ -404,6 +409,7 @@ pub async fn run_claimed(
         retry,
         timezone,
         fire: _,
+        redactor,
     } = prepared;
     spec.memory = recall(store, &memory, &spec).await;
     let day = AgentDay {
@@ -429,15 +435,17 @@ pub async fn run_claimed(
         tools: &tools,
         retry,
         spending: Some(&day),
+        redactor: &redactor,
     };
     let engine = engine::run(&spec, parts, cancel, tx);
     let record = async {
-        let mut recorder = Recorder::default();
+        // Events come redacted: secrets never reach the sink or the store.
+        let mut recorder = Recorder::new(redactor.clone());
         // Events taken from the recorder but not stored yet (a batch whose
         // write failed even after retries): they are stored before anything
         // later, under the numbers already announced.
         let mut unstored: Vec<RunEvent> = Vec::new();
-        while let Some(event) = rx.recv().await {
+        while let Some(event) = recorder.next(&mut rx).await {
             // The last batch (with `finished`) is committed with the final state.
             let last = matches!(event, RunEvent::Finished { .. });
             let seq = recorder.push(event.clone());
@@ -458,7 +466,8 @@ pub async fn run_claimed(
         unstored.extend(recorder.take());
         unstored
     };
-    let (outcome, last_batch) = tokio::join!(engine, record);
+    let (mut outcome, last_batch) = tokio::join!(engine, record);
+    redact_outcome(&redactor, &mut outcome);
     let state = outcome.state;
     debug_assert!(state != RunState::Running);
     let end = RunEnd {
@@ -481,4 +490,18 @@ pub async fn run_claimed(
         .await?;
     sink.committed(last_seq);
     Ok(outcome)
+}
+
+/// Redacts the texts of a run's outcome (as its events were), before they
+/// are stored in the run row or returned.
+fn redact_outcome(redactor: &Redactor, outcome: &mut RunOutcome) {
+    for text in [&mut outcome.reason, &mut outcome.output]
+        .into_iter()
+        .flatten()
+    {
+        redactor.redact_in_place(text);
+    }
+    if let Some(result) = &mut outcome.result {
+        redactor.redact_json(result);
+    }
 }

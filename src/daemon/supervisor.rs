@@ -225,6 +225,7 @@ impl Supervisor {
                     fire,
                     state: RunState::Queued,
                 };
+                let message = snapshot.redactor.redact(&message).into_owned();
                 return self.record_unrun(run, RunState::Failed, message).await;
             }
             Err(message) => return Err(SubmitError::Invalid(message)),

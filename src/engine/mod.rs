@@ -2,7 +2,8 @@
 //! the context, trim it, call the model (streaming), run the tool calls,
 //! feed the results back, repeat until an answer or a limit. It emits typed
 //! [`RunEvent`]s and never touches the store or the registry: it is handed
-//! resolved parts. May depend on `llm`, `tools`, `config` (limits) and `types`.
+//! resolved parts. May depend on `llm`, `tools`, `config` (limits), `redact`
+//! and `types`.
 
 pub mod context;
 pub mod output;
@@ -20,8 +21,9 @@ use crate::config::Limits;
 use crate::config::duration::format_duration;
 use crate::llm::retry::{RetryNotice, RetryPolicy, stream_with_retry_until};
 use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider};
+use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
-use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, Usage};
+use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Usage};
 use output::OutputCheck;
 
 /// Everything about one run that the engine needs, already resolved.
@@ -90,6 +92,9 @@ pub struct Parts<'a> {
     /// Where the agent's other spending today is read, for a daily budget;
     /// `None` counts it as nothing.
     pub spending: Option<&'a dyn DaySpending>,
+    /// Replaces known secrets in tool results before the model (or an
+    /// event) sees them.
+    pub redactor: &'a Redactor,
 }
 
 /// How a run ended.
@@ -350,10 +355,7 @@ impl LoopState<'_> {
                     }
                     Err(errors) => {
                         repairing = true;
-                        messages.push(Message::Assistant {
-                            content: turn.text,
-                            tool_calls: vec![],
-                        });
+                        messages.push(self.echo(turn.text, &[]));
                         messages.push(Message::user(output::repair_message(&errors)));
                         continue;
                     }
@@ -368,10 +370,7 @@ impl LoopState<'_> {
                     calls.len()
                 ));
             }
-            messages.push(Message::Assistant {
-                content: turn.text,
-                tool_calls: calls.clone(),
-            });
+            messages.push(self.echo(turn.text, &calls));
             for call in &calls {
                 self.emit(RunEvent::ToolCall {
                     id: call.id.clone(),
@@ -389,7 +388,9 @@ impl LoopState<'_> {
             // Results are recorded even when the run was stopped meanwhile:
             // a tool that finished may have had effects.
             let stopped = self.token.is_cancelled();
-            for (call, outcome) in calls.iter().zip(outcomes) {
+            for (call, mut outcome) in calls.iter().zip(outcomes) {
+                // A tool that prints a secret never shows it to the model.
+                self.parts.redactor.redact_in_place(&mut outcome.output);
                 self.emit(RunEvent::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
@@ -407,6 +408,23 @@ impl LoopState<'_> {
             if stopped {
                 return End::Stopped;
             }
+        }
+    }
+
+    /// The model's answer as it goes back to the model in the next
+    /// requests: with known secrets redacted, like everything else it is
+    /// sent (the calls themselves run with their arguments as given).
+    fn echo(&self, text: String, calls: &[ToolCall]) -> Message {
+        let redactor = self.parts.redactor;
+        Message::Assistant {
+            content: redactor.redact(&text).into_owned(),
+            tool_calls: calls
+                .iter()
+                .map(|call| ToolCall {
+                    arguments: redactor.redact(&call.arguments).into_owned(),
+                    ..call.clone()
+                })
+                .collect(),
         }
     }
 

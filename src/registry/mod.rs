@@ -2,7 +2,10 @@
 //! the tools it can reach (built-in, `tools.d` plugins, MCP servers) and the
 //! providers its agents name, with the cross-checks that need more than one
 //! file (tool allow-lists against known tools, name collisions, models
-//! against providers). May depend on `config`, `llm`, `tools`, `mcp`.
+//! against providers), and the redactor of the secrets it knows
+//! ([`secrets`]). May depend on `config`, `llm`, `tools`, `mcp`.
+
+pub mod secrets;
 
 use std::sync::{Arc, OnceLock};
 
@@ -16,6 +19,7 @@ use crate::llm::gemini::{self, GeminiProvider};
 use crate::llm::openai::OpenAiProvider;
 use crate::llm::test_model::TestModel;
 use crate::mcp::McpManager;
+use crate::redact::Redactor;
 use crate::tools::plugin::PluginTool;
 use crate::tools::{ToolRegistry, glob_could_extend};
 
@@ -28,6 +32,8 @@ pub struct Snapshot {
     pub skills: Vec<crate::skills::Skill>,
     /// The HTTP clients of the model providers, shared by every run.
     pub http: Arc<HttpClients>,
+    /// Replaces the secrets this snapshot knows by `[redacted:NAME]`.
+    pub redactor: Arc<Redactor>,
 }
 
 /// HTTP clients for the model providers, each made on first use and then
@@ -109,12 +115,16 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     for name in broken {
         project.agents.remove(&name);
     }
+    let redactor = secrets::redactor(&project, env, &secrets::process_env());
+    // Log lines are redacted process-wide, so with every snapshot's secrets.
+    crate::redact::add_to_logs(&redactor);
     (
         Snapshot {
             project,
             tools,
             skills,
             http: Arc::new(HttpClients::default()),
+            redactor: Arc::new(redactor),
         },
         diagnostics,
     )
