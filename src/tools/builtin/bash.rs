@@ -87,6 +87,7 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
         keep_stderr: keep,
         timeout,
         cancel: ctx.cancel.clone(),
+        sandbox: ctx.sandbox.clone(),
         ..ProcessSpec::new("bash", &ctx.root)
     };
     let output = process::run(spec).await.map_err(|e| match e {
@@ -95,6 +96,7 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
             ctx.root.display()
         )),
         ProcessError::Wait(e) => ToolError::Failed(format!("could not wait for bash: {e}")),
+        ProcessError::Sandbox(why) => ToolError::Failed(format!("bash was not run: {why}")),
     })?;
     let status = match output.ended {
         Ended::Exited(status) => status,
@@ -186,6 +188,7 @@ mod tests {
             root: dir.path().to_path_buf(),
             cancel: CancellationToken::new(),
             output_cap: cap,
+            sandbox: Default::default(),
         };
         (dir, ctx)
     }
