@@ -102,10 +102,22 @@ impl Serve {
 
     /// Starts `aurad serve` without waiting for it.
     pub fn spawn(root: &Path, addr: SocketAddr, extra: &[&str]) -> Serve {
+        Serve::spawn_with_env(root, addr, extra, &[])
+    }
+
+    /// Starts `aurad serve` with `env` added to its environment, without
+    /// waiting for it.
+    pub fn spawn_with_env(
+        root: &Path,
+        addr: SocketAddr,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
         let log = tempfile::NamedTempFile::new().unwrap();
         let child = aurad(root)
             .arg("serve")
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log.reopen().unwrap())
