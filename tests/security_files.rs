@@ -247,3 +247,50 @@ fn a_project_with_a_custom_database_path_protects_that_file() {
         assert!(!Path::new(&root.join("state/runs.sqlite-journal")).exists());
     });
 }
+
+#[test]
+fn validate_warns_on_an_unattended_unsandboxed_shell_without_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(agents.join(name), text).unwrap();
+    write(
+        "cron.yaml",
+        "model: test\nprompt: p\ntools:\n  - read_file\n  - bash\nschedule: [\"0 9 * * *\"]\n",
+    );
+    write(
+        "hook.yaml",
+        "model: test\nprompt: p\ntools: [list_dir, \"ba*\"]\nwebhook: { secret_env: HOOK_SECRET }\n",
+    );
+    write(
+        "boxed.yaml",
+        "model: test\nprompt: p\ntools: [bash]\nschedule: [\"0 9 * * *\"]\nsandbox: workdir\n",
+    );
+    write("manual.yaml", "model: test\nprompt: p\ntools: [bash]\n");
+    let out = assert_cmd::cargo::cargo_bin_cmd!("aurad")
+        .args(["validate", "--dir"])
+        .arg(dir.path())
+        .env("HOOK_SECRET", "s")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("sandbox")).collect();
+    assert_eq!(warnings.len(), 2, "{stderr}");
+    assert!(
+        warnings[0].starts_with(
+            "agents/cron.yaml:5:5: warning: tools: `bash` gives this agent a shell with the \
+             daemon user's power, and it runs unattended (a `schedule:`) with `sandbox: none`; \
+             add `sandbox: read-only-project` or `sandbox: workdir`"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        warnings[1].starts_with(
+            "agents/hook.yaml:3:20: warning: tools: \"ba*\", which matches `bash`, gives this agent a shell"
+        ),
+        "{stderr}"
+    );
+    assert!(warnings[1].contains("(a `webhook:`)"), "{stderr}");
+    assert!(stderr.contains("ok: 4 agent(s), 2 warning(s)"), "{stderr}");
+}
