@@ -3,7 +3,8 @@
 //! from writing the project's control files (with `sandbox: none` the same
 //! commands succeed, which proves the attacks are real); a root tool
 //! process cannot read the daemon's environment through `/proc`; and a
-//! forced exit (a second SIGTERM) leaves no tool process behind.
+//! forced exit (a second SIGTERM) leaves no tool or MCP server process
+//! behind.
 
 mod support;
 
@@ -317,10 +318,51 @@ fn alive(pid: i32) -> bool {
     exists && !zombie
 }
 
+/// The processes whose parent is `parent` and whose command line contains
+/// `word`.
+fn children_named(parent: i32, word: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && cmdline.contains(word) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 #[test]
-fn a_forced_exit_leaves_no_tool_process_behind() {
+fn a_forced_exit_leaves_no_tool_or_mcp_process_behind() {
     let mock = MockLlm::start_in_thread();
-    let (dir, mut serve) = serve_with_bash(&mock, &[]);
+    // The agent reaches the MCP server's tools, so the daemon starts it.
+    let dir = support::project::project_with_mock(&mock, &agent("bash, \"t_*\"", "none"));
+    std::fs::write(
+        dir.path().join("mcp.json"),
+        json!({ "mcpServers": { "t": { "command": support::mcp_test_server() } } }).to_string(),
+    )
+    .unwrap();
+    let addr = write_settings(dir.path(), &mock);
+    let mut serve = Serve::start(dir.path(), addr, &[]);
+    let mcp = poll(
+        "the MCP server to be started",
+        || serve.log(),
+        || {
+            let found = children_named(serve.pid(), "mcp_test_server");
+            (!found.is_empty()).then_some(found)
+        },
+    );
     let pids = dir.path().join("pids.txt");
     let command = format!(
         "sleep 1000 & echo $! >> {p}; sleep 1000 & echo $! >> {p}; echo $$ >> {p}; wait",
@@ -342,6 +384,7 @@ fn a_forced_exit_leaves_no_tool_process_behind() {
             (pids.len() == 3).then_some(pids)
         },
     );
+    let pids: Vec<i32> = pids.into_iter().chain(mcp).collect();
     assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
 
     serve.signal(libc::SIGTERM);
@@ -350,8 +393,9 @@ fn a_forced_exit_leaves_no_tool_process_behind() {
         || serve.log(),
         || serve.log().contains("SIGTERM received").then_some(()),
     );
-    // The run's grace period (20 s) is still running: the tool lives on.
-    assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
+    // The run's grace period (20 s) is still running: the tool lives on
+    // (the MCP server may be closing already).
+    assert!(pids[..3].iter().all(|&p| alive(p)), "{pids:?}");
     serve.signal(libc::SIGTERM);
     let status = serve.wait_exit();
     assert_eq!(status.code(), Some(130), "{}", serve.log());
