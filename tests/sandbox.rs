@@ -127,6 +127,10 @@ async fn read_only_project_keeps_bash_from_writing_the_project_but_not_elsewhere
         told.contains("agents/evil.yaml: Permission denied"),
         "{told}"
     );
+    assert!(
+        told.contains("[sandbox read-only-project: nothing under the project root can be written"),
+        "{told}"
+    );
 }
 
 #[tokio::test]
@@ -178,6 +182,11 @@ async fn workdir_writes_only_in_the_runs_scratch_directory() {
     for (i, result) in results[2..5].iter().enumerate() {
         assert!(denied(result), "{}: {result:?}", commands[i + 2]);
     }
+    let note = format!(
+        "[sandbox workdir: only {} ($AURAD_WORKDIR)",
+        scratch.display()
+    );
+    assert!(results[2].0.contains(&note), "{:?}", results[2]);
     assert!(!root.join("notes.txt").exists());
     assert!(!root.join("agents/evil.yaml").exists());
     assert!(!outside.path().join("x.txt").exists());
