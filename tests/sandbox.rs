@@ -314,6 +314,12 @@ fn a_root_tool_process_cannot_read_the_daemons_environment() {
         outputs[4]
     );
     assert!(!outputs[5].0.contains("OPENAI_API_KEY"), "{:?}", outputs[5]);
+    // Nor is it anywhere in the database's bytes.
+    for file in ["aurad.db", "aurad.db-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
+        assert!(!found, "the secret is in {file}");
+    }
 }
 
 /// Whether process `pid` exists (a zombie counts as gone).
