@@ -5,16 +5,15 @@
 //! database, secrets). Blocking file-system work runs on tokio's blocking
 //! pool.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::guard::{Access, ProtectedPaths};
+use super::guard::{Access, ProtectedPaths, open_without_links};
 use super::{optional_bool, optional_str, optional_u64, required_str};
 use crate::tools::{Tool, ToolContext, ToolError, cap_output};
 use crate::types::ToolSpec;
@@ -172,7 +171,8 @@ fn read_lines(
         )));
     }
     let size = meta.len();
-    let mut reader = BufReader::new(File::open(file).map_err(|e| io_err("open", shown, e))?);
+    let opened = open_without_links(file, libc::O_RDONLY).map_err(|e| io_err("open", shown, e))?;
+    let mut reader = BufReader::new(opened);
     let mut sample = Vec::new();
     (&mut reader)
         .take(8192)
@@ -414,14 +414,12 @@ impl Tool for WriteFileTool {
                     fs::create_dir_all(parent)
                         .map_err(|e| io_err("create the directories of", &path, e))?;
                 }
-                let mut file = fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .append(append)
-                    .truncate(!append)
-                    // A link planted at the checked name since is not followed.
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&target)
+                let mode = if append {
+                    libc::O_APPEND
+                } else {
+                    libc::O_TRUNC
+                };
+                let mut file = open_without_links(&target, libc::O_WRONLY | libc::O_CREAT | mode)
                     .map_err(|e| io_err("open", &path, e))?;
                 file.write_all(content.as_bytes())
                     .map_err(|e| io_err("write", &path, e))?;

@@ -11,10 +11,17 @@
 //! Paths are checked after [`super::resolve_in_root`] made them real (no
 //! `..`, no symbolic links, the nearest existing ancestor of a new path
 //! resolved), so a link inside the project that points at `agents/` is
-//! refused like `agents/` itself. Depends on std and `tools` only.
+//! refused like `agents/` itself. The file is then opened with
+//! [`open_without_links`], so a directory swapped for a link between the
+//! check and the open (by a `bash` call of the same turn) cannot redirect
+//! it. Depends on std, libc and `tools` only.
 
-use std::fs;
-use std::io::ErrorKind;
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::{self, ErrorKind};
+use std::os::fd::FromRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::tools::ToolError;
@@ -158,6 +165,46 @@ pub fn resolve_lenient(path: &Path) -> PathBuf {
     }
 }
 
+/// Opens `real`, a path already made real (no symbolic link in it), with
+/// `flags` (`O_RDONLY`, or `O_WRONLY | O_CREAT` with `O_TRUNC` or
+/// `O_APPEND`), refusing any symbolic link met on the way (`openat2` with
+/// `RESOLVE_NO_SYMLINKS`): what was checked is what is opened. Kernels
+/// without `openat2` (before 5.6) get `O_NOFOLLOW`, which covers the last
+/// component only. Blocking.
+pub fn open_without_links(real: &Path, flags: libc::c_int) -> io::Result<File> {
+    let path = CString::new(real.as_os_str().as_bytes())?;
+    // SAFETY: open_how is plain integers; all-zero is its documented
+    // default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.mode = if flags & libc::O_CREAT != 0 { 0o666 } else { 0 };
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: the pointers are to `path` and `how`, alive for the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: the kernel just gave us this descriptor; nobody else owns it.
+        return Ok(unsafe { File::from_raw_fd(fd as libc::c_int) });
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(error);
+    }
+    let access = flags & libc::O_ACCMODE;
+    fs::OpenOptions::new()
+        .read(access == libc::O_RDONLY)
+        .write(access != libc::O_RDONLY)
+        .custom_flags((flags & !libc::O_ACCMODE) | libc::O_NOFOLLOW)
+        .open(real)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +273,25 @@ mod tests {
             .to_string();
         assert!(e.contains("\".env\" is an environment file"), "{e}");
         assert!(e.contains("tools may not read it"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_link_after_the_check_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("agents")).unwrap();
+        fs::create_dir(root.join("notes")).unwrap();
+        let checked = root.join("notes/x.yaml");
+        let write = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+        drop(open_without_links(&checked, write).unwrap());
+        fs::remove_file(&checked).unwrap();
+        // The swap a concurrent `bash` call could make after the check.
+        fs::remove_dir(root.join("notes")).unwrap();
+        std::os::unix::fs::symlink(root.join("agents"), root.join("notes")).unwrap();
+        let e = open_without_links(&checked, write).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        assert!(!root.join("agents/x.yaml").exists());
+        assert!(open_without_links(&checked, libc::O_RDONLY).is_err());
     }
 
     #[test]
