@@ -96,6 +96,8 @@ async fn read_only_project_keeps_bash_from_writing_the_project_but_not_elsewhere
     let outside = tempfile::tempdir().unwrap();
     let outside_file = outside.path().join("ok.txt");
     let write_outside = format!("echo fine > {}", outside_file.display());
+    let block_device = outside.path().join("disk");
+    let make_device = format!("mknod {} b 7 0", block_device.display());
     let mut commands = ATTACKS.to_vec();
     commands.extend([
         "rm agents/a.yaml",
@@ -104,6 +106,7 @@ async fn read_only_project_keeps_bash_from_writing_the_project_but_not_elsewhere
         "cat agents/a.yaml",
         &write_outside,
         "echo quiet > /dev/null && echo devices-ok",
+        &make_device,
     ]);
     let (results, _) = bash_calls(&project, &mock, &commands).await;
 
@@ -121,6 +124,9 @@ async fn read_only_project_keeps_bash_from_writing_the_project_but_not_elsewhere
     assert!(!results[9].1, "{:?}", results[9]);
     assert_eq!(std::fs::read_to_string(&outside_file).unwrap(), "fine\n");
     assert_eq!(results[10], ("devices-ok\n".to_string(), false));
+    // No device node (a way to the disk under the project), even outside.
+    assert!(results[11].1, "{:?}", results[11]);
+    assert!(!block_device.exists());
     // The model is told: the refusal is in the request after the calls.
     let told = mock.requests().last().unwrap().body.to_string();
     assert!(

@@ -142,8 +142,8 @@ pub fn check_available(mode: SandboxMode) -> Result<(), String> {
 }
 
 /// A ruleset handling every write right of [`LANDLOCK_ABI`], granting them
-/// beneath `writable` (paths that do not exist are left out). Refuses a
-/// kernel that cannot enforce all of it.
+/// (but making device nodes) beneath `writable` (paths that do not exist
+/// are left out). Refuses a kernel that cannot enforce all of it.
 fn landlock_ruleset(mode: SandboxMode, writable: &[PathBuf]) -> Result<OwnedFd, String> {
     use landlock::{
         AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
@@ -158,13 +158,16 @@ fn landlock_ruleset(mode: SandboxMode, writable: &[PathBuf]) -> Result<OwnedFd, 
         )
     };
     let write = AccessFs::from_write(LANDLOCK_ABI);
+    // Device nodes are never made: a root process could make one for the
+    // disk under the project and write the project's files through it.
+    let granted = write & !(AccessFs::MakeBlock | AccessFs::MakeChar);
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(write)
         .map_err(|e| unavailable(&e))?
         .create()
         .map_err(|e| unavailable(&e))?
-        .add_rules(path_beneath_rules(writable, write))
+        .add_rules(path_beneath_rules(writable, granted))
         .map_err(|e| format!("cannot build the sandbox's rules: {e}"))?;
     let fd: Option<OwnedFd> = ruleset.into();
     fd.ok_or_else(|| unavailable(&"no Landlock ruleset was created"))
