@@ -13,8 +13,8 @@
 //! path outside the project (the siblings of each directory on the way from
 //! `/` to the project root, symbolic links excepted, and a few devices), and
 //! `workdir` only beneath the run's scratch directory
-//! `<root>/.aurad/work/<run id>` (and the same devices). Reading is never
-//! restricted. The ruleset is built once per run in the daemon and only
+//! `<root>/.aurad/work/<run id>` (and the same devices). No mode may make
+//! device nodes. Reading is never restricted. The ruleset is built once per run in the daemon and only
 //! enforced in the child (`landlock_restrict_self` on its file descriptor);
 //! when the kernel cannot enforce it, the call is refused, never run
 //! unconfined. Depends on `types`, `landlock` and `libc`.
