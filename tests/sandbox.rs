@@ -8,17 +8,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 
 use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
-use support::project::Project;
+use support::project::{Project, tool_results};
 use support::serve::{DEADLINE, Serve, aurad, poll, write_settings};
 use tokio_util::sync::CancellationToken;
-
-use aurad::types::RunEvent;
 
 /// Runs agent `a` once: the model makes one `bash` call per command, in
 /// one turn, then answers. Returns each call's (output, is_error) in
@@ -48,19 +45,7 @@ async fn calls_then_answer(
     mock.push(Reply::Text("done".into()));
     let (_, events, _) = project.run("go", CancellationToken::new()).await;
     let run_id = support::project::run_id(&events);
-    let results: BTreeMap<String, (String, bool)> = events
-        .into_iter()
-        .filter_map(|e| match e {
-            RunEvent::ToolResult {
-                id,
-                output,
-                is_error,
-                ..
-            } => Some((id, (output, is_error))),
-            _ => None,
-        })
-        .collect();
-    (results.into_values().collect(), run_id)
+    (tool_results(&events).into_values().collect(), run_id)
 }
 
 fn agent(tools: &str, sandbox: &str) -> String {
@@ -289,15 +274,7 @@ fn a_root_tool_process_cannot_read_the_daemons_environment() {
         || serve.log(),
         || {
             let events = store.run_events_blocking(&id).ok()?;
-            let results: Vec<(String, bool)> = events
-                .into_iter()
-                .filter_map(|e| match e {
-                    RunEvent::ToolResult {
-                        output, is_error, ..
-                    } => Some((output, is_error)),
-                    _ => None,
-                })
-                .collect();
+            let results: Vec<(String, bool)> = tool_results(&events).into_values().collect();
             (results.len() == commands.len()).then_some(results)
         },
     );

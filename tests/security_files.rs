@@ -13,10 +13,8 @@ use std::path::Path;
 
 use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
-use support::project::Project;
+use support::project::{Project, tool_results};
 use tokio_util::sync::CancellationToken;
-
-use aurad::types::RunEvent;
 
 const AGENT: &str = "model: mock/m\nsystem: s\ntools: [read_file, write_file, list_dir]\n\
     limits: { max_tool_calls: 100 }\n";
@@ -39,18 +37,7 @@ async fn run_calls(
     mock.push(Reply::ToolCalls(calls));
     mock.push(Reply::Text("done".into()));
     let (_, events, _) = project.run("go", CancellationToken::new()).await;
-    events
-        .into_iter()
-        .filter_map(|e| match e {
-            RunEvent::ToolResult {
-                id,
-                output,
-                is_error,
-                ..
-            } => Some((id, (output, is_error))),
-            _ => None,
-        })
-        .collect()
+    tool_results(&events)
 }
 
 fn refused(results: &BTreeMap<String, (String, bool)>, i: usize, what: &str) -> String {
