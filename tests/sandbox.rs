@@ -384,6 +384,18 @@ fn a_forced_exit_leaves_no_tool_or_mcp_process_behind() {
     );
     let pids: Vec<i32> = pids.into_iter().chain(mcp).collect();
     assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
+    // The tool's shell and the MCP server hold none of the capabilities
+    // that read a non-dumpable process (CAP_SYS_PTRACE, CAP_SYS_ADMIN,
+    // CAP_PERFMON), in any set that an exec could bring back.
+    const MEMORY_READING: u64 = (1 << 19) | (1 << 21) | (1 << 38);
+    for &pid in &pids[2..] {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            let line = status.lines().find(|l| l.starts_with(set)).unwrap();
+            let bits = u64::from_str_radix(line[set.len() + 1..].trim(), 16).unwrap();
+            assert_eq!(bits & MEMORY_READING, 0, "pid {pid}: {line}");
+        }
+    }
 
     serve.signal(libc::SIGTERM);
     poll(
