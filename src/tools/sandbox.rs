@@ -2,7 +2,8 @@
 //! (`bash`, `tools.d` commands), applied in the child between fork and exec
 //! so the daemon itself is never restricted.
 //!
-//! Every tool process loses `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN` and
+//! Every tool process (and stdio MCP server, through [`Confinement`]'s
+//! default) loses `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN` and
 //! `CAP_PERFMON` (bounding, inheritable, ambient, effective and permitted
 //! sets): with the daemon non-dumpable (see `main.rs`), even a root tool
 //! process can then no longer read `/proc/<daemon pid>/environ` or the
