@@ -48,6 +48,7 @@ fn ctx(root: PathBuf) -> ToolContext {
         root,
         cancel: CancellationToken::new(),
         output_cap: DEFAULT_OUTPUT_CAP,
+        sandbox: Default::default(),
     }
 }
 

@@ -1,11 +1,31 @@
-//! The `aurad` binary: parse arguments, set up logging, hand over to the
-//! library, exit with its code.
+//! The `aurad` binary: make the process non-dumpable, parse arguments, set
+//! up logging, hand over to the library, exit with its code.
 
 use aurad::cli::Cli;
 use clap::Parser;
 
 fn main() {
+    // Before anything reads a key: the process holds provider keys and
+    // webhook secrets in its environment and memory, and tool processes
+    // (which also lose CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_PERFMON) must
+    // not read them through /proc/<pid>/environ, /proc/<pid>/mem or ptrace.
+    make_non_dumpable();
     let cli = Cli::parse();
     aurad::cli::init_tracing(&cli);
     std::process::exit(aurad::cli::run(cli));
+}
+
+/// `prctl(PR_SET_DUMPABLE, 0)`: other processes of the same user (and, as
+/// long as they lack CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_PERFMON, root)
+/// cannot read this process's memory or environment, and no core dump is
+/// written. A failure is reported and the process goes on.
+fn make_non_dumpable() {
+    // SAFETY: prctl with integer arguments only changes a process flag.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if rc != 0 {
+        eprintln!(
+            "warning: cannot make aurad non-dumpable ({}); tool processes may be able to read its environment",
+            std::io::Error::last_os_error()
+        );
+    }
 }

@@ -198,6 +198,48 @@ impl std::fmt::Display for RunState {
     }
 }
 
+/// `sandbox:` of an agent: what the processes started for its tools
+/// (`bash`, `tools.d` commands) may write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// No restriction: the daemon user's full power.
+    #[default]
+    None,
+    /// Nothing under the project root is writable; paths outside it are.
+    ReadOnlyProject,
+    /// Only the run's scratch directory is writable (and a few devices
+    /// such as `/dev/null`); the project stays readable.
+    Workdir,
+}
+
+impl SandboxMode {
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::None,
+        SandboxMode::ReadOnlyProject,
+        SandboxMode::Workdir,
+    ];
+
+    /// The word written in `sandbox:`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::None => "none",
+            SandboxMode::ReadOnlyProject => "read-only-project",
+            SandboxMode::Workdir => "workdir",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SandboxMode> {
+        SandboxMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A memory recalled into a run's context, as recorded in its events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecalledMemory {

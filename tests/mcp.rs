@@ -51,6 +51,7 @@ fn ctx() -> ToolContext {
         root: std::env::temp_dir(),
         cancel: CancellationToken::new(),
         output_cap: DEFAULT_OUTPUT_CAP,
+        sandbox: Default::default(),
     }
 }
 

@@ -381,6 +381,7 @@ async fn tools_save_search_and_delete() {
         root: std::env::temp_dir(),
         cancel: Default::default(),
         output_cap: 4096,
+        sandbox: Default::default(),
     };
     for t in &tools {
         assert!(

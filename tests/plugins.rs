@@ -47,6 +47,7 @@ fn context(root: &Path) -> ToolContext {
         root: root.to_path_buf(),
         cancel: CancellationToken::new(),
         output_cap: DEFAULT_OUTPUT_CAP,
+        sandbox: Default::default(),
     }
 }
 

@@ -210,5 +210,6 @@ async fn watch_signals(
     if let Some(manager) = mcp {
         manager.kill_now();
     }
+    crate::tools::process::kill_every_group();
     std::process::exit(EXIT_CANCELLED);
 }

@@ -1,6 +1,6 @@
 //! `aurad serve`: run the daemon on a multi-thread runtime until the first
-//! SIGINT or SIGTERM, then shut down gracefully; a second signal exits at
-//! once.
+//! SIGINT or SIGTERM, then shut down gracefully; a second signal kills every
+//! tool and MCP server process group and exits at once.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -84,7 +84,11 @@ impl Signals {
         tracing::info!("{name} received: shutting down gracefully (send it again to exit at once)");
         tokio::spawn(async move {
             self.next().await;
+            // exit() runs no destructor: kill every tool and MCP server
+            // process group first, so none is left orphaned.
+            let killed = crate::tools::process::kill_every_group();
             tracing::warn!(
+                killed_process_groups = killed,
                 "second signal: exiting now; runs in flight will be recorded as interrupted at the next start"
             );
             std::process::exit(EXIT_CANCELLED);

@@ -1,15 +1,22 @@
 //! `aurad validate`: load everything, print every problem as
-//! `path:line:column: message`, exit 2 on any error.
+//! `path:line:column: message`, exit 2 on any error. Warnings (among them
+//! agents that give an unattended trigger an unconfined shell) never change
+//! the exit code.
 
 use std::path::Path;
 
 use super::{EXIT_CONFIG, EXIT_OK, print_diagnostics};
 use crate::config;
-use crate::registry;
+use crate::config::diag::locate_item;
+use crate::config::{Agent, Diagnostic};
+use crate::registry::{self, Snapshot};
+use crate::tools::glob_match;
+use crate::types::SandboxMode;
 
 pub fn run(root: &Path) -> i32 {
     let loaded = config::load(root, &config::process_env);
-    let (snapshot, diagnostics) = registry::build(loaded, &config::process_env);
+    let (snapshot, mut diagnostics) = registry::build(loaded, &config::process_env);
+    diagnostics.extend(unsandboxed_shell_warnings(&snapshot));
     print_diagnostics(&diagnostics);
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;
@@ -42,4 +49,44 @@ pub fn run(root: &Path) -> i32 {
         eprintln!("ok: {agents} agent(s), {warnings} warning(s)");
         EXIT_OK
     }
+}
+
+/// A warning for each agent that allows `bash` (by name or glob), runs
+/// without a person (a `schedule:` or a `webhook:`) and has `sandbox: none`:
+/// a model reading untrusted text then drives a shell with the daemon
+/// user's power. Placed at the `tools` entry that lets `bash` in.
+pub fn unsandboxed_shell_warnings(snapshot: &Snapshot) -> Vec<Diagnostic> {
+    snapshot
+        .project
+        .agents
+        .values()
+        .filter_map(|agent| unsandboxed_shell_warning(agent, snapshot))
+        .collect()
+}
+
+fn unsandboxed_shell_warning(agent: &Agent, snapshot: &Snapshot) -> Option<Diagnostic> {
+    if agent.sandbox != SandboxMode::None || snapshot.tools.get("bash").is_none() {
+        return None;
+    }
+    let unattended = match (&agent.triggers.schedules[..], &agent.triggers.webhook) {
+        ([], None) => return None,
+        ([], Some(_)) => "a `webhook:`",
+        (_, None) => "a `schedule:`",
+        (_, Some(_)) => "a `schedule:` and a `webhook:`",
+    };
+    let pattern = agent.tools.iter().find(|p| glob_match(p, "bash"))?;
+    let entry = if pattern == "bash" {
+        "`bash`".to_string()
+    } else {
+        format!("{pattern:?}, which matches `bash`,")
+    };
+    Some(Diagnostic::warning(
+        &agent.path,
+        locate_item(&agent.text, &["tools"], pattern),
+        format!(
+            "tools: {entry} gives this agent a shell with the daemon user's power, and it runs \
+             unattended ({unattended}) with `sandbox: none`; add `sandbox: read-only-project` \
+             or `sandbox: workdir` so its commands cannot change the project, or remove `bash`"
+        ),
+    ))
 }

@@ -12,6 +12,7 @@ pub use super::limits::Limits;
 use super::limits::{RawLimits, parse_limits};
 use super::schema::json_schema;
 use super::triggers::{RawTriggers, Triggers, parse_triggers};
+use crate::types::SandboxMode;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +36,7 @@ struct RawAgent {
     on_interrupt: Option<Value>,
     output_schema: Option<Value>,
     webhook: Option<Value>,
+    sandbox: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +99,9 @@ pub struct Agent {
     pub memory: MemoryConfig,
     /// Schedules, overlap and missed-fire policies, webhook.
     pub triggers: Triggers,
+    /// What the processes of its tools (`bash`, `tools.d` commands) may
+    /// write; enforced with Linux Landlock.
+    pub sandbox: SandboxMode,
     /// SHA-256 of the file as written (before interpolation), hex.
     pub hash: String,
     /// The interpolated text, for locating later diagnostics.
@@ -298,6 +303,25 @@ pub fn parse_agent(
             ),
         ));
     }
+    let sandbox = match &raw.sandbox {
+        None => SandboxMode::None,
+        Some(value) => match value.as_str().and_then(SandboxMode::parse) {
+            Some(mode) => mode,
+            None => {
+                let words: Vec<String> =
+                    SandboxMode::ALL.iter().map(|m| format!("`{m}`")).collect();
+                diags.push(err(
+                    &["sandbox"],
+                    format!(
+                        "`sandbox` is {}: expected one of {}",
+                        describe_value(value),
+                        words.join(", ")
+                    ),
+                ));
+                SandboxMode::None
+            }
+        },
+    };
     if diags.iter().any(Diagnostic::is_error) {
         return (None, diags);
     }
@@ -316,6 +340,7 @@ pub fn parse_agent(
         skills,
         memory,
         triggers,
+        sandbox,
         hash,
         text: text.to_string(),
     };
@@ -369,6 +394,30 @@ mod tests {
         let a = a.unwrap();
         assert_eq!(a.limits, Limits::default());
         assert_eq!(a.model, "test");
+    }
+
+    #[test]
+    fn sandbox_is_read_and_a_bad_value_is_located() {
+        let (a, d) = parse("model: test\nprompt: hi\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(a.unwrap().sandbox, SandboxMode::None);
+        for (word, mode) in [
+            ("none", SandboxMode::None),
+            ("read-only-project", SandboxMode::ReadOnlyProject),
+            ("workdir", SandboxMode::Workdir),
+        ] {
+            let (a, d) = parse(&format!("model: test\nprompt: hi\nsandbox: {word}\n"));
+            assert!(d.is_empty(), "{d:?}");
+            assert_eq!(a.unwrap().sandbox, mode);
+        }
+        let (a, d) = parse("model: test\nprompt: hi\nsandbox: readonly\n");
+        assert!(a.is_none());
+        assert_eq!(
+            d,
+            [
+                "agents/a.yaml:3:10: `sandbox` is \"readonly\": expected one of `none`, `read-only-project`, `workdir`"
+            ]
+        );
     }
 
     #[test]

@@ -77,6 +77,40 @@ pub fn locate(text: &str, keys: &[&str]) -> (usize, usize) {
     found
 }
 
+/// Where the list item `item` of the value of `keys` starts (e.g. the
+/// `"bash*"` entry of `tools:`), in block or flow style; falls back to
+/// [`locate`] of `keys`.
+pub fn locate_item(text: &str, keys: &[&str], item: &str) -> (usize, usize) {
+    let mut from = 0usize;
+    for key in keys {
+        match find_key(text, from, key) {
+            Some(offset) => from = offset + key.len(),
+            None => return locate(text, keys),
+        }
+    }
+    let bytes = text.as_bytes();
+    let mut search = from;
+    while let Some(rel) = text.get(search..).and_then(|t| t.find(item)) {
+        let at = search + rel;
+        let after = at + item.len();
+        let before_ok = matches!(
+            bytes[at - 1],
+            b'[' | b',' | b' ' | b'\t' | b'-' | b'"' | b'\''
+        );
+        let after_ok = bytes.get(after).is_none_or(|b| {
+            matches!(
+                b,
+                b']' | b',' | b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'\'' | b'#'
+            )
+        });
+        if before_ok && after_ok {
+            return offset_to_place(text, at);
+        }
+        search = after;
+    }
+    locate(text, keys)
+}
+
 /// The offset of `key` followed by `:` at or after `from`, at a key position
 /// (line start after indentation, after `{`, `,` or `- `).
 fn find_key(text: &str, from: usize, key: &str) -> Option<usize> {
@@ -254,6 +288,15 @@ mod tests {
         assert_eq!(locate(flow, &["limits", "max_tool_calls"]), (2, 39));
         assert_eq!(locate(text, &["model"]), (1, 8));
         assert_eq!(locate(text, &["nothing"]), (1, 1));
+    }
+
+    #[test]
+    fn locates_list_items_in_block_and_flow_lists() {
+        let block = "model: x\nprompt: bash me\ntools:\n  - read_file\n  - \"ba*\"\n";
+        assert_eq!(locate_item(block, &["tools"], "ba*"), (5, 6));
+        let flow = "model: x\ntools: [bashful, bash]\n";
+        assert_eq!(locate_item(flow, &["tools"], "bash"), (2, 18));
+        assert_eq!(locate_item(flow, &["tools"], "nope"), (2, 8));
     }
 
     #[test]

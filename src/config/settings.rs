@@ -171,6 +171,10 @@ impl AllowedHost {
     }
 }
 
+/// The daemon's lock file, inside the project directory (one daemon per
+/// project; `daemon::lock` holds it, the file tools refuse to touch it).
+pub const LOCK_FILE: &str = ".aurad.lock";
+
 /// The API's default address: loopback only, so no token is needed.
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7777);

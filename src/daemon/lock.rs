@@ -1,8 +1,9 @@
 //! One daemon per project directory: an exclusive `flock` on
 //! `<root>/.aurad.lock`, held for the life of the process.
 //!
-//! May depend on `libc` and std only. The lock belongs to the open file, so
-//! the kernel releases it when the process ends in any way (crash, `kill -9`);
+//! May depend on `libc`, std and the `config` constant of its name. The
+//! lock belongs to the open file, so the kernel releases it when the process
+//! ends in any way (crash, `kill -9`);
 //! there is no stale lock to clean up. The file is opened close-on-exec (std
 //! does that), so tool and MCP child processes never inherit the lock.
 
@@ -13,7 +14,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name inside the project directory.
-pub const LOCK_FILE: &str = ".aurad.lock";
+pub use crate::config::settings::LOCK_FILE;
 
 /// Holds the project lock until dropped. Dropping it closes the file, which
 /// releases the lock; the file itself stays (deleting it would race with a

@@ -22,6 +22,7 @@ use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, new_run_id};
 use crate::tools::ToolSet;
+use crate::tools::sandbox::Sandbox;
 use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 
 use super::recorder::Recorder;
@@ -138,8 +139,10 @@ pub fn prepare(
         .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
     let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
     let price = project.settings.prices.get(&model).copied();
+    let run_id = new_run_id();
+    let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id);
     let spec = RunSpec {
-        run_id: new_run_id(),
+        run_id,
         agent: agent.name.clone(),
         model,
         model_name,
@@ -166,7 +169,7 @@ pub fn prepare(
         memory: agent.memory.clone(),
         spec,
         provider,
-        tools: snapshot.tools.select(&agent.tools),
+        tools: snapshot.tools.select(&agent.tools).with_sandbox(sandbox),
         retry: RetryPolicy::default(),
         redactor: snapshot.redactor.clone(),
     })

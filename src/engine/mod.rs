@@ -260,6 +260,7 @@ impl LoopState<'_> {
             root: spec.root.clone(),
             cancel: self.token.clone(),
             output_cap: DEFAULT_OUTPUT_CAP,
+            sandbox: Default::default(),
         };
         let mut tool_calls_made: u32 = 0;
         // When the run's timer (started just before this loop) fires.

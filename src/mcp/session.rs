@@ -126,6 +126,9 @@ pub(crate) async fn connect(
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
+            // Like tool processes, a server cannot read the daemon's memory
+            // or environment (no sandbox: servers are shared by agents).
+            crate::tools::sandbox::Confinement::default().install(&mut cmd);
             let child = cmd.spawn().map_err(|e| spawn_error(command, &e))?;
             connect_stdio(config, child, pgid_slot, deadline).await
         }

@@ -86,10 +86,13 @@ impl Server {
             server_info: None,
             tools: Vec::new(),
         };
+        let pgid = Arc::new(AtomicI32::new(0));
+        // A forced exit kills the server's group through this slot.
+        crate::tools::process::track_group(&pgid);
         let server = Server {
             config,
             live: watch::Sender::new(live),
-            pgid: Arc::new(AtomicI32::new(0)),
+            pgid,
             renew_tx,
             changes,
         };

@@ -20,6 +20,7 @@ use crate::llm::openai::OpenAiProvider;
 use crate::llm::test_model::TestModel;
 use crate::mcp::McpManager;
 use crate::redact::Redactor;
+use crate::tools::builtin::ProtectedPaths;
 use crate::tools::plugin::PluginTool;
 use crate::tools::{ToolRegistry, glob_could_extend};
 
@@ -76,7 +77,11 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
         mut project,
         mut diagnostics,
     } = loaded;
-    let mut tools = ToolRegistry::builtin();
+    let protected = ProtectedPaths::new(
+        project.settings.database.clone(),
+        project.root.join(crate::config::settings::LOCK_FILE),
+    );
+    let mut tools = ToolRegistry::builtin(protected);
     for plugin in &project.plugins {
         let tool = PluginTool::new(plugin.clone(), &project.root);
         if let Err(message) = tools.add(Arc::new(tool)) {
@@ -139,6 +144,13 @@ pub fn check_agent(
     env: EnvLookup,
 ) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
+    if let Err(message) = crate::tools::sandbox::check_available(agent.sandbox) {
+        diags.push(Diagnostic::error(
+            &agent.path,
+            locate(&agent.text, &["sandbox"]),
+            format!("sandbox: {message}"),
+        ));
+    }
     if let Err(message) = check_model(&agent.model, settings) {
         diags.push(Diagnostic::error(
             &agent.path,

@@ -1,10 +1,12 @@
 //! Tools: the `Tool` trait, the registry of every tool known to a project,
 //! the allow-listed `ToolSet` an agent sees, argument validation against each
-//! tool's JSON Schema, and the built-in tools. May depend on `types` only.
+//! tool's JSON Schema, the built-in tools and the sandbox of tool processes.
+//! May depend on `types` only (and the `landlock` crate).
 
 pub mod builtin;
 pub mod plugin;
 pub mod process;
+pub mod sandbox;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,6 +28,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Most bytes of output a tool should return.
     pub output_cap: usize,
+    /// The confinement of the processes a tool starts (the agent's
+    /// `sandbox:`; its [`ToolSet`] sets it for every call).
+    pub sandbox: sandbox::Sandbox,
 }
 
 /// Why a tool call failed. Every variant becomes an error text for the model

@@ -89,11 +89,13 @@ impl PluginTool {
             keep_stderr: Keep::Tail(STDERR_TAIL),
             timeout: self.config.timeout,
             cancel: ctx.cancel.clone(),
+            sandbox: ctx.sandbox.clone(),
             ..ProcessSpec::new(resolved, &self.dir)
         };
         let output = process::run(spec).await.map_err(|e| match e {
             ProcessError::Spawn(e) => ToolError::Failed(self.spawn_failure(program, &e)),
             ProcessError::Wait(e) => ToolError::Failed(format!("tool `{name}`: {e}")),
+            ProcessError::Sandbox(_) => ToolError::Failed(format!("tool `{name}`: {e}")),
         })?;
         let status = match output.ended {
             Ended::Exited(status) => status,

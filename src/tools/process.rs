@@ -6,18 +6,26 @@
 //! exits, times out or the run is cancelled, the whole group is killed with
 //! SIGKILL, so background processes (`sleep 100 &`) can neither outlive the
 //! call nor keep it waiting on their open pipes; a drop guard does the same
-//! if the call's future is dropped. Depends on tokio, tokio-util and libc.
+//! if the call's future is dropped. Every live group is also known to a
+//! process-wide registry ([`kill_every_group`]), so a forced exit (a second
+//! SIGTERM) can kill them all without waiting for anything. The child is
+//! confined by the call's [`Sandbox`] before it executes the program.
+//! Depends on tokio, tokio-util, libc and `tools::sandbox`.
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
+
+use super::sandbox::Sandbox;
 
 /// How long the pipes may stay open once the group was killed (a process
 /// that left the group can hold them); then reading stops.
@@ -55,6 +63,8 @@ pub struct ProcessSpec {
     pub timeout: Duration,
     /// Cancelling it kills the group at once.
     pub cancel: CancellationToken,
+    /// The confinement of the child (the agent's `sandbox:`).
+    pub sandbox: Sandbox,
 }
 
 impl ProcessSpec {
@@ -72,6 +82,7 @@ impl ProcessSpec {
             keep_stderr: Keep::Head(64 * 1024),
             timeout: Duration::from_secs(60),
             cancel: CancellationToken::new(),
+            sandbox: Sandbox::none(),
         }
     }
 }
@@ -144,6 +155,10 @@ pub enum ProcessError {
     /// Waiting for the program failed.
     #[error("could not wait for the program: {0}")]
     Wait(std::io::Error),
+    /// The sandbox the program must run in cannot be had; it was not
+    /// started.
+    #[error("{0}; the program was not started")]
+    Sandbox(String),
 }
 
 /// The secret-looking variables of this process's environment.
@@ -193,14 +208,16 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
             stderr: Captured::default(),
         });
     }
+    let confinement = spec.sandbox.confinement().map_err(ProcessError::Sandbox)?;
     let mut command = Command::new(&spec.program);
     for name in &spec.env_remove {
         command.env_remove(name);
     }
-    let mut child = command
+    command
         .args(&spec.args)
         .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(confinement.env.iter().map(|(k, v)| (k, v)))
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -209,15 +226,27 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(ProcessError::Spawn)?;
-    let pgid = child.id().ok_or_else(|| {
-        ProcessError::Wait(std::io::Error::other(
+        .kill_on_drop(true);
+    confinement.install(&mut command);
+    let slot = Arc::new(AtomicI32::new(0));
+    let mut child = {
+        // Spawned under the registry's lock: a forced exit cannot come
+        // between the fork and the registration.
+        let mut groups = live_groups();
+        let child = command.spawn().map_err(ProcessError::Spawn)?;
+        if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+            slot.store(pid, Ordering::SeqCst);
+            groups.retain(|g| g.strong_count() > 0);
+            groups.push(Arc::downgrade(&slot));
+        }
+        child
+    };
+    let guard = GroupGuard(slot);
+    if guard.pgid() == 0 {
+        return Err(ProcessError::Wait(std::io::Error::other(
             "the program exited before it could be watched",
-        ))
-    })?;
-    let mut guard = GroupGuard(Some(pgid));
+        )));
+    }
     let stop = CancellationToken::new();
     let _stop_readers = stop.clone().drop_guard();
 
@@ -245,16 +274,14 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         status = child.wait() => match status {
             Ok(status) => Ended::Exited(status),
             Err(e) => {
-                kill_group_now(pgid);
-                guard.0 = None;
+                guard.kill();
                 return Err(ProcessError::Wait(e));
             }
         },
         _ = tokio::time::sleep(spec.timeout) => Ended::TimedOut,
         _ = spec.cancel.cancelled() => Ended::Cancelled,
     };
-    kill_group_now(pgid);
-    guard.0 = None;
+    guard.kill();
     if !matches!(ended, Ended::Exited(_)) {
         let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
     }
@@ -332,15 +359,63 @@ pub fn kill_group_now(pgid: u32) {
     }
 }
 
-/// Kills the process group if the call is dropped before it cleaned up
-/// (e.g. the engine gave up on the run).
-struct GroupGuard(Option<u32>);
+/// The process groups of tool and MCP server processes that may be alive,
+/// as slots holding the group id (0 once the group was killed by its
+/// owner). Dropped slots are pruned.
+static LIVE_GROUPS: Mutex<Vec<Weak<AtomicI32>>> = Mutex::new(Vec::new());
+
+fn live_groups() -> MutexGuard<'static, Vec<Weak<AtomicI32>>> {
+    LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Lets [`kill_every_group`] reach the group whose id `slot` holds (0: no
+/// group). The owner sets it to 0 once it killed the group itself, so a
+/// reused id is never signalled. For process groups started elsewhere
+/// (MCP servers).
+pub fn track_group(slot: &Arc<AtomicI32>) {
+    let mut groups = live_groups();
+    groups.retain(|g| g.strong_count() > 0);
+    groups.push(Arc::downgrade(slot));
+}
+
+/// SIGKILLs every tracked process group still alive (tool calls in
+/// flight, MCP servers) and returns how many were signalled. For a process
+/// about to exit without unwinding (the forced exit of a second signal):
+/// no tool process outlives it.
+pub fn kill_every_group() -> usize {
+    let groups = live_groups();
+    let mut killed = 0;
+    for slot in groups.iter().filter_map(Weak::upgrade) {
+        let pgid = slot.swap(0, Ordering::SeqCst);
+        if pgid > 0 {
+            kill_group_now(pgid as u32);
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// Kills the process group when told, or when the call is dropped before
+/// it cleaned up (e.g. the engine gave up on the run).
+struct GroupGuard(Arc<AtomicI32>);
+
+impl GroupGuard {
+    fn pgid(&self) -> i32 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// SIGKILLs the group, once.
+    fn kill(&self) {
+        let pgid = self.0.swap(0, Ordering::SeqCst);
+        if pgid > 0 {
+            kill_group_now(pgid as u32);
+        }
+    }
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            kill_group_now(pgid);
-        }
+        self.kill();
     }
 }
 

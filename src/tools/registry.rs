@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use futures::FutureExt;
 
+use super::sandbox::Sandbox;
 use super::{Tool, ToolContext, ToolError, cap_output};
 use crate::types::{ToolCall, ToolSpec};
 
@@ -27,9 +28,10 @@ impl ToolRegistry {
         ToolRegistry { tools }
     }
 
-    /// The built-in tools.
-    pub fn builtin() -> Self {
-        ToolRegistry::new(super::builtin::all())
+    /// The built-in tools, the file tools refusing what `protected`
+    /// protects.
+    pub fn builtin(protected: super::builtin::ProtectedPaths) -> Self {
+        ToolRegistry::new(super::builtin::all(protected))
     }
 
     /// Adds a tool. A name already taken is refused with a message naming
@@ -69,7 +71,10 @@ impl ToolRegistry {
                 validator: OnceLock::new(),
             })
             .collect();
-        ToolSet { entries }
+        ToolSet {
+            entries,
+            sandbox: Sandbox::none(),
+        }
     }
 
     /// The names of the tools [`ToolRegistry::select`] would give, in order.
@@ -178,9 +183,23 @@ pub struct ToolOutcome {
 #[derive(Default)]
 pub struct ToolSet {
     entries: Vec<Entry>,
+    /// The confinement of the processes its tools start, whatever the
+    /// caller's context says.
+    sandbox: Sandbox,
 }
 
 impl ToolSet {
+    /// The same tools, their processes confined by `sandbox` (the agent's
+    /// `sandbox:` for one run).
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
     /// Adds a tool bound to one run (the memory tools); a name already in
     /// the set keeps the first tool.
     pub fn add(&mut self, tool: Arc<dyn Tool>) {
@@ -212,6 +231,10 @@ impl ToolSet {
     /// error outcome whose text tells the model what to do.
     pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> ToolOutcome {
         let started = Instant::now();
+        let ctx = &ToolContext {
+            sandbox: self.sandbox.clone(),
+            ..ctx.clone()
+        };
         let result = self.run(call, ctx).await;
         let duration_ms = started.elapsed().as_millis() as u64;
         match result {

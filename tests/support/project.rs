@@ -103,3 +103,19 @@ pub fn run_id(events: &[RunEvent]) -> String {
         other => panic!("the first event is not `started`: {other:?}"),
     }
 }
+
+/// The tool results among a run's events, by call id: (output, is_error).
+pub fn tool_results(events: &[RunEvent]) -> std::collections::BTreeMap<String, (String, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::ToolResult {
+                id,
+                output,
+                is_error,
+                ..
+            } => Some((id.clone(), (output.clone(), *is_error))),
+            _ => None,
+        })
+        .collect()
+}

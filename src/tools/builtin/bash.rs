@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::{optional_u64, required_str};
 use crate::tools::process::{self, Captured, Ended, Keep, ProcessError, ProcessSpec};
+use crate::tools::sandbox::{Sandbox, SandboxMode};
 use crate::tools::{Tool, ToolContext, ToolError, cap_output};
 use crate::types::ToolSpec;
 
@@ -87,6 +88,7 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
         keep_stderr: keep,
         timeout,
         cancel: ctx.cancel.clone(),
+        sandbox: ctx.sandbox.clone(),
         ..ProcessSpec::new("bash", &ctx.root)
     };
     let output = process::run(spec).await.map_err(|e| match e {
@@ -95,6 +97,7 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
             ctx.root.display()
         )),
         ProcessError::Wait(e) => ToolError::Failed(format!("could not wait for bash: {e}")),
+        ProcessError::Sandbox(why) => ToolError::Failed(format!("bash was not run: {why}")),
     })?;
     let status = match output.ended {
         Ended::Exited(status) => status,
@@ -104,7 +107,28 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
     let text = render(&output.stdout, &output.stderr, ctx.output_cap);
     match describe_failure(status) {
         None => Ok(text),
-        Some(why) => Err(ToolError::Failed(format!("{why}. Output:\n{text}"))),
+        Some(why) => {
+            let note = sandbox_note(&ctx.sandbox, &text);
+            Err(ToolError::Failed(format!("{why}. Output:\n{text}{note}")))
+        }
+    }
+}
+
+/// When a sandboxed command was refused a write, what the model may write
+/// instead (empty otherwise).
+fn sandbox_note(sandbox: &Sandbox, output: &str) -> String {
+    if !output.contains("Permission denied") {
+        return String::new();
+    }
+    match (sandbox.mode(), sandbox.scratch()) {
+        (SandboxMode::ReadOnlyProject, _) => "\n[sandbox read-only-project: nothing under the \
+            project root can be written; paths outside it can]"
+            .to_string(),
+        (SandboxMode::Workdir, Some(dir)) => format!(
+            "\n[sandbox workdir: only {} ($AURAD_WORKDIR) can be written]",
+            dir.display()
+        ),
+        _ => String::new(),
     }
 }
 
@@ -186,6 +210,7 @@ mod tests {
             root: dir.path().to_path_buf(),
             cancel: CancellationToken::new(),
             output_cap: cap,
+            sandbox: Default::default(),
         };
         (dir, ctx)
     }

@@ -615,6 +615,7 @@ mod tests {
             root: std::env::temp_dir(),
             cancel: Default::default(),
             output_cap: 1024,
+            sandbox: Default::default(),
         };
         let tool = CalculatorTool::new();
         let ok = tool.call(json!({"expression": "2 * (3 + 4)"}), &ctx).await;

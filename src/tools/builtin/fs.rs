@@ -1,15 +1,19 @@
 //! The file tools `read_file`, `write_file` and `list_dir`, and
 //! [`resolve_in_root`], which confines every path they touch to the project
-//! root (after resolving `..` and symbolic links). Blocking file-system work
-//! runs on tokio's blocking pool.
+//! root (after resolving `..` and symbolic links). Every resolved path is
+//! then checked against the project's [`ProtectedPaths`] (control files,
+//! database, secrets). Blocking file-system work runs on tokio's blocking
+//! pool.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use super::guard::{Access, ProtectedPaths, open_without_links};
 use super::{optional_bool, optional_str, optional_u64, required_str};
 use crate::tools::{Tool, ToolContext, ToolError, cap_output};
 use crate::types::ToolSpec;
@@ -97,6 +101,23 @@ fn outside(path: &str) -> ToolError {
     ))
 }
 
+/// [`resolve_in_root`], then refuses what `protected` forbids for `access`.
+/// Blocking.
+fn resolve_checked(
+    root: &Path,
+    path: &str,
+    must_exist: bool,
+    protected: &ProtectedPaths,
+    access: Access,
+) -> Result<PathBuf, ToolError> {
+    let real = resolve_in_root(root, path, must_exist)?;
+    let root = root
+        .canonicalize()
+        .map_err(|e| ToolError::Failed(format!("the project root cannot be opened: {e}")))?;
+    protected.check(&root, &real, access, path)?;
+    Ok(real)
+}
+
 /// Runs blocking file-system work off the async threads.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
@@ -150,7 +171,8 @@ fn read_lines(
         )));
     }
     let size = meta.len();
-    let mut reader = BufReader::new(File::open(file).map_err(|e| io_err("open", shown, e))?);
+    let opened = open_without_links(file, libc::O_RDONLY).map_err(|e| io_err("open", shown, e))?;
+    let mut reader = BufReader::new(opened);
     let mut sample = Vec::new();
     (&mut reader)
         .take(8192)
@@ -241,10 +263,11 @@ fn read_lines(
 #[derive(Debug, Clone)]
 pub struct ReadFileTool {
     spec: ToolSpec,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl ReadFileTool {
-    pub fn new() -> Self {
+    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
         let properties = json!({
             "path": prop("string", "File path relative to the project root.", json!("README.md")),
             "offset": prop("integer", "First line to return, 1-based (default 1).", json!(1)),
@@ -261,6 +284,7 @@ impl ReadFileTool {
                     .into(),
                 parameters,
             },
+            protected,
         }
     }
 }
@@ -269,10 +293,11 @@ impl ReadFileTool {
 #[derive(Debug, Clone)]
 pub struct WriteFileTool {
     spec: ToolSpec,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl WriteFileTool {
-    pub fn new() -> Self {
+    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
         let properties = json!({
             "path": prop("string", "File path relative to the project root; missing directories are created.", json!("aurad-test-output.txt")),
             "content": prop("string", "The text to write.", json!("written by aurad")),
@@ -287,6 +312,7 @@ impl WriteFileTool {
                         .into(),
                 parameters: schema(properties, &["path", "content"]),
             },
+            protected,
         }
     }
 }
@@ -295,10 +321,11 @@ impl WriteFileTool {
 #[derive(Debug, Clone)]
 pub struct ListDirTool {
     spec: ToolSpec,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl ListDirTool {
-    pub fn new() -> Self {
+    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
         let properties = json!({
             "path": prop("string", "Directory relative to the project root (default \".\").", json!(".")),
         });
@@ -311,14 +338,10 @@ impl ListDirTool {
                         .into(),
                 parameters: schema(properties, &[]),
             },
+            protected,
         }
     }
 }
-
-macro_rules! impl_default {
-    ($($t:ty),*) => {$(impl Default for $t { fn default() -> Self { Self::new() } })*};
-}
-impl_default!(ReadFileTool, WriteFileTool, ListDirTool);
 
 fn check_cancel(ctx: &ToolContext) -> Result<(), ToolError> {
     if ctx.cancel.is_cancelled() {
@@ -353,8 +376,9 @@ impl Tool for ReadFileTool {
                 ));
             }
             let (root, cap) = (ctx.root.clone(), ctx.output_cap);
+            let protected = self.protected.clone();
             blocking(move || {
-                let file = resolve_in_root(&root, &path, true)?;
+                let file = resolve_checked(&root, &path, true, &protected, Access::Read)?;
                 read_lines(&file, &path, offset, limit, cap)
             })
             .await
@@ -378,8 +402,9 @@ impl Tool for WriteFileTool {
             let content = required_str(&args, "content")?.to_string();
             let append = optional_bool(&args, "append")?.unwrap_or(false);
             let root = ctx.root.clone();
+            let protected = self.protected.clone();
             blocking(move || {
-                let target = resolve_in_root(&root, &path, false)?;
+                let target = resolve_checked(&root, &path, false, &protected, Access::Write)?;
                 if target.is_dir() {
                     return Err(ToolError::Failed(format!(
                         "{path:?} is a directory; give the path of a file inside it"
@@ -389,12 +414,12 @@ impl Tool for WriteFileTool {
                     fs::create_dir_all(parent)
                         .map_err(|e| io_err("create the directories of", &path, e))?;
                 }
-                let mut file = fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .append(append)
-                    .truncate(!append)
-                    .open(&target)
+                let mode = if append {
+                    libc::O_APPEND
+                } else {
+                    libc::O_TRUNC
+                };
+                let mut file = open_without_links(&target, libc::O_WRONLY | libc::O_CREAT | mode)
                     .map_err(|e| io_err("open", &path, e))?;
                 file.write_all(content.as_bytes())
                     .map_err(|e| io_err("write", &path, e))?;
@@ -420,8 +445,9 @@ impl Tool for ListDirTool {
             check_cancel(ctx)?;
             let path = optional_str(&args, "path")?.unwrap_or(".").to_string();
             let (root, cap) = (ctx.root.clone(), ctx.output_cap);
+            let protected = self.protected.clone();
             blocking(move || {
-                let dir = resolve_in_root(&root, &path, true)?;
+                let dir = resolve_checked(&root, &path, true, &protected, Access::Read)?;
                 if !dir.is_dir() {
                     return Err(ToolError::Failed(format!(
                         "{path:?} is a file, not a directory; use read_file to read it"
@@ -462,12 +488,18 @@ mod tests {
     use std::os::unix::fs::symlink;
     use tempfile::TempDir;
 
+    /// Protection of a project elsewhere: these tests are about paths.
+    fn unguarded() -> Arc<ProtectedPaths> {
+        Arc::new(ProtectedPaths::defaults(Path::new("/nonexistent-project")))
+    }
+
     fn setup() -> (TempDir, ToolContext) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext {
             root: dir.path().to_path_buf(),
             cancel: Default::default(),
             output_cap: 1000,
+            sandbox: Default::default(),
         };
         (dir, ctx)
     }
@@ -560,7 +592,7 @@ mod tests {
     #[tokio::test]
     async fn write_creates_dirs_appends_and_reads_back() {
         let (dir, ctx) = setup();
-        let w = WriteFileTool::new();
+        let w = WriteFileTool::new(unguarded());
         let out = call(
             &w,
             json!({"path": "notes/deep/x.txt", "content": "one\n"}),
@@ -580,7 +612,7 @@ mod tests {
             "one\ntwo\n"
         );
         let r = call(
-            &ReadFileTool::new(),
+            &ReadFileTool::new(unguarded()),
             json!({"path": "notes/deep/x.txt"}),
             &ctx,
         )
@@ -598,7 +630,7 @@ mod tests {
         let (dir, ctx) = setup();
         let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
         fs::write(dir.path().join("ten.txt"), &text).unwrap();
-        let r = ReadFileTool::new();
+        let r = ReadFileTool::new(unguarded());
         let out = call(
             &r,
             json!({"path": "ten.txt", "offset": 3, "limit": 2}),
@@ -643,17 +675,25 @@ mod tests {
         let (dir, ctx) = setup();
         let text: String = (1..=500).map(|i| format!("line {i:04} é\n")).collect();
         fs::write(dir.path().join("long.txt"), &text).unwrap();
-        let out = call(&ReadFileTool::new(), json!({"path": "long.txt"}), &ctx)
-            .await
-            .unwrap();
+        let out = call(
+            &ReadFileTool::new(unguarded()),
+            json!({"path": "long.txt"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
         assert!(out.contains("[output cut:"), "{out}");
         // 1000 bytes hold 76 lines of 13 bytes; line 77 is partly shown.
         assert!(out.contains("call read_file with offset 77"), "{out}");
         let one_line = "x".repeat(5000);
         fs::write(dir.path().join("wide.txt"), &one_line).unwrap();
-        let out = call(&ReadFileTool::new(), json!({"path": "wide.txt"}), &ctx)
-            .await
-            .unwrap();
+        let out = call(
+            &ReadFileTool::new(unguarded()),
+            json!({"path": "wide.txt"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
         assert!(out.len() < 1200 && out.contains("offset 1"), "{out}");
     }
 
@@ -664,7 +704,7 @@ mod tests {
         fs::write(dir.path().join("b.txt"), "hello").unwrap();
         fs::write(dir.path().join("a.txt"), "").unwrap();
         symlink("b.txt", dir.path().join("c-link")).unwrap();
-        let l = ListDirTool::new();
+        let l = ListDirTool::new(unguarded());
         let out = call(&l, json!({}), &ctx).await.unwrap();
         assert_eq!(out, "a.txt  0 bytes\nb.txt  5 bytes\nc-link -> b.txt\nsrc/");
         assert_eq!(

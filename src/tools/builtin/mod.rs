@@ -1,10 +1,12 @@
 //! The built-in tools every project has: `bash`, `read_file`, `write_file`,
 //! `list_dir`, `current_time` and `calculator`. [`all`] returns one instance
-//! of each; this module also holds the small argument readers they share.
+//! of each, the file tools guarded by the project's [`ProtectedPaths`]; this
+//! module also holds the small argument readers they share.
 
 mod bash;
 mod calculator;
 mod fs;
+pub mod guard;
 mod time;
 
 use std::sync::Arc;
@@ -16,15 +18,18 @@ use super::{Tool, ToolError};
 pub use bash::BashTool;
 pub use calculator::{CalcError, CalculatorTool, evaluate, format_number};
 pub use fs::{ListDirTool, ReadFileTool, WriteFileTool, resolve_in_root};
+pub use guard::ProtectedPaths;
 pub use time::CurrentTimeTool;
 
-/// One instance of each built-in tool.
-pub fn all() -> Vec<Arc<dyn Tool>> {
+/// One instance of each built-in tool; the file tools refuse what
+/// `protected` protects.
+pub fn all(protected: ProtectedPaths) -> Vec<Arc<dyn Tool>> {
+    let protected = Arc::new(protected);
     vec![
         Arc::new(BashTool::new()),
-        Arc::new(ReadFileTool::new()),
-        Arc::new(WriteFileTool::new()),
-        Arc::new(ListDirTool::new()),
+        Arc::new(ReadFileTool::new(protected.clone())),
+        Arc::new(WriteFileTool::new(protected.clone())),
+        Arc::new(ListDirTool::new(protected)),
         Arc::new(CurrentTimeTool::new()),
         Arc::new(CalculatorTool::new()),
     ]
@@ -91,7 +96,7 @@ mod tests {
 
     #[test]
     fn all_has_each_tool_once_with_a_sound_schema() {
-        let tools = all();
+        let tools = all(ProtectedPaths::defaults(std::path::Path::new("/p")));
         let mut names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         names.sort();
         assert_eq!(

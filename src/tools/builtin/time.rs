@@ -113,6 +113,7 @@ mod tests {
             root: std::env::temp_dir(),
             cancel: Default::default(),
             output_cap: 1024,
+            sandbox: Default::default(),
         }
     }
 

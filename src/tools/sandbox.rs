@@ -1,0 +1,351 @@
+//! The confinement of the processes aurad starts for an agent's tools
+//! (`bash`, `tools.d` commands), applied in the child between fork and exec
+//! so the daemon itself is never restricted.
+//!
+//! Every tool process (and stdio MCP server, through [`Confinement`]'s
+//! default) loses `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN` and
+//! `CAP_PERFMON` (bounding, inheritable, ambient, effective and permitted
+//! sets): with the daemon non-dumpable (see `main.rs`), even a root tool
+//! process can then no longer read `/proc/<daemon pid>/environ` or the
+//! daemon's memory.
+//!
+//! An agent's `sandbox:` ([`SandboxMode`]) adds a Linux Landlock domain that
+//! handles every write right: `read-only-project` grants them beneath every
+//! path outside the project (the siblings of each directory on the way from
+//! `/` to the project root, symbolic links excepted, and a few devices), and
+//! `workdir` only beneath the run's scratch directory
+//! `<root>/.aurad/work/<run id>` (and the same devices). No mode may make
+//! device nodes. Reading is never restricted. The ruleset is built once per run in the daemon and only
+//! enforced in the child (`landlock_restrict_self` on its file descriptor);
+//! when the kernel cannot enforce it, the call is refused, never run
+//! unconfined. Depends on `types`, `landlock` and `libc`.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+pub use crate::types::SandboxMode;
+
+/// The environment variable naming a `workdir` run's scratch directory.
+pub const WORKDIR_ENV: &str = "AURAD_WORKDIR";
+
+/// The Landlock ABI whose write rights the sandbox needs: ABI 3 (Linux
+/// 6.2) is the first that also controls `truncate(2)`, so no file of the
+/// project can be emptied either.
+const LANDLOCK_ABI: landlock::ABI = landlock::ABI::V3;
+
+/// Devices a sandboxed process may still write: output thrown away,
+/// terminals, shared memory. Block devices (the disk under the project)
+/// are not among them.
+const WRITABLE_DEVICES: [&str; 7] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
+
+/// The sandbox of one run's tool processes: the agent's mode, the project
+/// root, the scratch directory of `workdir`, and the Landlock ruleset once
+/// built.
+#[derive(Debug, Clone, Default)]
+pub struct Sandbox {
+    mode: SandboxMode,
+    root: PathBuf,
+    scratch: Option<PathBuf>,
+    ruleset: Arc<OnceLock<Result<Arc<OwnedFd>, String>>>,
+}
+
+impl Sandbox {
+    /// No Landlock domain (tool processes still lose the capabilities
+    /// that read other processes' memory).
+    pub fn none() -> Self {
+        Sandbox::default()
+    }
+
+    /// The sandbox of run `run_id` of an agent with `mode` in the project
+    /// at `root`.
+    pub fn for_run(mode: SandboxMode, root: &Path, run_id: &str) -> Self {
+        let scratch =
+            (mode == SandboxMode::Workdir).then(|| root.join(".aurad").join("work").join(run_id));
+        Sandbox {
+            mode,
+            root: root.to_path_buf(),
+            scratch,
+            ruleset: Arc::default(),
+        }
+    }
+
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    /// The writable scratch directory of a `workdir` run.
+    pub fn scratch(&self) -> Option<&Path> {
+        self.scratch.as_deref()
+    }
+
+    /// What a child process needs: the environment to add and the ruleset
+    /// to enforce. Builds the ruleset on first use (and the scratch
+    /// directory); an error says why the sandbox cannot be had, and the
+    /// process must then not be started.
+    pub fn confinement(&self) -> Result<Confinement, String> {
+        if self.mode == SandboxMode::None {
+            return Ok(Confinement::default());
+        }
+        let mut env = Vec::new();
+        if let Some(scratch) = &self.scratch {
+            std::fs::create_dir_all(scratch).map_err(|e| {
+                format!(
+                    "cannot create the sandbox's scratch directory {}: {e}",
+                    scratch.display()
+                )
+            })?;
+            env.push((
+                OsString::from(WORKDIR_ENV),
+                scratch.clone().into_os_string(),
+            ));
+            env.push((OsString::from("TMPDIR"), scratch.clone().into_os_string()));
+        }
+        let ruleset = self
+            .ruleset
+            .get_or_init(|| self.build_ruleset().map(Arc::new))
+            .clone()?;
+        Ok(Confinement {
+            ruleset: Some(ruleset),
+            env,
+        })
+    }
+
+    /// The paths that stay writable, then a Landlock ruleset granting
+    /// write rights beneath them only.
+    fn build_ruleset(&self) -> Result<OwnedFd, String> {
+        let mut writable = match self.mode {
+            SandboxMode::None => return Err("no sandbox asked for".into()),
+            SandboxMode::ReadOnlyProject => paths_outside(&self.root)?,
+            SandboxMode::Workdir => self.scratch.iter().cloned().collect(),
+        };
+        writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
+        landlock_ruleset(self.mode, &writable)
+    }
+}
+
+/// Checks that this system can enforce `mode`; the error says what to do.
+pub fn check_available(mode: SandboxMode) -> Result<(), String> {
+    if mode == SandboxMode::None {
+        return Ok(());
+    }
+    landlock_ruleset(mode, &[]).map(drop)
+}
+
+/// A ruleset handling every write right of [`LANDLOCK_ABI`], granting them
+/// (but making device nodes) beneath `writable` (paths that do not exist
+/// are left out). Refuses a kernel that cannot enforce all of it.
+fn landlock_ruleset(mode: SandboxMode, writable: &[PathBuf]) -> Result<OwnedFd, String> {
+    use landlock::{
+        AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        path_beneath_rules,
+    };
+    let unavailable = |e: &dyn std::fmt::Display| {
+        format!(
+            "`sandbox: {mode}` needs Linux Landlock ABI {} (Linux 6.2 or later, with Landlock \
+             enabled) and this system cannot provide it ({e}); set `sandbox: none` to run this \
+             agent's tools unconfined, or run aurad on such a kernel",
+            LANDLOCK_ABI as i32
+        )
+    };
+    let write = AccessFs::from_write(LANDLOCK_ABI);
+    // Device nodes are never made: a root process could make one for the
+    // disk under the project and write the project's files through it.
+    let granted = write & !(AccessFs::MakeBlock | AccessFs::MakeChar);
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(write)
+        .map_err(|e| unavailable(&e))?
+        .create()
+        .map_err(|e| unavailable(&e))?
+        .add_rules(path_beneath_rules(writable, granted))
+        .map_err(|e| format!("cannot build the sandbox's rules: {e}"))?;
+    let fd: Option<OwnedFd> = ruleset.into();
+    fd.ok_or_else(|| unavailable(&"no Landlock ruleset was created"))
+}
+
+/// Every path outside the canonical `root`: the entries of each directory
+/// from the root's parent up to `/`, except the one leading to the root,
+/// symbolic links (which may point back inside) and `/dev` (its devices
+/// are granted one by one).
+fn paths_outside(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let root = root.canonicalize().map_err(|e| {
+        format!(
+            "cannot resolve the project root {} for the sandbox: {e}",
+            root.display()
+        )
+    })?;
+    let mut outside = Vec::new();
+    let mut inner = root.as_path();
+    while let Some(dir) = inner.parent() {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| format!("cannot list {} for the sandbox: {e}", dir.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            if path != inner && !is_link && path != Path::new("/dev") {
+                outside.push(path);
+            }
+        }
+        inner = dir;
+    }
+    Ok(outside)
+}
+
+/// What [`Sandbox::confinement`] prepared for one child process.
+#[derive(Debug, Default)]
+pub struct Confinement {
+    ruleset: Option<Arc<OwnedFd>>,
+    /// Added to the child's environment (`AURAD_WORKDIR`, `TMPDIR`).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl Confinement {
+    /// Makes `command`'s child drop the capabilities that read other
+    /// processes' memory and enter the Landlock domain (if any) just before
+    /// it executes the program.
+    pub fn install(self, command: &mut tokio::process::Command) {
+        let ruleset = self.ruleset;
+        let fd: Option<RawFd> = ruleset.as_ref().map(|f| f.as_raw_fd());
+        // SAFETY: the hook runs in the forked child before exec; it only
+        // makes raw system calls (prctl, capget/capset, landlock), which
+        // are async-signal-safe, and allocates nothing. `ruleset` keeps the
+        // descriptor open in the parent until the command is dropped.
+        unsafe {
+            command.pre_exec(move || {
+                let _keep_open = &ruleset;
+                in_child(fd)
+            });
+        }
+    }
+}
+
+/// Runs in the child between fork and exec.
+fn in_child(ruleset: Option<RawFd>) -> io::Result<()> {
+    drop_memory_reading_caps();
+    if let Some(fd) = ruleset {
+        // SAFETY: plain system calls on integers; no memory is shared.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The capabilities that let a process read another one's memory and
+/// environment although it is non-dumpable (linux/capability.h):
+/// `CAP_SYS_PTRACE`, and, as measured on Linux 6.18, `CAP_SYS_ADMIN` and
+/// `CAP_PERFMON` each alone (the kernel's `perfmon_capable()`).
+const MEMORY_READING_CAPS: [u32; 3] = [19, 21, 38];
+
+/// `struct __user_cap_header_struct` with `_LINUX_CAPABILITY_VERSION_3`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`; version 3 takes two of them (bits
+/// 0-31, then 32-63).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Removes [`MEMORY_READING_CAPS`] from every capability set of this
+/// process, so it cannot read a non-dumpable process's memory or
+/// environment, and the program it executes (even as root, even through a
+/// set-uid program) does not get them back. Best effort: a process without
+/// them has nothing to drop.
+fn drop_memory_reading_caps() {
+    const VERSION_3: u32 = 0x2008_0522;
+    // SAFETY: prctl and capget/capset get integers and pointers to the
+    // local structs above, which outlive the calls.
+    unsafe {
+        for cap in MEMORY_READING_CAPS {
+            let cap = libc::c_ulong::from(cap);
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_LOWER as libc::c_ulong,
+                cap,
+                0,
+                0,
+            );
+        }
+        let mut header = CapHeader {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut data = [CapData::default(); 2];
+        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) == 0 {
+            for cap in MEMORY_READING_CAPS {
+                let half = &mut data[(cap / 32) as usize];
+                let keep = !(1u32 << (cap % 32));
+                half.effective &= keep;
+                half.permitted &= keep;
+                half.inheritable &= keep;
+            }
+            libc::syscall(libc::SYS_capset, &mut header, data.as_ptr());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_outside_skip_the_way_to_the_root_and_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let root = base.join("proj");
+        std::fs::create_dir_all(root.join("agents")).unwrap();
+        std::fs::create_dir(base.join("sibling")).unwrap();
+        std::os::unix::fs::symlink(&root, base.join("link-in")).unwrap();
+        let outside = paths_outside(&root).unwrap();
+        assert!(outside.contains(&base.join("sibling")));
+        assert!(!outside.iter().any(|p| root.starts_with(p)), "{outside:?}");
+        assert!(!outside.contains(&base.join("link-in")));
+        assert!(!outside.contains(&PathBuf::from("/dev")));
+        assert!(outside.contains(&PathBuf::from("/usr")) || !Path::new("/usr").exists());
+    }
+
+    #[test]
+    fn none_needs_nothing_and_workdir_gets_its_scratch_dir() {
+        assert!(Sandbox::none().confinement().unwrap().ruleset.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::for_run(SandboxMode::Workdir, dir.path(), "run-1");
+        let scratch = dir.path().join(".aurad/work/run-1");
+        assert_eq!(sandbox.scratch(), Some(scratch.as_path()));
+        let Ok(confinement) = sandbox.confinement() else {
+            // A kernel without Landlock: the refusal is tested elsewhere.
+            return;
+        };
+        assert!(scratch.is_dir());
+        assert!(confinement.ruleset.is_some());
+        assert!(
+            confinement
+                .env
+                .contains(&(WORKDIR_ENV.into(), scratch.into_os_string()))
+        );
+    }
+}
