@@ -51,25 +51,50 @@ fn replace_cancels_only_a_run_of_the_same_schedule() {
     let morning = Some(ScheduleId::of("a", "0 9 * * *", "UTC", None));
     let evening = Some(ScheduleId::of("a", "0 18 * * *", "UTC", None));
     s.enter("a", "api", None, &hub, None).unwrap();
-    s.enter("a", "first", morning.clone(), &hub, Some(OnOverlap::Replace))
-        .unwrap();
+    s.enter(
+        "a",
+        "first",
+        morning.clone(),
+        &hub,
+        Some(OnOverlap::Replace),
+    )
+    .unwrap();
     assert!(
         !token(&s, "api").is_cancelled(),
         "an API run is never replaced"
     );
-    s.enter("a", "other", evening.clone(), &hub, Some(OnOverlap::Replace))
-        .unwrap();
+    s.enter(
+        "a",
+        "other",
+        evening.clone(),
+        &hub,
+        Some(OnOverlap::Replace),
+    )
+    .unwrap();
     assert!(!token(&s, "first").is_cancelled(), "another schedule's run");
-    s.enter("a", "second", morning.clone(), &hub, Some(OnOverlap::Replace))
-        .unwrap();
+    s.enter(
+        "a",
+        "second",
+        morning.clone(),
+        &hub,
+        Some(OnOverlap::Replace),
+    )
+    .unwrap();
     assert!(token(&s, "first").is_cancelled());
     assert!(!token(&s, "api").is_cancelled());
     assert!(!token(&s, "other").is_cancelled());
     assert!(!token(&s, "second").is_cancelled());
     // Another agent's run under the same key is not this one's.
-    s.enter("b", "b-first", morning.clone(), &hub, None).unwrap();
-    s.enter("a", "third", morning.clone(), &hub, Some(OnOverlap::Replace))
+    s.enter("b", "b-first", morning.clone(), &hub, None)
         .unwrap();
+    s.enter(
+        "a",
+        "third",
+        morning.clone(),
+        &hub,
+        Some(OnOverlap::Replace),
+    )
+    .unwrap();
     assert!(!token(&s, "b-first").is_cancelled());
     assert!(token(&s, "second").is_cancelled());
 }
