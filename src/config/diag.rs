@@ -141,19 +141,18 @@ pub fn explain_yaml_error(
             );
         }
     }
-    if message.starts_with("control characters are not allowed") {
-        if let Some((at, c)) = text
+    if message.starts_with("control characters are not allowed")
+        && let Some((at, c)) = text
             .char_indices()
             .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
-        {
-            return (
-                offset_to_place(text, at),
-                format!(
-                    "a control character (U+{:04X}) is not allowed in YAML: remove it (is this a binary file?)",
-                    c as u32
-                ),
-            );
-        }
+    {
+        return (
+            offset_to_place(text, at),
+            format!(
+                "a control character (U+{:04X}) is not allowed in YAML: remove it (is this a binary file?)",
+                c as u32
+            ),
+        );
     }
     if message.contains("more than one document") {
         let starts_with_marker = text.starts_with("---");
