@@ -58,6 +58,11 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// The most problems reported for one list or mapping of a file (prices,
+/// providers): each is located by a scan of the text, so thousands of them
+/// would take quadratic time; past this many, one more diagnostic says so.
+pub const MAX_LIST_ERRORS: usize = 20;
+
 /// Finds where a (possibly nested) key's value starts in a YAML text, for
 /// diagnostics raised after deserialisation. `keys` is the path from the top
 /// level, e.g. `["limits", "timeout"]`. Works for block and flow style; falls
