@@ -58,6 +58,11 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// The most problems reported for one list or mapping of a file (prices,
+/// providers): each is located by a scan of the text, so thousands of them
+/// would take quadratic time; past this many, one more diagnostic says so.
+pub const MAX_LIST_ERRORS: usize = 20;
+
 /// Finds where a (possibly nested) key's value starts in a YAML text, for
 /// diagnostics raised after deserialisation. `keys` is the path from the top
 /// level, e.g. `["limits", "timeout"]`. Works for block and flow style; falls
@@ -175,19 +180,18 @@ pub fn explain_yaml_error(
             );
         }
     }
-    if message.starts_with("control characters are not allowed") {
-        if let Some((at, c)) = text
+    if message.starts_with("control characters are not allowed")
+        && let Some((at, c)) = text
             .char_indices()
             .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
-        {
-            return (
-                offset_to_place(text, at),
-                format!(
-                    "a control character (U+{:04X}) is not allowed in YAML: remove it (is this a binary file?)",
-                    c as u32
-                ),
-            );
-        }
+    {
+        return (
+            offset_to_place(text, at),
+            format!(
+                "a control character (U+{:04X}) is not allowed in YAML: remove it (is this a binary file?)",
+                c as u32
+            ),
+        );
     }
     if message.contains("more than one document") {
         let starts_with_marker = text.starts_with("---");

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_yaml::Value;
 
 use super::agent::describe_value;
-use super::diag::{Diagnostic, locate};
+use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate};
 use crate::types::Price;
 
 const FIELDS: [&str; 3] = ["input_per_mtok", "output_per_mtok", "cached_input_per_mtok"];
@@ -32,7 +32,16 @@ pub(super) fn parse_prices(
         ));
         return prices;
     };
+    let start = diags.len();
     for (key, entry) in map {
+        if diags.len() - start >= MAX_LIST_ERRORS {
+            diags.push(Diagnostic::error(
+                path,
+                locate(text, &["prices"]),
+                format!("more than {MAX_LIST_ERRORS} problems in `prices`; fix these first"),
+            ));
+            break;
+        }
         let Some(model) = key.as_str() else {
             diags.push(Diagnostic::error(
                 path,

@@ -12,7 +12,7 @@ use serde_yaml::Value;
 
 use super::agent::yaml_diagnostic;
 use super::bounds::{Syntax, check_text};
-use super::diag::{Diagnostic, locate, offset_to_place};
+use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate, offset_to_place};
 use super::duration::duration_value;
 use super::prices::parse_prices;
 use crate::types::Price;
@@ -279,7 +279,15 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
             settings.database = root.join(db);
         }
     }
+    let start = diags.len();
     for (name, p) in raw.providers {
+        if diags.len() - start >= MAX_LIST_ERRORS {
+            diags.push(err(
+                &["providers"],
+                format!("more than {MAX_LIST_ERRORS} problems in `providers`; fix these first"),
+            ));
+            break;
+        }
         let valid = !name.is_empty()
             && name
                 .chars()

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 use super::agent::describe_value;
-use super::diag::{Diagnostic, locate};
+use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate};
 use super::duration::duration_value;
 use crate::scheduler::{CronSchedule, OnMissed};
 use crate::types::ScheduleId;
@@ -148,14 +148,32 @@ pub(super) fn parse_triggers(
             Value::Null => Vec::new(),
             other => vec![other],
         };
+        // Found once, when first needed: locating each item anew would be
+        // quadratic in a file of thousands of bad items.
+        let mut places: Option<Vec<(usize, usize)>> = None;
+        let start = diags.len();
         for (i, item) in items.into_iter().enumerate() {
+            if diags.len() - start >= MAX_LIST_ERRORS {
+                diags.push(err(
+                    &["schedule"],
+                    format!("more than {MAX_LIST_ERRORS} problems in `schedule`; fix these first"),
+                ));
+                break;
+            }
+            let mut place_of = |i: usize| {
+                let places = places.get_or_insert_with(|| item_places(text, "schedule"));
+                match places.get(i) {
+                    Some(place) => *place,
+                    None => locate(text, &["schedule"]),
+                }
+            };
             match parse_entry(agent, item) {
                 Ok(entry) => {
                     // The same schedule twice is one schedule: it fires once.
                     if let Some(first) = triggers.schedules.iter().position(|s| s.id == entry.id) {
                         diags.push(Diagnostic::warning(
                             path,
-                            locate_item(text, "schedule", i),
+                            place_of(i),
                             format!(
                                 "schedule[{i}] is the same schedule as schedule[{first}] (expression, \
                                  timezone and input): it fires once; remove one of them"
@@ -167,7 +185,7 @@ pub(super) fn parse_triggers(
                 }
                 Err(msg) => diags.push(Diagnostic::error(
                     path,
-                    locate_item(text, "schedule", i),
+                    place_of(i),
                     format!("schedule[{i}]: {msg}"),
                 )),
             }
@@ -258,12 +276,12 @@ pub(super) fn parse_triggers(
     triggers
 }
 
-/// Where item `index` of the block sequence under the top-level `key`
-/// starts; the key's value when the sequence is not in block style.
-fn locate_item(text: &str, key: &str, index: usize) -> (usize, usize) {
-    let (key_line, key_col) = locate(text, &[key]);
+/// Where each item of the block sequence under the top-level `key` starts,
+/// in order; none when the sequence is not in block style.
+fn item_places(text: &str, key: &str) -> Vec<(usize, usize)> {
+    let (key_line, _) = locate(text, &[key]);
     let mut indent = None;
-    let mut seen = 0;
+    let mut places = Vec::new();
     for (n, line) in text.lines().enumerate().skip(key_line) {
         let trimmed = line.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -282,12 +300,9 @@ fn locate_item(text: &str, key: &str, index: usize) -> (usize, usize) {
             Some(i) if here > i => continue,
             Some(_) => {}
         }
-        if seen == index {
-            return (n + 1, here + 3);
-        }
-        seen += 1;
+        places.push((n + 1, here + 3));
     }
-    (key_line, key_col)
+    places
 }
 
 /// One schedule item: `"CRON"` or `{ cron, timezone, input }`.
