@@ -375,7 +375,19 @@ pub fn yaml_diagnostic(path: &Path, text: &str, e: &serde_yaml::Error) -> Diagno
         message.truncate(i);
     }
     let (place, message) = explain_yaml_error(text, place, message);
-    Diagnostic::error(path, place, message)
+    Diagnostic::error(path, within_text(text, place), message)
+}
+
+/// `place` moved back onto the text's last line when the YAML parser
+/// reports one past it (an end of input met after a comment with no final
+/// line break), so an editor can jump to it.
+fn within_text(text: &str, (line, column): (usize, usize)) -> (usize, usize) {
+    let lines = text.split('\n').count();
+    if line <= lines {
+        return (line, column);
+    }
+    let last = text.rsplit('\n').next().unwrap_or("");
+    (lines, last.chars().count() + 1)
 }
 
 #[cfg(test)]
@@ -385,6 +397,14 @@ mod tests {
     fn parse(text: &str) -> (Option<Agent>, Vec<String>) {
         let (a, d) = parse_agent("a", Path::new("agents/a.yaml"), text, "h".into());
         (a, d.iter().map(|d| d.to_string()).collect())
+    }
+
+    #[test]
+    fn an_error_at_the_end_of_input_is_placed_on_the_last_line() {
+        // Found by tests/fuzz_props.rs: libyaml put this one on line 2.
+        let (_, d) = parse("{#");
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].starts_with("agents/a.yaml:1:3: "), "{d:?}");
     }
 
     #[test]
