@@ -204,3 +204,26 @@ fn shortest_decimal(value: f32) -> Option<serde_json::Value> {
         .and_then(serde_json::Number::from_f64)
         .map(serde_json::Value::Number)
 }
+
+/// For the stream assemblers' tests: `err` says `want`, and is a cut
+/// (retried) when the stream had no end or carried data that is not JSON,
+/// else a stream error (an answer that parses but cannot be used: not
+/// retried).
+#[cfg(test)]
+pub(crate) fn assert_stream_error(err: &ProviderError, want: &str) {
+    let m = err.to_string();
+    assert!(m.contains(want), "{m:?} lacks {want:?}");
+    let cut = [
+        "ended",
+        "without any candidate",
+        "before message_stop",
+        "JSON",
+    ]
+    .iter()
+    .any(|w| want.contains(w));
+    if cut {
+        assert!(matches!(err, ProviderError::Cut { .. }), "{err:?}");
+    } else {
+        assert!(matches!(err, ProviderError::Stream(_)), "{err:?}");
+    }
+}

@@ -461,23 +461,7 @@ mod tests {
         ];
         for (events, want) in cases {
             let err = assemble(&events).0.expect_err(want);
-            let m = err.to_string();
-            assert!(m.contains(want), "{m:?} lacks {want:?}");
-            // No end, or data that is not JSON: a cut, retried. An answer
-            // that parses but cannot be used: a stream error, not retried.
-            let cut = [
-                "ended",
-                "without any candidate",
-                "before message_stop",
-                "JSON",
-            ]
-            .iter()
-            .any(|w| want.contains(w));
-            if cut {
-                assert!(matches!(err, ProviderError::Cut { .. }), "{err:?}");
-            } else {
-                assert!(matches!(err, ProviderError::Stream(_)), "{err:?}");
-            }
+            crate::llm::assert_stream_error(&err, want);
         }
         // `[DONE]` and empty data from a proxy are ignored; a safety stop
         // without content is a complete (empty) answer.
