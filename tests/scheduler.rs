@@ -502,6 +502,7 @@ async fn runs_of_a_dead_process_are_interrupted_and_retried_once_when_asked() {
             owner: format!("pid:{dead}"),
             fire: None,
             state: RunState::Running,
+            template_context: None,
         })
         .await
         .unwrap();

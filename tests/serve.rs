@@ -272,6 +272,7 @@ fn record_run(store: &Store, agent: &str, state: RunState) {
         owner: String::new(),
         fire: None,
         state: RunState::Running,
+        template_context: None,
     }))
     .unwrap();
     rt.block_on(store.finish_run(&id, state, Some("boom".into()), None, Usage::default()))
@@ -377,6 +378,7 @@ fn logs_follow_waits_for_a_run_written_by_another_process() {
         owner: "pid:999999999".into(),
         fire: None,
         state: RunState::Running,
+        template_context: None,
     }))
     .unwrap();
     let started = RunEvent::Started {
@@ -496,7 +498,11 @@ fn a_run_queued_when_serve_was_killed_runs_after_restart_and_interrupted_is_no_f
     let mock = MockLlm::start_in_thread();
     mock.push(Reply::Hang);
     mock.set_fallback(Reply::Text("resumed after the crash".into()));
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    // The queued run's variables are rendered after the restart too.
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nsystem: \"s for {{ vars.who | default('nobody') }}\"\n",
+    );
     std::fs::write(
         dir.path().join("agents/b.yaml"),
         "model: mock/m\nsystem: s\nschedule: \"0 0 1 1 *\"\n",
@@ -519,7 +525,14 @@ fn a_run_queued_when_serve_was_killed_runs_after_restart_and_interrupted_is_no_f
     mock.wait_for_requests_blocking(1, DEADLINE);
     let queued = triggered(&run(
         dir.path(),
-        &["trigger", "a", "--input", "wait your turn"],
+        &[
+            "trigger",
+            "a",
+            "--input",
+            "wait your turn",
+            "--var",
+            "who=alice",
+        ],
     ));
     assert_eq!(
         store.get_run_blocking(&queued).unwrap().unwrap().state,
@@ -541,6 +554,7 @@ fn a_run_queued_when_serve_was_killed_runs_after_restart_and_interrupted_is_no_f
     let requests = mock.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[1].messages()[1]["content"], "wait your turn");
+    assert_eq!(requests[1].messages()[0]["content"], "s for alice");
     let cut = store.get_run_blocking(&cut).unwrap().unwrap();
     assert_eq!(cut.state, RunState::Interrupted);
 

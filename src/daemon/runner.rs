@@ -53,6 +53,31 @@ pub struct RunRequest {
     /// transaction that claims the run, so a delivery runs at most once and
     /// one whose run could not be claimed can be delivered again.
     pub delivery: Option<String>,
+    /// The id of a run already claimed (`queued`) that this request takes
+    /// over after a crash; `None`: a new run with a new id.
+    pub run_id: Option<String>,
+}
+
+/// The `vars` and `payload` of a queued run's stored template context
+/// (see [`PreparedRun::template_context`]); empty when there is none or it
+/// does not parse.
+pub fn template_vars(
+    context: Option<&str>,
+) -> (
+    serde_json::Map<String, serde_json::Value>,
+    Option<serde_json::Value>,
+) {
+    let Some(serde_json::Value::Object(mut context)) =
+        context.and_then(|text| serde_json::from_str(text).ok())
+    else {
+        return Default::default();
+    };
+    let vars = match context.remove("vars") {
+        Some(serde_json::Value::Object(vars)) => vars,
+        _ => Default::default(),
+    };
+    let payload = context.remove("payload").filter(|p| !p.is_null());
+    (vars, payload)
 }
 
 /// What a run's templates see besides `input`.
@@ -80,6 +105,9 @@ pub struct PreparedRun {
     /// The snapshot's secrets, redacted from what the run stores, streams
     /// and shows the model.
     pub redactor: Arc<Redactor>,
+    /// `{"vars": ..., "payload": ...}` (JSON, redacted) when the request had
+    /// either: stored while the run is queued, so it can be taken over.
+    pub template_context: Option<String>,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -139,7 +167,11 @@ pub fn prepare(
         .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
     let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
     let price = project.settings.prices.get(&model).copied();
-    let run_id = new_run_id();
+    let template_context = (!request.vars.is_empty() || request.payload.is_some()).then(|| {
+        let json = serde_json::json!({ "vars": request.vars, "payload": request.payload });
+        snapshot.redactor.redact(&json.to_string()).into_owned()
+    });
+    let run_id = request.run_id.unwrap_or_else(new_run_id);
     let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id);
     let spec = RunSpec {
         run_id,
@@ -172,6 +204,7 @@ pub fn prepare(
         tools: snapshot.tools.select(&agent.tools).with_sandbox(sandbox),
         retry: RetryPolicy::default(),
         redactor: snapshot.redactor.clone(),
+        template_context,
     })
 }
 
@@ -375,6 +408,7 @@ pub fn new_run(prepared: &PreparedRun, state: RunState) -> NewRun {
         owner: super::owner::this_process().to_string(),
         fire: prepared.fire.clone(),
         state,
+        template_context: prepared.template_context.clone(),
     }
 }
 
@@ -413,6 +447,7 @@ pub async fn run_claimed(
         timezone,
         fire: _,
         redactor,
+        template_context: _,
     } = prepared;
     spec.memory = recall(store, &memory, &spec).await;
     let day = AgentDay {

@@ -21,7 +21,9 @@ use tokio_util::task::TaskTracker;
 use super::clock::Clock;
 use super::hub::Hub;
 use super::metrics::Metrics;
-use super::runner::{PreparedRun, RunRequest, RunSink, new_run, prepare, run_claimed};
+use super::runner::{
+    PreparedRun, RunRequest, RunSink, new_run, prepare, run_claimed, template_vars,
+};
 use crate::config::OnOverlap;
 use crate::registry::Snapshot;
 use crate::scheduler::failure_backoff;
@@ -224,6 +226,7 @@ impl Supervisor {
                     owner: String::new(),
                     fire,
                     state: RunState::Queued,
+                    template_context: None,
                 };
                 let message = snapshot.redactor.redact(&message).into_owned();
                 return self.record_unrun(run, RunState::Failed, message).await;
@@ -279,8 +282,8 @@ impl Supervisor {
 
     /// Takes over `queued`, a run accepted (and claimed `queued`) by a
     /// process that is gone and now owned by this one: it waits for a slot
-    /// and runs under its own id with its stored input and model, like any
-    /// queued run. One that cannot be prepared any more (its agent was
+    /// and runs under its own id with its stored input, model and template
+    /// variables, like any queued run. One that cannot be prepared any more (its agent was
     /// removed, say) is recorded `interrupted` with the reason. Returns the
     /// run's state now.
     pub async fn resume(
@@ -291,14 +294,19 @@ impl Supervisor {
         if !self.lock().accepting {
             return Err(SubmitError::ShuttingDown);
         }
+        let context = self.store.queued_template_context(&queued.id).await?;
+        let (vars, payload) = template_vars(context.as_deref());
         let request = RunRequest {
             agent: queued.agent.clone(),
             input: Some(queued.input.clone()),
             model: Some(queued.model.clone()).filter(|m| !m.is_empty()),
             trigger: queued.trigger.clone(),
+            vars,
+            payload,
+            run_id: Some(queued.id.clone()),
             ..RunRequest::default()
         };
-        let mut prepared = match prepare(&snapshot, request, &*self.env) {
+        let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) => {
                 let reason = format!(
@@ -316,7 +324,6 @@ impl Supervisor {
                 return Ok(RunState::Interrupted);
             }
         };
-        prepared.spec.run_id = queued.id.clone();
         let hub = Arc::new(Hub::default());
         // Entered as waiting (never with a slot taken here): `drive` starts
         // it in the store when its turn comes.

@@ -180,6 +180,15 @@ CREATE TABLE schedule_watches (
 ) WITHOUT ROWID;
 "#,
     },
+    Migration {
+        name: "a queued run's template variables",
+        sql: r#"
+-- `{"vars": {...}, "payload": ...}` of a run accepted but still queued, so a
+-- daemon that takes it over after a crash renders its templates as the one
+-- that accepted it would have. Cleared when the run starts or ends.
+ALTER TABLE runs ADD COLUMN template_context TEXT;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

@@ -4,7 +4,7 @@
 //! `Connection` to the writer thread; reads are in `run_reads`.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::run_reads::run_by_id;
@@ -41,6 +41,10 @@ pub struct NewRun {
     /// `Running` (started now) or `Queued` (waiting: [`Store::start_run`]
     /// starts it). [`Store::record_unrun`] ignores it.
     pub state: RunState,
+    /// A queued run's template variables (JSON), kept while it waits so a
+    /// daemon taking it over after a crash can render its templates
+    /// ([`Store::queued_template_context`]); ignored for other states.
+    pub template_context: Option<String>,
 }
 
 /// A stored run. Times are RFC 3339 UTC with milliseconds.
@@ -124,6 +128,24 @@ impl Store {
             )));
         }
         self.call_durable(move |conn| claim(conn, &run)).await
+    }
+
+    /// The template variables a run claimed `queued` was accepted with
+    /// (`NewRun::template_context`), while it is still queued.
+    pub async fn queued_template_context(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT template_context FROM runs WHERE id = ?1 AND state = 'queued'",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([&id], |row| row.get::<_, Option<String>>(0))
+                    .optional()
+            })
+            .map(Option::flatten)
+            .map_err(sql("reading a queued run's template variables"))
+        })
+        .await
     }
 
     /// Starts a queued run: `queued` becomes `running`, started now,
@@ -265,8 +287,8 @@ pub(super) fn insert_run(
         .prepare_cached(
             r#"INSERT INTO runs (id, agent, state, "trigger", input, model, definition_hash,
                                  owner, created_at, started_at, finished_at, error,
-                                 schedule_id, scheduled_for)
-               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"#,
+                                 schedule_id, scheduled_for, template_context)
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"#,
         )
         .and_then(|mut insert| {
             insert.execute(params![
@@ -284,6 +306,9 @@ pub(super) fn insert_run(
                 row.error,
                 schedule_id,
                 scheduled_for,
+                run.template_context
+                    .as_deref()
+                    .filter(|_| row.state == RunState::Queued),
             ])
         });
     let Err(e) = result else {
@@ -325,7 +350,8 @@ fn start(conn: &mut Connection, id: &str) -> Result<bool, StoreError> {
     let context = "starting a queued run";
     let changed = conn
         .execute(
-            "UPDATE runs SET state = ?2, started_at = ?3 WHERE id = ?1 AND state = ?4",
+            "UPDATE runs SET state = ?2, started_at = ?3, template_context = NULL
+             WHERE id = ?1 AND state = ?4",
             params![
                 id,
                 RunState::Running.as_str(),
@@ -487,7 +513,8 @@ fn finish(
                              input_tokens = COALESCE(?6, input_tokens),
                              output_tokens = COALESCE(?7, output_tokens),
                              cached_input_tokens = COALESCE(?8, cached_input_tokens),
-                             cost_usd = COALESCE(?9, cost_usd), result = ?10
+                             cost_usd = COALESCE(?9, cost_usd), result = ?10,
+                             template_context = NULL
              WHERE id = ?1",
         )
         .and_then(|mut update| {

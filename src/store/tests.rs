@@ -26,6 +26,7 @@ pub(super) fn new_run(agent: &str) -> NewRun {
         owner: "pid:1".into(),
         fire: None,
         state: RunState::Running,
+        template_context: None,
     }
 }
 
