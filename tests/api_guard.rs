@@ -121,7 +121,7 @@ async fn attacks_a_web_page_could_make_are_refused_and_start_no_run() {
     assert_eq!(status, 403, "{answer}");
     assert!(error_of(&answer).contains("allowed_hosts"), "{answer}");
     // Reading through the rebound name is refused too (runs, metrics).
-    for path in ["/v1/runs", "/metrics", "/healthz"] {
+    for path in ["/v1/runs", "/v1/status", "/metrics", "/healthz"] {
         let (status, answer) = raw(
             addr,
             &format!("GET {path} HTTP/1.1\r\nHost: evil.example:{}", addr.port()),

@@ -10,9 +10,7 @@
 
 mod support;
 
-use support::inproc::{
-    InProc, WAIT, eventually, get, start, start_run, wait_hash, watching, write,
-};
+use support::inproc::{InProc, WAIT, eventually, get, start, start_run, watching, write};
 use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
 
@@ -135,8 +133,13 @@ async fn a_rejected_load_is_not_retried_at_each_mcp_state_change() {
         move || async move { (reload_counts(daemon).await == (attempts, errors)).then_some(()) }
     };
 
-    // A broken file: the load is rejected, `a` keeps running.
-    write(root, "agents/b.yaml", "model: [broken\n");
+    // An error in aurad.yaml: the load is rejected, `a` keeps running.
+    let settings = std::fs::read_to_string(root.join("aurad.yaml")).unwrap();
+    write(
+        root,
+        "aurad.yaml",
+        &format!("{settings}max_concurrent_runs: lots\n"),
+    );
     eventually("the rejected load", WAIT, counts(1, 1)).await;
     // `t` changes its tools: one more load, rejected for the same file.
     mock.push(Reply::tool_call("h", "t_hide", r#"{"name": "echo"}"#));
@@ -158,8 +161,7 @@ async fn a_rejected_load_is_not_retried_at_each_mcp_state_change() {
     })
     .await;
     // The fix of the file is the next load: one attempt, and it succeeds.
-    write(root, "agents/b.yaml", "model: mock/m\nprompt: fixed\n");
-    assert!(wait_hash(&daemon, "b", None).await.is_some());
-    assert_eq!(reload_counts(&daemon).await, (3, 2));
+    write(root, "aurad.yaml", &settings);
+    eventually("the fixed load", WAIT, counts(3, 2)).await;
     daemon.stop().await.unwrap();
 }

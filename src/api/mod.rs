@@ -4,8 +4,8 @@
 //! auth, request logging, the 1 MiB body limit, and the JSON error shape
 //! every handler answers with (`{"error": "<what to do>"}`). The handlers live in
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
-//! runs), `sse` (a run's events as server-sent events) and `hooks` (signed
-//! webhooks).
+//! runs), `sse` (a run's events as server-sent events), `status` (what the
+//! configuration loaded and left out) and `hooks` (signed webhooks).
 //!
 //! Depends on `daemon` (everything goes through the [`Daemon`] handle,
 //! never the store or the supervisor directly), `store` (its record and
@@ -18,6 +18,7 @@ mod hooks;
 pub use hooks::check_request as check_webhook_request;
 mod runs;
 mod sse;
+mod status;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,6 +86,7 @@ fn app(daemon: Arc<Daemon>, stop: CancellationToken) -> Router {
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(sse::events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
+        .route("/v1/status", get(status::show))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_token));
     // Everything but the webhooks (signed instead) refuses what a web page
     // could send; that check comes before the token's.
@@ -119,7 +121,7 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn no_route(request: Request) -> ApiError {
     ApiError::not_found(format!(
-        "no route {} {}: the API has /healthz, /metrics, /v1/agents, /v1/runs and /hooks/{{agent}}",
+        "no route {} {}: the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs and /hooks/{{agent}}",
         request.method(),
         request.uri().path()
     ))

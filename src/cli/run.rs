@@ -1,5 +1,7 @@
 //! `aurad run NAME`: load only what this agent needs, run it through the
-//! shared runner, stream it, exit 0 on `succeeded`.
+//! shared runner, stream it, exit 0 on `succeeded`. Errors in files the
+//! agent does not need (another skill, plugin or MCP server) are counted
+//! in one warning line; its own file's and `aurad.yaml`'s stop it.
 
 use std::io::Write;
 use std::path::Path;
@@ -31,7 +33,11 @@ pub struct RunArgs {
 
 pub fn run(root: &Path, args: RunArgs) -> i32 {
     let loaded = config::load_one(root, &args.name, &config::process_env);
-    if !loaded.project.agents.contains_key(&args.name) && !loaded.has_errors() {
+    let own_errors = loaded
+        .diagnostics
+        .iter()
+        .any(|d| d.is_error() && concerns(d, &args.name));
+    if !loaded.project.agents.contains_key(&args.name) && !own_errors {
         let names = config::agent_names(root);
         eprintln!(
             "error: no agent named `{}` in {} (agents: {})",
@@ -46,8 +52,20 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         return EXIT_CONFIG;
     }
     let (mut snapshot, diagnostics) = registry::build(loaded, &config::process_env);
-    print_diagnostics(&diagnostics);
-    if diagnostics.iter().any(|d| d.is_error()) {
+    // What the agent needs that has errors shows as an error of its own
+    // file (naming the skipped item), so the other errors do not concern it.
+    let (shown, unrelated): (Vec<_>, Vec<_>) = diagnostics
+        .into_iter()
+        .partition(|d| !d.is_error() || concerns(d, &args.name));
+    print_diagnostics(&shown);
+    if !unrelated.is_empty() {
+        eprintln!(
+            "warning: {} error(s) in files `{}` does not use (`aurad validate` lists them)",
+            unrelated.len(),
+            args.name
+        );
+    }
+    if shown.iter().any(|d| d.is_error()) || !snapshot.project.agents.contains_key(&args.name) {
         return EXIT_CONFIG;
     }
     let Some(runtime) = super::runtime() else {
@@ -171,6 +189,15 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         RunState::Cancelled => EXIT_CANCELLED,
         _ => EXIT_FAILED,
     }
+}
+
+/// Whether the error `d` stops agent `name`: one of its own file, or one
+/// that concerns every agent (`aurad.yaml`).
+fn concerns(d: &config::Diagnostic, name: &str) -> bool {
+    let agents = Path::new("agents");
+    d.path == agents.join(format!("{name}.yaml"))
+        || d.path == agents.join(format!("{name}.yml"))
+        || !registry::skipped::atomic_errors(std::slice::from_ref(d)).is_empty()
 }
 
 /// Ctrl-C or SIGTERM cancels the run (recorded `cancelled`); a second one

@@ -44,6 +44,8 @@ struct Inner {
     /// (server, state) pairs whose gauge is 1.
     mcp_states: Vec<(String, String)>,
     schedule_fires: u64,
+    /// (kind, items) the current snapshot left out because of errors.
+    config_skipped: Vec<(&'static str, u64)>,
 }
 
 /// Observation counts per bucket (not cumulative), with sum and count.
@@ -151,6 +153,12 @@ impl Metrics {
         states.sort();
         states.dedup();
         self.lock().mcp_states = states;
+    }
+
+    /// What the current snapshot left out, as `(kind, items)`; replaces
+    /// the previous counts.
+    pub fn set_config_skipped(&self, counts: &[(&'static str, u64)]) {
+        self.lock().config_skipped = counts.to_vec();
     }
 
     /// A cron schedule fired.
@@ -345,6 +353,16 @@ impl Metrics {
             &[],
             inner.schedule_fires,
         );
+
+        family(
+            &mut out,
+            "aurad_config_skipped",
+            "gauge",
+            "Items (agent, skill, plugin, mcp_server, mcp_file) the current configuration left out or kept at their last good version because of errors.",
+        );
+        for (kind, n) in &inner.config_skipped {
+            sample(&mut out, "aurad_config_skipped", &[("kind", kind)], n);
+        }
 
         out
     }

@@ -16,6 +16,7 @@ pub mod reload;
 pub mod runner;
 pub mod schedules;
 mod serve;
+pub mod status;
 pub mod supervisor;
 pub mod watcher;
 
@@ -346,6 +347,14 @@ impl Daemon {
             "runs_queued": queued,
             "mcp_servers": mcp,
         })
+    }
+
+    /// Every started MCP server's state, as `(server, state)`.
+    pub fn mcp_states(&self) -> Vec<(String, String)> {
+        self.mcp_states
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn set_mcp_states(&self, states: Vec<(String, String)>) {

@@ -6,8 +6,13 @@
 //! saw (a server that came up late, or changed its tool list), which calls
 //! for a new snapshot too.
 //!
-//! A load with errors changes nothing: the caller keeps the old snapshot
-//! and the servers it uses stay connected.
+//! A file with errors leaves out only what it defines (see
+//! `registry::skipped`): the load goes on without it, an agent file with
+//! errors keeps the version the previous snapshot served (when that still
+//! fits), and a server whose tool names collide is listed as skipped. Only
+//! an atomic error (`aurad.yaml`, an unreadable directory) rejects the
+//! load: then nothing changes, the caller keeps the old snapshot and the
+//! servers it uses stay connected.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -16,12 +21,14 @@ use std::sync::Arc;
 use crate::config::mcp::McpServerConfig;
 use crate::config::{self, Diagnostic, Settings};
 use crate::mcp::McpManager;
-use crate::registry::{self, Snapshot};
+use crate::registry::{self, Snapshot, skipped};
 use crate::types::ToolSpec;
 
 use super::supervisor::Env;
 
-/// A loaded snapshot and its warnings.
+/// A loaded snapshot (what it left out is in `Snapshot::skipped`) and the
+/// diagnostics to log besides: warnings, and why a last good agent version
+/// no longer fits.
 pub struct Loaded {
     pub snapshot: Arc<Snapshot>,
     pub warnings: Vec<Diagnostic>,
@@ -75,11 +82,15 @@ impl Reloader {
         tools_of(self.servers.values().map(|(_, m)| m))
     }
 
-    /// Loads the project. `Err` holds every diagnostic when any is an
-    /// error; then nothing changed.
-    pub async fn load(&mut self) -> Result<Loaded, Vec<Diagnostic>> {
+    /// Loads the project; an agent whose file has errors keeps its version
+    /// in `previous`. `Err` holds every diagnostic when one is atomic; then
+    /// nothing changed.
+    pub async fn load(
+        &mut self,
+        previous: Option<Arc<Snapshot>>,
+    ) -> Result<Loaded, Vec<Diagnostic>> {
         let before = self.connected_tools();
-        let loaded = self.load_snapshot().await;
+        let loaded = self.load_snapshot(previous).await;
         if loaded.is_err() {
             self.seen_tools = before;
         }
@@ -87,17 +98,29 @@ impl Reloader {
     }
 
     /// [`Reloader::load`]; sets `seen_tools` when it succeeds.
-    async fn load_snapshot(&mut self) -> Result<Loaded, Vec<Diagnostic>> {
+    async fn load_snapshot(
+        &mut self,
+        previous: Option<Arc<Snapshot>>,
+    ) -> Result<Loaded, Vec<Diagnostic>> {
         let env = self.env.clone();
         let root = self.root.clone();
         // Reading and parsing files is blocking work.
         let built = tokio::task::spawn_blocking(move || {
             let loaded = config::load(&root, &*env);
-            registry::build(loaded, &*env)
+            let (mut snapshot, diagnostics) = registry::build(loaded, &*env);
+            if !skipped::atomic_errors(&diagnostics).is_empty() {
+                return Err(diagnostics);
+            }
+            let mut warnings: Vec<Diagnostic> =
+                diagnostics.into_iter().filter(|d| !d.is_error()).collect();
+            if let Some(previous) = previous {
+                warnings.extend(registry::keep_last_good(&mut snapshot, &previous, &*env));
+            }
+            Ok((snapshot, warnings))
         })
         .await;
-        let (mut snapshot, mut diagnostics) = match built {
-            Ok(built) => built,
+        let (mut snapshot, warnings) = match built {
+            Ok(built) => built?,
             Err(e) => {
                 return Err(vec![Diagnostic::error(
                     std::path::Path::new("."),
@@ -106,9 +129,6 @@ impl Reloader {
                 )]);
             }
         };
-        if diagnostics.iter().any(Diagnostic::is_error) {
-            return Err(diagnostics);
-        }
         // The servers some agent's allow-list can reach.
         let mut wanted: BTreeMap<String, McpServerConfig> = BTreeMap::new();
         for agent in snapshot.project.agents.values() {
@@ -120,43 +140,44 @@ impl Reloader {
         let mut managers = Vec::new();
         for (name, config) in &wanted {
             match self.servers.get(name) {
-                Some((old, manager)) if old == config => managers.push(manager.clone()),
+                Some((old, manager)) if old == config => managers.push((config, manager.clone())),
                 _ => {
                     tracing::info!(server = %name, "connecting MCP server");
                     let manager =
                         McpManager::start_watched(vec![config.clone()], self.changes.clone()).await;
                     started.push((name.clone(), config.clone(), manager.clone()));
-                    managers.push(manager);
+                    managers.push((config, manager));
                 }
             }
         }
         // Taken before the tools themselves, so the snapshot can only be
         // newer than what is marked seen (then one more load follows).
-        let loaded_tools = tools_of(managers.iter());
-        for manager in &managers {
-            for conflict in manager.conflicts() {
-                diagnostics.push(Diagnostic::error(
-                    std::path::Path::new("mcp.json"),
-                    (0, 0),
-                    conflict,
-                ));
-            }
+        let loaded_tools = tools_of(managers.iter().map(|(_, m)| m));
+        // A tool whose name is taken is left out, and its server listed as
+        // skipped with the collision; its other tools stay.
+        for (config, manager) in &managers {
+            let mut problems = manager.conflicts();
             for tool in manager.tools() {
                 if let Err(message) = snapshot.tools.add(tool) {
-                    diagnostics.push(Diagnostic::error(
-                        std::path::Path::new("mcp.json"),
-                        (0, 0),
-                        message,
-                    ));
+                    problems.push(message);
                 }
             }
-        }
-        if diagnostics.iter().any(Diagnostic::is_error) {
-            for (_, _, manager) in started {
-                manager.shutdown().await;
+            if let Some(first) = problems.first() {
+                let place = (config.line, config.column);
+                let error =
+                    Diagnostic::error(std::path::Path::new("mcp.json"), place, first.clone());
+                snapshot.skipped.push(skipped::SkippedItem {
+                    kind: skipped::ItemKind::McpServer,
+                    name: config.name.clone(),
+                    error: skipped::ErrorPlace::from(&error),
+                    errors: problems.len(),
+                    stale: false,
+                });
             }
-            return Err(diagnostics);
         }
+        snapshot
+            .skipped
+            .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         // Commit: the new connections replace the old ones of their name;
         // servers no longer wanted stop.
         let mut replaced = Vec::new();
@@ -185,7 +206,7 @@ impl Reloader {
         self.seen_tools = loaded_tools;
         Ok(Loaded {
             snapshot: Arc::new(snapshot),
-            warnings: diagnostics,
+            warnings,
         })
     }
 

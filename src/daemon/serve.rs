@@ -1,7 +1,10 @@
 //! `aurad serve` from start to stop: take the project lock, open the store,
 //! turn runs a dead process left `running` into `interrupted` (retrying
 //! those whose agent says `on_interrupt: retry`) and start again the runs
-//! it left `queued` (accepted, never started), load the snapshot, start
+//! it left `queued` (accepted, never started), load the snapshot (the good
+//! part of the project: what a file with errors defines is left out and
+//! logged, one located line per item; only an error in `aurad.yaml` or an
+//! unreadable directory refuses to start), start
 //! the scheduler, the watcher, the API and the sweep that interrupts runs
 //! of other processes (`aurad run`) that died, and on the shutdown signal
 //! stop accepting, let runs finish for the grace period, cancel the rest
@@ -68,19 +71,25 @@ pub async fn serve(
     let root = options.root.clone();
     let lock = ProjectLock::acquire(&root)?;
     let mut reloader = Reloader::new(root.clone(), options.env.clone());
-    let loaded = reloader.load().await;
+    let loaded = reloader.load(None).await;
     let (snapshot, warnings) = match loaded {
         Ok(loaded) => (loaded.snapshot, loaded.warnings),
         Err(diagnostics) => {
             log_diagnostics(&diagnostics);
             reloader.shutdown().await;
-            let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+            let atomic = crate::registry::skipped::atomic_errors(&diagnostics);
+            let first = atomic
+                .first()
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "the project could not be loaded".into());
             return Err(format!(
-                "the project has {errors} error(s) (listed above); fix them and start again (`aurad validate` lists them too)"
+                "{first}; this concerns every agent, so nothing starts: fix it and start again ({} such error(s), listed above; `aurad validate` lists every problem)",
+                atomic.len()
             ));
         }
     };
     log_diagnostics(&warnings);
+    log_skipped(&snapshot);
     let settings = snapshot.project.settings.clone();
     let database = settings.database.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(&database))
@@ -145,6 +154,7 @@ pub async fn serve(
         started_at: options.clock.now(),
     });
     daemon.set_mcp_states(reloader.server_states());
+    metrics.set_config_skipped(&skipped_counts(&snapshot));
     resume_queued(&daemon, &recovered.requeued).await;
     retry_interrupted(&daemon, &interrupted).await;
 
@@ -167,6 +177,7 @@ pub async fn serve(
         dir = %root.display(),
         listen = %bound,
         agents = snapshot.project.agents.len(),
+        skipped = snapshot.skipped.len(),
         "aurad serve is ready"
     );
     if let Some(tx) = options.on_listening {
@@ -288,10 +299,14 @@ async fn reload_loop(
 
 /// Loads a new snapshot and swaps it in, or logs why the old one stays.
 async fn reload(daemon: &Daemon, reloader: &mut Reloader) {
-    match reloader.load().await {
+    match reloader.load(Some(daemon.snapshot())).await {
         Ok(loaded) => {
             let old = daemon.snapshot();
             log_diagnostics(&loaded.warnings);
+            log_skipped(&loaded.snapshot);
+            daemon
+                .metrics
+                .set_config_skipped(&skipped_counts(&loaded.snapshot));
             for change in describe_changes(&old, &loaded.snapshot) {
                 tracing::info!("{change}");
             }
@@ -307,7 +322,7 @@ async fn reload(daemon: &Daemon, reloader: &mut Reloader) {
             log_diagnostics(&diagnostics);
             daemon.metrics.reload(false);
             tracing::error!(
-                "reload rejected: the project has errors (above); the previous version keeps running"
+                "reload rejected: aurad.yaml or a project directory has errors (above), which concern every agent; the previous version of the whole project keeps running"
             );
         }
     }
@@ -428,6 +443,25 @@ async fn last_failure(store: &Store, agent: &str) -> Option<chrono::DateTime<chr
         newest = newest.max(ended);
     }
     newest
+}
+
+/// One located line per item the snapshot left out or kept stale.
+fn log_skipped(snapshot: &crate::registry::Snapshot) {
+    for item in &snapshot.skipped {
+        tracing::error!("{}", item.log_line());
+    }
+}
+
+/// How many items of each kind the snapshot left out (stale agents count).
+fn skipped_counts(snapshot: &crate::registry::Snapshot) -> Vec<(&'static str, u64)> {
+    use crate::registry::skipped::ItemKind;
+    ItemKind::ALL
+        .iter()
+        .map(|kind| {
+            let n = snapshot.skipped.iter().filter(|i| i.kind == *kind).count();
+            (kind.as_str(), n as u64)
+        })
+        .collect()
 }
 
 fn log_diagnostics(diagnostics: &[Diagnostic]) {

@@ -3,9 +3,12 @@
 //! providers its agents name, with the cross-checks that need more than one
 //! file (tool allow-lists against known tools, name collisions, models
 //! against providers), and the redactor of the secrets it knows
-//! ([`secrets`]). May depend on `config`, `llm`, `tools`, `mcp`.
+//! ([`secrets`]). A file with errors leaves out only the item it defines
+//! ([`skipped`]); an agent that needs a left-out item is left out too.
+//! May depend on `config`, `llm`, `tools`, `mcp`, `skills`.
 
 pub mod secrets;
+pub mod skipped;
 
 use std::sync::{Arc, OnceLock};
 
@@ -23,6 +26,7 @@ use crate::redact::Redactor;
 use crate::tools::builtin::ProtectedPaths;
 use crate::tools::plugin::PluginTool;
 use crate::tools::{ToolRegistry, glob_could_extend};
+use skipped::{ItemKind, LoadedNames, SkippedItem};
 
 /// Everything a run needs, fixed at load time.
 #[derive(Clone)]
@@ -35,6 +39,11 @@ pub struct Snapshot {
     pub http: Arc<HttpClients>,
     /// Replaces the secrets this snapshot knows by `[redacted:NAME]`.
     pub redactor: Arc<Redactor>,
+    /// What the load left out because of errors, and the agents kept at
+    /// their last good version, in kind and name order.
+    pub skipped: Vec<SkippedItem>,
+    /// When the files were read.
+    pub loaded_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// HTTP clients for the model providers, each made on first use and then
@@ -71,8 +80,12 @@ impl HttpClients {
 }
 
 /// Builds the snapshot and adds the cross-file diagnostics to `loaded`'s.
-/// Agents with cross-file errors are removed from the snapshot.
+/// Agents with cross-file errors are removed from the snapshot, and so are
+/// agents that need a skipped skill, plugin or MCP server (their error
+/// names it and where its error is). `Snapshot::skipped` lists what the
+/// errors left out.
 pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
+    let loaded_at = chrono::Utc::now();
     let Loaded {
         mut project,
         mut diagnostics,
@@ -90,28 +103,17 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     }
     let (skills, skill_diags) = crate::skills::load_skills(&project.root);
     diagnostics.extend(skill_diags);
+    let items = skipped::skipped_items(&project.root, &diagnostics, &loaded_names(&project));
+    let refs = Refs {
+        settings: &project.settings,
+        tools: &tools,
+        servers: &project.mcp_servers,
+        skills: &skills,
+        skipped: &items,
+    };
     let mut broken = Vec::new();
     for agent in project.agents.values() {
-        let mut diags = check_agent(agent, &project.settings, &tools, &project.mcp_servers, env);
-        if let crate::config::SkillsChoice::Named(names) = &agent.skills {
-            for name in names {
-                if !skills.iter().any(|s| &s.name == name) {
-                    let known: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
-                    diags.push(Diagnostic::error(
-                        &agent.path,
-                        locate(&agent.text, &["skills"]),
-                        format!(
-                            "skills: no skill named {name:?} in skills/ (skills: {})",
-                            if known.is_empty() {
-                                "none".to_string()
-                            } else {
-                                known.join(", ")
-                            }
-                        ),
-                    ));
-                }
-            }
-        }
+        let diags = check_agent(agent, &refs, env);
         if diags.iter().any(Diagnostic::is_error) {
             broken.push(agent.name.clone());
         }
@@ -120,6 +122,7 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     for name in broken {
         project.agents.remove(&name);
     }
+    let skipped = skipped::skipped_items(&project.root, &diagnostics, &loaded_names(&project));
     let redactor = secrets::redactor(&project, env, &secrets::process_env());
     // Log lines are redacted process-wide, so with every snapshot's secrets.
     crate::redact::add_to_logs(&redactor);
@@ -130,19 +133,104 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
             skills,
             http: Arc::new(HttpClients::default()),
             redactor: Arc::new(redactor),
+            skipped,
+            loaded_at,
         },
         diagnostics,
     )
 }
 
-/// Checks what one agent refers to: its provider and its tools.
-pub fn check_agent(
-    agent: &Agent,
-    settings: &Settings,
-    tools: &ToolRegistry,
-    servers: &[McpServerConfig],
+fn loaded_names(project: &Project) -> LoadedNames<'_> {
+    LoadedNames {
+        mcp_servers: project
+            .mcp_servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect(),
+    }
+}
+
+/// Keeps, for each agent whose file has errors now, the version `previous`
+/// served, if it still checks against this snapshot's settings, tools,
+/// skills and MCP servers; it is then marked stale in `skipped`. Returns
+/// the errors of the last good versions that no longer fit (those agents
+/// stay absent).
+pub fn keep_last_good(
+    snapshot: &mut Snapshot,
+    previous: &Snapshot,
     env: EnvLookup,
 ) -> Vec<Diagnostic> {
+    let mut unfit = Vec::new();
+    let mut kept = Vec::new();
+    for item in &snapshot.skipped {
+        if item.kind != ItemKind::Agent || snapshot.project.agents.contains_key(&item.name) {
+            continue;
+        }
+        let Some(old) = previous.project.agents.get(&item.name) else {
+            continue;
+        };
+        let refs = Refs {
+            settings: &snapshot.project.settings,
+            tools: &snapshot.tools,
+            servers: &snapshot.project.mcp_servers,
+            skills: &snapshot.skills,
+            skipped: &snapshot.skipped,
+        };
+        let diags = check_agent(old, &refs, env);
+        if diags.iter().any(Diagnostic::is_error) {
+            unfit.extend(diags.into_iter().map(|d| Diagnostic {
+                message: format!(
+                    "the last good version of agent `{}` no longer fits, so it is absent: {}",
+                    old.name, d.message
+                ),
+                ..d
+            }));
+        } else {
+            kept.push(old.clone());
+        }
+    }
+    if kept.is_empty() {
+        return unfit;
+    }
+    for agent in kept {
+        if let Some(item) = snapshot
+            .skipped
+            .iter_mut()
+            .find(|i| i.kind == ItemKind::Agent && i.name == agent.name)
+        {
+            item.stale = true;
+        }
+        snapshot.project.agents.insert(agent.name.clone(), agent);
+    }
+    // The kept versions may hold values of variables this load did not read.
+    let substituted = previous.project.substituted.iter().cloned();
+    snapshot.project.substituted.extend(substituted);
+    let redactor = secrets::redactor(&snapshot.project, env, &secrets::process_env());
+    crate::redact::add_to_logs(&redactor);
+    snapshot.redactor = Arc::new(redactor);
+    unfit
+}
+
+/// What an agent's references are checked against.
+pub struct Refs<'a> {
+    pub settings: &'a Settings,
+    /// Built-in and plugin tools (MCP tools are known once connected).
+    pub tools: &'a ToolRegistry,
+    pub servers: &'a [McpServerConfig],
+    pub skills: &'a [crate::skills::Skill],
+    /// What the load left out: an agent that needs one of them fails.
+    pub skipped: &'a [SkippedItem],
+}
+
+/// Checks what one agent refers to: its provider, its tools and its
+/// skills. Needing a skipped item is an error naming it and its error.
+pub fn check_agent(agent: &Agent, refs: &Refs, env: EnvLookup) -> Vec<Diagnostic> {
+    let Refs {
+        settings,
+        tools,
+        servers,
+        ..
+    } = *refs;
     let mut diags = Vec::new();
     if let Err(message) = crate::tools::sandbox::check_available(agent.sandbox) {
         diags.push(Diagnostic::error(
@@ -212,8 +300,19 @@ pub fn check_agent(
         {
             continue;
         }
-        let known: Vec<&str> = tools.names().collect();
         let place = locate(&agent.text, &["tools"]);
+        if let Some(item) = refs.skipped.iter().find(|i| provides_tool(i, pattern)) {
+            diags.push(Diagnostic::error(
+                &agent.path,
+                place,
+                format!(
+                    "tools: {pattern:?} needs a tool of {}; fix it or remove {pattern:?}",
+                    item.reason()
+                ),
+            ));
+            continue;
+        }
+        let known: Vec<&str> = tools.names().collect();
         if pattern.contains(['*', '?']) {
             diags.push(Diagnostic::warning(
                 &agent.path,
@@ -231,7 +330,48 @@ pub fn check_agent(
             ));
         }
     }
+    if let crate::config::SkillsChoice::Named(names) = &agent.skills {
+        for name in names {
+            if refs.skills.iter().any(|s| &s.name == name) {
+                continue;
+            }
+            let place = locate(&agent.text, &["skills"]);
+            let skipped = refs
+                .skipped
+                .iter()
+                .find(|i| i.kind == ItemKind::Skill && &i.name == name);
+            let message = match skipped {
+                Some(item) => format!("skills: {name:?} needs {}; fix it", item.reason()),
+                None => {
+                    let known: Vec<&str> = refs.skills.iter().map(|s| s.name.as_str()).collect();
+                    format!(
+                        "skills: no skill named {name:?} in skills/ (skills: {})",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    )
+                }
+            };
+            diags.push(Diagnostic::error(&agent.path, place, message));
+        }
+    }
     diags
+}
+
+/// Whether `pattern` (an allow-list entry that matches no loaded tool)
+/// asks for a tool the skipped `item` would have offered: a plugin's one
+/// tool, a server's `<server>_*` tools, any MCP tool of a whole skipped
+/// MCP file.
+fn provides_tool(item: &SkippedItem, pattern: &str) -> bool {
+    match item.kind {
+        ItemKind::Plugin => crate::tools::glob_match(pattern, &item.name),
+        ItemKind::McpServer => glob_could_extend(pattern, &format!("{}_", item.name)),
+        // MCP tools are `<server>_<tool>`.
+        ItemKind::McpFile => pattern.contains(['_', '*', '?']),
+        ItemKind::Agent | ItemKind::Skill => false,
+    }
 }
 
 /// Checks that `model` (`provider/model` or `test`) names a usable provider.

@@ -1,0 +1,97 @@
+//! What the current snapshot loaded (agents with their definition hash,
+//! skills, tool plugins, MCP servers with their state) and what it left out
+//! or kept at a last good version, with the located error that is why, plus
+//! when its files were read: the body of `GET /v1/status`.
+
+use serde::Serialize;
+
+use crate::registry::Snapshot;
+use crate::registry::skipped::{ItemKind, SkippedItem};
+
+#[derive(Debug, Serialize)]
+pub struct Status<'a> {
+    loaded_at: chrono::DateTime<chrono::Utc>,
+    agents: Vec<AgentStatus<'a>>,
+    skills: Vec<Named<'a>>,
+    plugins: Vec<Named<'a>>,
+    mcp_servers: Vec<ServerStatus>,
+    /// Left out, or (agents) kept at their last good version: `stale`.
+    skipped: &'a [SkippedItem],
+}
+
+#[derive(Debug, Serialize)]
+struct AgentStatus<'a> {
+    name: &'a str,
+    definition_hash: &'a str,
+    /// Its file has errors; this is the last version that had none.
+    stale: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Named<'a> {
+    name: &'a str,
+    path: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ServerStatus {
+    name: String,
+    /// `connecting`, `connected`, `failed`, `restarting`, or `unused` when
+    /// no agent's tools reach it (it is not started).
+    state: String,
+}
+
+/// The report of `snapshot`, with the started MCP servers' states.
+pub fn status<'a>(snapshot: &'a Snapshot, mcp_states: &[(String, String)]) -> Status<'a> {
+    let listed = |kind: ItemKind, name: &str, stale: bool| {
+        snapshot
+            .skipped
+            .iter()
+            .any(|i| i.kind == kind && i.name == name && (i.stale || !stale))
+    };
+    Status {
+        loaded_at: snapshot.loaded_at,
+        agents: snapshot
+            .project
+            .agents
+            .values()
+            .map(|a| AgentStatus {
+                name: &a.name,
+                definition_hash: &a.hash,
+                stale: listed(ItemKind::Agent, a.name.as_str(), true),
+            })
+            .collect(),
+        skills: snapshot
+            .skills
+            .iter()
+            .map(|s| Named {
+                name: &s.name,
+                path: s.path.display().to_string(),
+            })
+            .collect(),
+        plugins: snapshot
+            .project
+            .plugins
+            .iter()
+            // A plugin whose tool name was taken is listed as skipped.
+            .filter(|p| !listed(ItemKind::Plugin, p.name.as_str(), false))
+            .map(|p| Named {
+                name: &p.name,
+                path: p.path.display().to_string(),
+            })
+            .collect(),
+        mcp_servers: snapshot
+            .project
+            .mcp_servers
+            .iter()
+            .map(|s| ServerStatus {
+                name: s.name.clone(),
+                state: mcp_states
+                    .iter()
+                    .find(|(name, _)| *name == s.name)
+                    .map_or_else(|| "unused".to_string(), |(_, state)| state.clone()),
+            })
+            .collect(),
+        skipped: &snapshot.skipped,
+    }
+}
