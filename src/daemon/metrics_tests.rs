@@ -134,6 +134,7 @@ fn an_empty_registry_announces_every_family() {
             "aurad_reload_errors_total",
             "aurad_mcp_server_up",
             "aurad_schedule_fires_total",
+            "aurad_config_skipped",
         ]
     );
     // Label-less counters and gauges have a sample from the start.
