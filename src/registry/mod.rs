@@ -101,7 +101,7 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
                         &agent.path,
                         locate(&agent.text, &["skills"]),
                         format!(
-                            "skills: no skill named {name:?} in skills/ (skills: {})",
+                            "skills: no skill named {name:?} in skills/, .agents/skills/ or .claude/skills/ (skills: {})",
                             if known.is_empty() {
                                 "none".to_string()
                             } else {
