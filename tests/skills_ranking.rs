@@ -136,7 +136,7 @@ fn real_skills_load_and_rank() {
         }
         let shown: Vec<String> = got
             .iter()
-            .map(|(s, score)| format!("{} ({score:?})", s.name))
+            .map(|(s, score)| format!("{} ({:.2})", s.name, score.unwrap_or_default()))
             .collect();
         println!(
             "{:<4} {:<32} {:<40} {}",
