@@ -1,13 +1,19 @@
-//! Agent Skills: front-matter errors with their places (fixture
-//! `broken_skills`), matching of English and Chinese inputs, hidden skills,
-//! at most 3, ordering, the `[Skills]` message, and `aurad skills` on the
-//! fixture project `skills` (listing, `--input`, `--agent` auto / pinned /
-//! none / unknown names, `--json`).
+//! Agent Skills: lenient loading per the specification's client guide
+//! (fixture `broken_skills`: warnings for what loads anyway, located errors
+//! for what cannot), the three scanned folders and their precedence,
+//! Claude Code fields, matching of English and Chinese inputs, hidden and
+//! `disable-model-invocation` skills, at most 3, ordering, the `[Skills]`
+//! message, and `aurad skills` on the fixture project `skills` (listing,
+//! `--input`, `--agent` auto / pinned / none / unknown names, `--json`,
+//! `show`).
 
 use std::path::{Path, PathBuf};
 
 use assert_cmd::cargo::cargo_bin_cmd;
-use aurad::skills::{MAX_ACTIVE_SKILLS, Skill, load_skills, match_skills, skills_message};
+use aurad::config::agent::SkillsChoice;
+use aurad::skills::{
+    MAX_ACTIVE_SKILLS, MIN_SCORE, Skill, load_skills, match_skills, select_skills, skills_message,
+};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -16,33 +22,43 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn skill(name: &str, description: &str, body: &str) -> Skill {
-    Skill {
-        name: name.into(),
-        description: description.into(),
-        body: body.into(),
-        hidden: false,
-        path: PathBuf::from(format!("skills/{name}/SKILL.md")),
-    }
+    Skill::new(name, description, body)
 }
 
-fn names<'a>(matched: &[(&'a Skill, usize)]) -> Vec<(&'a str, usize)> {
-    matched.iter().map(|(s, n)| (s.name.as_str(), *n)).collect()
+fn names<'a>(matched: &[(&'a Skill, f64)]) -> Vec<&'a str> {
+    matched.iter().map(|(s, _)| s.name.as_str()).collect()
 }
+
+/// Writes `root/rel` (parents created).
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The skills of fixture `broken_skills` that load (some with warnings).
+const BROKEN_FIXTURE_LOADED: [&str; 5] = [
+    "Bad_Name",
+    "good",
+    "long-description",
+    "mismatch",
+    "unknown-field",
+];
 
 #[test]
-fn every_front_matter_problem_is_reported_with_its_place() {
+fn what_can_load_loads_with_warnings_and_the_rest_has_located_errors() {
     let (skills, diags) = load_skills(&fixture("broken_skills"));
     let got: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
     let expected = [
-        "skills/Bad_Name/SKILL.md:2:7: name `Bad_Name` has characters that are not allowed",
+        "skills/Bad_Name/SKILL.md:2:7: warning: name `Bad_Name` has characters the specification does not allow",
         "skills/empty-folder: warning: the folder has no SKILL.md",
-        "skills/long-description/SKILL.md:3:14: `description` is 1025 characters long; shorten it to at most 1024",
-        "skills/mismatch/SKILL.md:3:7: name `other-name` does not match its folder skills/mismatch/",
+        "skills/long-description/SKILL.md:3:14: warning: `description` is 1025 characters long, over the specification's 1024; loaded anyway",
+        "skills/mismatch/SKILL.md:3:7: warning: name `other-name` does not match its folder skills/mismatch/: the skill is named `mismatch` after the folder",
         "skills/no-description/SKILL.md:1:1: `description` is required",
         "skills/no-front-matter/SKILL.md:1:1: missing front matter",
         "skills/type-error/SKILL.md:4:9: hidden: invalid type: string \"sometimes\", expected a boolean",
         "skills/unclosed/SKILL.md:1:1: unclosed front matter",
-        "skills/unknown-field/SKILL.md:4:1: unknown field `tags`, expected one of `name`, `description`, `license`, `compatibility`, `metadata`, `allowed-tools`, `hidden`",
+        "skills/unknown-field/SKILL.md:4:7: warning: note: field(s) `tags` accepted and not used by aurad",
     ];
     for line in expected {
         assert!(
@@ -52,11 +68,103 @@ fn every_front_matter_problem_is_reported_with_its_place() {
         );
     }
     assert_eq!(got.len(), expected.len(), "{got:#?}");
-    assert_eq!(diags.iter().filter(|d| d.is_error()).count(), 8);
+    assert_eq!(diags.iter().filter(|d| d.is_error()).count(), 4);
     let loaded: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(loaded, ["good"]);
-    assert_eq!(skills[0].path, Path::new("skills/good/SKILL.md"));
-    assert_eq!(skills[0].body, "body");
+    assert_eq!(loaded, BROKEN_FIXTURE_LOADED);
+    let good = &skills[1];
+    assert_eq!(good.path, Path::new("skills/good/SKILL.md"));
+    assert_eq!(good.body, "body");
+    assert_eq!(skills[3].declared_name.as_deref(), Some("other-name"));
+    assert_eq!(skills[4].unused_fields, ["tags"]);
+}
+
+#[test]
+fn claude_code_and_unicode_skills_load() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        ".claude/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Deploy the app to staging.\n\
+         disable-model-invocation: true\nuser-invocable: true\nargument-hint: \"[env]\"\n\
+         allowed-tools: Bash(git push:*), Read\nmodel: inherit\ncontext: fork\nagent: Explore\n\
+         hooks:\n  PreToolUse: []\n---\nRun the deploy script for $ARGUMENTS.\n",
+    );
+    write(
+        dir.path(),
+        "skills/技能/SKILL.md",
+        "---\nname: 技能\ndescription: 部署应用到测试环境\n---\n",
+    );
+    let (skills, diags) = load_skills(dir.path());
+    let got: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(
+        got[0].starts_with(
+            ".claude/skills/deploy/SKILL.md:5:17: warning: note: field(s) `user-invocable`, \
+             `argument-hint`, `model`, `context`, `agent`, `hooks` accepted and not used"
+        ),
+        "{got:#?}"
+    );
+    let deploy = skills.iter().find(|s| s.name == "deploy").unwrap();
+    assert!(deploy.hidden && deploy.disable_model_invocation);
+    assert_eq!(deploy.allowed_tools, ["Bash(git push:*)", "Read"]);
+    assert_eq!(deploy.path, Path::new(".claude/skills/deploy/SKILL.md"));
+    assert!(skills.iter().any(|s| s.name == "技能"));
+
+    // Never auto-matched, however well the input fits; pinned, it is there.
+    assert!(match_skills(&skills, "deploy the app to staging", 3).is_empty());
+    let pinned = select_skills(&skills, &SkillsChoice::Named(vec!["deploy".into()]), "").unwrap();
+    assert_eq!(pinned[0].0.name, "deploy");
+    // A unicode-named skill matches Chinese input.
+    assert_eq!(
+        names(&match_skills(&skills, "帮我部署到测试环境", 3)),
+        ["技能"]
+    );
+}
+
+#[test]
+fn three_folders_in_order_and_the_first_wins_a_name_clash() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill_md = |name: &str, description: &str| {
+        format!("---\nname: {name}\ndescription: {description}\n---\n")
+    };
+    for (rel, name, from) in [
+        ("skills/a", "a", "from skills"),
+        (".agents/skills/a", "a", "from agents"),
+        (".agents/skills/b", "b", "from agents"),
+        (".claude/skills/b", "b", "from claude"),
+        (".claude/skills/c", "c", "from claude"),
+    ] {
+        write(
+            dir.path(),
+            &format!("{rel}/SKILL.md"),
+            &skill_md(name, from),
+        );
+    }
+    let (skills, diags) = load_skills(dir.path());
+    let got: Vec<(&str, &str, &Path)> = skills
+        .iter()
+        .map(|s| (s.name.as_str(), s.description.as_str(), s.path.as_path()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a", "from skills", Path::new("skills/a/SKILL.md")),
+            ("b", "from agents", Path::new(".agents/skills/b/SKILL.md")),
+            ("c", "from claude", Path::new(".claude/skills/c/SKILL.md")),
+        ]
+    );
+    let got: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        got,
+        [
+            ".agents/skills/a/SKILL.md: warning: a skill named `a` is already loaded from \
+             skills/a/SKILL.md, which comes first (order: skills, .agents/skills, .claude/skills); \
+             this one is ignored: rename or remove one of them",
+            ".claude/skills/b/SKILL.md: warning: a skill named `b` is already loaded from \
+             .agents/skills/b/SKILL.md, which comes first (order: skills, .agents/skills, \
+             .claude/skills); this one is ignored: rename or remove one of them",
+        ]
+    );
 }
 
 #[test]
@@ -82,14 +190,17 @@ fn fixture_skills_load_in_name_order() {
     );
     assert!(skills[2].hidden);
     assert!(skills[4].body.starts_with("## 使用场景"));
+    assert_eq!(skills[0].license.as_deref(), Some("MIT"));
+    assert_eq!(skills[0].metadata["author"], "aurad");
+    assert_eq!(skills[1].allowed_tools, ["bash"]);
+    assert_eq!(skills[3].compatibility.as_deref(), Some("any SQL database"));
 }
 
 #[test]
 fn chinese_input_without_spaces_matches() {
     let (skills, _) = load_skills(&fixture("skills"));
     let matched = match_skills(&skills, "帮我搜索一下最新的新闻", MAX_ACTIVE_SKILLS);
-    assert_eq!(matched.len(), 1, "{:?}", names(&matched));
-    assert_eq!(matched[0].0.name, "web-search");
+    assert_eq!(names(&matched), ["web-search"]);
     // The description alone is enough: 帮 搜 索 最 新 are in it.
     let only = [skill(
         "web-search",
@@ -97,8 +208,9 @@ fn chinese_input_without_spaces_matches() {
         "",
     )];
     let matched = match_skills(&only, "帮我搜索一下最新的新闻", 3);
-    assert_eq!(names(&matched), [("web-search", 5)]);
-    // Mixed input: an English word finds a Chinese skill's body.
+    assert_eq!(names(&matched), ["web-search"]);
+    assert!(matched[0].1 >= MIN_SCORE);
+    // Mixed input: English words find a skill by its name.
     let matched = match_skills(&skills, "用 search_web 查一下", 3);
     assert_eq!(matched[0].0.name, "web-search");
 }
@@ -106,13 +218,19 @@ fn chinese_input_without_spaces_matches() {
 #[test]
 fn english_input_matches_whole_words_and_orders_by_score() {
     let (skills, _) = load_skills(&fixture("skills"));
-    let matched = match_skills(&skills, "Please review my git diff", 3);
-    assert_eq!(names(&matched), [("git-commit", 3), ("code-review", 2)]);
+    let matched = match_skills(&skills, "write a git commit message for my diff", 3);
+    assert_eq!(matched[0].0.name, "git-commit", "{:?}", names(&matched));
+    let matched = match_skills(&skills, "review this pull request for bugs", 3);
+    assert_eq!(matched[0].0.name, "code-review", "{:?}", names(&matched));
+    assert!(matched.windows(2).all(|w| w[0].1 >= w[1].1));
     let matched = match_skills(&skills, "explain this SQL query", 3);
-    assert_eq!(matched[0].0.name, "sql-query");
+    assert_eq!(names(&matched), ["sql-query"]);
     // Stop words alone match nothing, and `a` is not a substring match.
     assert!(match_skills(&skills, "what is a the of", 3).is_empty());
     assert!(match_skills(&skills, "", 3).is_empty());
+    // Small talk matches nothing.
+    assert!(match_skills(&skills, "hi there, how are you doing today?", 3).is_empty());
+    assert!(match_skills(&skills, "What's 17 times 23?", 3).is_empty());
 }
 
 #[test]
@@ -129,19 +247,24 @@ fn hidden_skills_are_never_matched() {
 #[test]
 fn at_most_max_best_first_ties_by_name() {
     let skills = [
-        skill("delta", "alpha beta", ""),
+        skill("delta", "alpha beta kappa", ""),
         skill("alpha-one", "alpha", ""),
-        skill("charlie", "alpha beta gamma", ""),
-        skill("bravo", "alpha beta", ""),
+        skill("charlie", "alpha beta gamma kappa", ""),
+        skill("bravo", "alpha beta kappa", ""),
         skill("echo", "nothing here", ""),
+        skill(
+            "foxtrot",
+            "other words",
+            "alpha beta gamma in the body only",
+        ),
     ];
-    let matched = match_skills(&skills, "alpha beta gamma", MAX_ACTIVE_SKILLS);
-    assert_eq!(
-        names(&matched),
-        [("charlie", 3), ("bravo", 2), ("delta", 2)]
-    );
-    assert_eq!(match_skills(&skills, "alpha", 10).len(), 4);
-    assert_eq!(match_skills(&skills, "alpha", 1).len(), 1);
+    let matched = match_skills(&skills, "alpha beta gamma kappa", MAX_ACTIVE_SKILLS);
+    assert_eq!(names(&matched), ["charlie", "bravo", "delta"]);
+    assert!(matched[0].1 > matched[1].1);
+    assert_eq!(matched[1].1, matched[2].1);
+    // alpha-one shares one common word; foxtrot only in its body; echo none.
+    assert_eq!(match_skills(&skills, "alpha beta gamma kappa", 10).len(), 3);
+    assert_eq!(match_skills(&skills, "alpha beta kappa", 1).len(), 1);
 }
 
 #[test]
@@ -170,7 +293,7 @@ fn skills_cmd(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn json_names(stdout: &str) -> Vec<(String, Option<u64>)> {
+fn json_names(stdout: &str) -> Vec<(String, Option<f64>)> {
     let rows: serde_json::Value = serde_json::from_str(stdout).unwrap();
     rows.as_array()
         .unwrap()
@@ -178,7 +301,7 @@ fn json_names(stdout: &str) -> Vec<(String, Option<u64>)> {
         .map(|r| {
             (
                 r["name"].as_str().unwrap().to_string(),
-                r.get("score").and_then(|s| s.as_u64()),
+                r.get("score").and_then(|s| s.as_f64()),
             )
         })
         .collect()
@@ -210,25 +333,87 @@ fn cli_lists_every_skill_with_hidden_flag_and_path() {
 fn cli_input_shows_matches_and_scores() {
     let (code, stdout, _) = skills_cmd(&["--input", "帮我搜索一下最新的新闻", "--json"]);
     assert_eq!(code, 0);
-    assert_eq!(json_names(&stdout), [("web-search".to_string(), Some(6))]);
+    let got = json_names(&stdout);
+    assert_eq!(got.len(), 1, "{stdout}");
+    assert_eq!(got[0].0, "web-search");
+    assert!(got[0].1.unwrap() >= MIN_SCORE, "{stdout}");
 
-    let (code, stdout, _) = skills_cmd(&["--input", "review my git diff"]);
+    let (code, stdout, _) = skills_cmd(&["--input", "review this pull request for bugs"]);
     assert_eq!(code, 0);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert!(lines[0].starts_with("SCORE  NAME"), "{stdout}");
-    assert!(
-        lines[1].trim_start().starts_with("3  git-commit"),
-        "{stdout}"
-    );
-    assert!(
-        lines[2].trim_start().starts_with("2  code-review"),
-        "{stdout}"
-    );
+    assert!(lines[0].starts_with("SCORE   NAME"), "{stdout}");
+    let (score, rest) = lines[1].trim_start().split_once("  ").unwrap();
+    assert!(rest.starts_with("code-review"), "{stdout}");
+    let score: f64 = score.parse().unwrap();
+    assert!(score >= MIN_SCORE && lines[1].contains('.'), "{stdout}");
 
     let (code, stdout, stderr) = skills_cmd(&["--input", "release runbook zebra"]);
     assert_eq!(code, 0);
     assert!(stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("no skill matches the input"), "{stderr}");
+}
+
+#[test]
+fn cli_show_prints_every_field() {
+    let (code, stdout, stderr) = skills_cmd(&["show", "code-review"]);
+    assert_eq!(code, 0, "{stderr}");
+    for line in [
+        "name:           code-review",
+        "path:           skills/code-review/SKILL.md",
+        "auto-matched:   yes",
+        "license:        MIT",
+        "metadata:\n  author: aurad",
+        "## When to use",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in:\n{stdout}");
+    }
+    let (code, stdout, _) = skills_cmd(&["show", "git-commit", "--json"]);
+    assert_eq!(code, 0);
+    let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(shown["allowed_tools"], serde_json::json!(["bash"]));
+    let (_, stdout, _) = skills_cmd(&["show", "sql-query"]);
+    assert!(
+        stdout.contains("compatibility:  any SQL database"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = skills_cmd(&["show", "release-runbook"]);
+    assert!(
+        stdout.contains("auto-matched:   no (hidden: true)"),
+        "{stdout}"
+    );
+
+    let (code, _, stderr) = skills_cmd(&["show", "nope"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("no skill named `nope` was loaded (skills: code-review, git-commit"),
+        "{stderr}"
+    );
+
+    // Unused fields and warnings, from a folder Claude Code reads.
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        ".claude/skills/deploy/SKILL.md",
+        "---\nname: Deploy\ndescription: Deploy it.\ndisable-model-invocation: on\nmodel: opus\n---\nsteps\n",
+    );
+    let out = cargo_bin_cmd!("aurad")
+        .args(["skills", "show", "deploy", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("declared name:  Deploy"), "{stdout}");
+    assert!(
+        stdout.contains("auto-matched:   no (disable-model-invocation: true)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("not used:       model"), "{stdout}");
+    assert!(
+        stderr.contains("warning: name `Deploy` has characters"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -288,5 +473,10 @@ fn cli_reports_broken_skills_and_lists_the_rest() {
         "{stderr}"
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(json_names(&stdout), [("good".to_string(), None)]);
+    let loaded: Vec<String> = json_names(&stdout).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(loaded, BROKEN_FIXTURE_LOADED);
+    assert!(
+        stderr.contains("skills/mismatch/SKILL.md:3:7: warning: name `other-name`"),
+        "{stderr}"
+    );
 }

@@ -1,10 +1,14 @@
 //! `aurad skills [--agent NAME] [--input TEXT] [--json]`: lists the skills of
-//! `skills/`, and shows which a run would get: those matching `--input`
-//! (at most 3, hidden ones never), or the agent's pinned ones, or none.
+//! the project (`skills/`, `.agents/skills/`, `.claude/skills/`), and shows
+//! which a run would get: those matching `--input` (at most 3, with their
+//! scores, hidden ones never), or the agent's pinned ones, or none.
+//! `aurad skills show NAME [--json]`: everything loaded for one skill.
 
 use std::path::Path;
 
-use clap::Args;
+use std::collections::BTreeMap;
+
+use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::{EXIT_CONFIG, EXIT_OK, print_diagnostics};
@@ -13,6 +17,8 @@ use crate::skills::{self, Skill};
 
 #[derive(Debug, Args)]
 pub struct SkillsArgs {
+    #[command(subcommand)]
+    pub command: Option<SkillsCommand>,
     /// Show the skills this agent's runs get, per its `skills:` (auto,
     /// a list of names, or none).
     #[arg(long, value_name = "NAME")]
@@ -25,6 +31,24 @@ pub struct SkillsArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Show one skill: its fields (license, compatibility, metadata,
+    /// allowed-tools, fields aurad does not use), whether it is
+    /// auto-matched, its warnings and its body.
+    Show {
+        /// The skill's name (its folder's name).
+        name: String,
+        /// Print a JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What `aurad skills` says when the project has none.
+const NO_SKILLS: &str =
+    "no skills; add skills/NAME/SKILL.md (also read: .agents/skills/, .claude/skills/)";
+
 #[derive(Debug, Serialize)]
 struct Row<'a> {
     name: &'a str,
@@ -32,10 +56,13 @@ struct Row<'a> {
     hidden: bool,
     path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    score: Option<usize>,
+    score: Option<f64>,
 }
 
 pub fn run(root: &Path, args: SkillsArgs) -> i32 {
+    if let Some(SkillsCommand::Show { name, json }) = &args.command {
+        return show(root, name, *json);
+    }
     let (all, diagnostics) = skills::load_skills(root);
     print_diagnostics(&diagnostics);
     let broken = diagnostics.iter().any(|d| d.is_error());
@@ -57,7 +84,7 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
         ),
         (SkillsChoice::Auto, None) => {
             let note = if all.is_empty() {
-                Some("no skills; add skills/NAME/SKILL.md".to_string())
+                Some(NO_SKILLS.to_string())
             } else {
                 agent_label.map(|a| {
                     format!("{a} gets the skills matching each run's input; pass --input TEXT to see which")
@@ -77,7 +104,7 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
             };
             let note = selected.is_empty().then(|| {
                 if all.is_empty() {
-                    "no skills; add skills/NAME/SKILL.md".to_string()
+                    NO_SKILLS.to_string()
                 } else {
                     "no skill matches the input (hidden skills are never matched)".to_string()
                 }
@@ -140,7 +167,7 @@ fn agent_choice(root: &Path, name: &str) -> Result<SkillsChoice, i32> {
     Err(EXIT_CONFIG)
 }
 
-fn row(skill: &Skill, score: Option<usize>) -> Row<'_> {
+fn row(skill: &Skill, score: Option<f64>) -> Row<'_> {
     Row {
         name: &skill.name,
         description: &skill.description,
@@ -163,7 +190,7 @@ fn print_table(rows: &[Row]) {
         .max(4);
     let mut header = String::new();
     if scored {
-        header.push_str("SCORE  ");
+        header.push_str("SCORE   ");
     }
     header.push_str(&format!(
         "{:<width$}  {:<6}  {:<60}  PATH",
@@ -174,8 +201,8 @@ fn print_table(rows: &[Row]) {
         let mut line = String::new();
         if scored {
             line.push_str(&format!(
-                "{:>5}  ",
-                r.score.map(|s| s.to_string()).unwrap_or_default()
+                "{:>6}  ",
+                r.score.map(|s| format!("{s:.2}")).unwrap_or_default()
             ));
         }
         line.push_str(&format!(
@@ -187,6 +214,122 @@ fn print_table(rows: &[Row]) {
         ));
         println!("{line}");
     }
+}
+
+/// Everything loaded for one skill, as `aurad skills show --json` prints it.
+#[derive(Debug, Serialize)]
+struct Shown<'a> {
+    name: &'a str,
+    declared_name: Option<&'a str>,
+    path: String,
+    description: &'a str,
+    auto_matched: bool,
+    hidden: bool,
+    disable_model_invocation: bool,
+    license: Option<&'a str>,
+    compatibility: Option<&'a str>,
+    metadata: &'a BTreeMap<String, String>,
+    allowed_tools: &'a [String],
+    unused_fields: &'a [String],
+    warnings: Vec<String>,
+    body: &'a str,
+}
+
+/// `aurad skills show NAME`: the skill's fields, its diagnostics and body.
+fn show(root: &Path, name: &str, json: bool) -> i32 {
+    let (all, diagnostics) = skills::load_skills(root);
+    let Some(skill) = all.iter().find(|s| s.name == name) else {
+        let folder_diags: Vec<_> = diagnostics
+            .iter()
+            .filter(|d| d.path.parent().and_then(|p| p.file_name()) == Some(name.as_ref()))
+            .cloned()
+            .collect();
+        print_diagnostics(&folder_diags);
+        let known: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+        eprintln!(
+            "error: no skill named `{name}` was loaded{} (skills: {})",
+            if folder_diags.is_empty() {
+                ""
+            } else {
+                "; see the errors above"
+            },
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+        return EXIT_CONFIG;
+    };
+    let warnings: Vec<String> = diagnostics
+        .iter()
+        .filter(|d| d.path == skill.path)
+        .map(ToString::to_string)
+        .collect();
+    let shown = Shown {
+        name: &skill.name,
+        declared_name: skill.declared_name.as_deref(),
+        path: skill.path.display().to_string(),
+        description: &skill.description,
+        auto_matched: !skill.hidden,
+        hidden: skill.hidden,
+        disable_model_invocation: skill.disable_model_invocation,
+        license: skill.license.as_deref(),
+        compatibility: skill.compatibility.as_deref(),
+        metadata: &skill.metadata,
+        allowed_tools: &skill.allowed_tools,
+        unused_fields: &skill.unused_fields,
+        warnings,
+        body: &skill.body,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&shown).unwrap_or_default()
+        );
+        return EXIT_OK;
+    }
+    for w in &shown.warnings {
+        eprintln!("{w}");
+    }
+    let field = |label: &str, value: &str| println!("{label:<15} {value}");
+    field("name:", shown.name);
+    if let Some(declared) = shown.declared_name.filter(|d| *d != shown.name) {
+        field("declared name:", declared);
+    }
+    field("path:", &shown.path);
+    field(
+        "auto-matched:",
+        match (shown.hidden, shown.disable_model_invocation) {
+            (false, _) => "yes",
+            (true, true) => "no (disable-model-invocation: true); can be pinned by name",
+            (true, false) => "no (hidden: true); can be pinned by name",
+        },
+    );
+    field("description:", shown.description);
+    if let Some(license) = shown.license {
+        field("license:", license);
+    }
+    if let Some(compatibility) = shown.compatibility {
+        field("compatibility:", compatibility);
+    }
+    if !shown.allowed_tools.is_empty() {
+        field("allowed-tools:", &shown.allowed_tools.join(" "));
+    }
+    if !shown.metadata.is_empty() {
+        println!("metadata:");
+        for (k, v) in shown.metadata {
+            println!("  {k}: {v}");
+        }
+    }
+    if !shown.unused_fields.is_empty() {
+        field("not used:", &shown.unused_fields.join(", "));
+    }
+    println!("body:           {} characters", shown.body.chars().count());
+    if !shown.body.is_empty() {
+        println!("\n{}", shown.body);
+    }
+    EXIT_OK
 }
 
 /// The first line of `text`, cut to `max` columns with `…`.

@@ -1,7 +1,9 @@
 //! Turns debounced `notify` events into reload signals, nothing else.
 //!
-//! [`Watcher::start`] watches the project root non-recursively and the
-//! `agents/`, `skills/` and `tools.d/` trees recursively;
+//! [`Watcher::start`] watches the project root non-recursively, the
+//! `agents/`, `skills/`, `tools.d/`, `.agents/skills/` and `.claude/skills/`
+//! trees recursively, and `.agents/` and `.claude/` non-recursively (so that
+//! a `skills/` folder created in them is seen);
 //! [`Watcher::changed`] yields each batch of changed paths (relative to the
 //! root, deduplicated, sorted) that can affect the loaded configuration.
 //! Deciding what to do with a batch (reload a snapshot) is the caller's job.
@@ -9,7 +11,8 @@
 //! May depend on `notify`, `notify-debouncer-full`, `tokio` (sync only) and
 //! `tracing`; nothing of ours.
 //!
-//! What counts as a change: anything under the three trees and the root
+//! What counts as a change: anything under the trees, the folders holding
+//! them (`.agents`, `.claude` themselves, not their other files) and the root
 //! files `mcp.json` and `aurad.yaml`. Everything else in the root (the SQLite
 //! files, the lock file, editor leftovers) is ignored, as are `Access` events
 //! (the daemon reading its own config opens files) and editor scratch files
@@ -29,7 +32,13 @@ use notify_debouncer_full::{
 use tokio::sync::mpsc;
 
 /// The directories watched recursively (relative to the project root).
-pub const TREES: [&str; 3] = ["agents", "skills", "tools.d"];
+pub const TREES: [&str; 5] = [
+    "agents",
+    "skills",
+    "tools.d",
+    ".agents/skills",
+    ".claude/skills",
+];
 
 /// The files of the project root that count as changes.
 pub const ROOT_FILES: [&str; 2] = ["mcp.json", "aurad.yaml"];
@@ -92,6 +101,14 @@ impl Watcher {
             .watch(&root, RecursiveMode::NonRecursive)
             .map_err(|e| watch_error(&root, &e))?;
         for tree in TREES {
+            if let Some(parent) = nested_parent(tree) {
+                let dir = root.join(parent);
+                if dir.is_dir() {
+                    debouncer
+                        .watch(&dir, RecursiveMode::NonRecursive)
+                        .map_err(|e| watch_error(&dir, &e))?;
+                }
+            }
             let dir = root.join(tree);
             if dir.is_dir() {
                 debouncer
@@ -161,8 +178,19 @@ impl Watcher {
     fn watch_new_trees(&mut self, batch: &mut BTreeSet<PathBuf>) {
         let everything = batch.contains(Path::new(WHOLE_TREE));
         for tree in TREES {
-            if !everything && !batch.contains(Path::new(tree)) {
+            let parent = nested_parent(tree);
+            let appeared = |p: &str| batch.contains(Path::new(p));
+            if !everything && !appeared(tree) && !parent.is_some_and(appeared) {
                 continue;
+            }
+            if let Some(parent) = parent {
+                let dir = self.root.join(parent);
+                if dir.is_dir()
+                    && let Err(e) = self.debouncer.watch(&dir, RecursiveMode::NonRecursive)
+                {
+                    tracing::warn!("{}", watch_error(&dir, &e));
+                    batch.insert(PathBuf::from(WHOLE_TREE));
+                }
             }
             let dir = self.root.join(tree);
             if !dir.is_dir() {
@@ -232,13 +260,26 @@ fn relevant(root: &Path, path: &Path) -> Option<PathBuf> {
             _ => return None,
         }
     }
-    let (first, last) = (*parts.first()?, *parts.last()?);
-    let counts = if parts.len() == 1 {
-        ROOT_FILES.contains(&first) || TREES.contains(&first)
+    let last = *parts.last()?;
+    let counts = if parts.len() == 1 && ROOT_FILES.contains(&last) {
+        true
     } else {
-        TREES.contains(&first) && !is_editor_scratch(last)
+        TREES.iter().any(|tree| {
+            let tree: Vec<&str> = tree.split('/').collect();
+            // The tree, a folder holding it, or a file in it.
+            tree.starts_with(&parts)
+                || (parts.starts_with(&tree)
+                    && parts.len() > tree.len()
+                    && !is_editor_scratch(last))
+        })
     };
     counts.then(|| rel.to_path_buf())
+}
+
+/// The folder holding `tree` when it is not the project root (`.agents` for
+/// `.agents/skills`).
+fn nested_parent(tree: &str) -> Option<&str> {
+    tree.rsplit_once('/').map(|(parent, _)| parent)
 }
 
 /// Editor swap, backup, lock and probe files, which are never configuration.
@@ -307,6 +348,11 @@ mod tests {
             "skills/web",
             "tools.d/w.yaml",
             "tools.d",
+            ".agents",
+            ".agents/skills",
+            ".agents/skills/web/SKILL.md",
+            ".claude",
+            ".claude/skills/web/SKILL.md",
         ] {
             assert_eq!(rel(yes).as_deref(), Some(yes), "{yes} must count");
         }
@@ -326,6 +372,10 @@ mod tests {
             "agents/a.yaml~",
             "skills/web/.#SKILL.md",
             "skills/web/4913",
+            ".claude/settings.json",
+            ".claude/commands/x.md",
+            ".agents/skills/web/SKILL.md~",
+            "other/.claude/skills/web/SKILL.md",
         ] {
             assert_eq!(rel(no), None, "{no} must be ignored");
         }
@@ -480,6 +530,26 @@ mod tests {
 
         std::fs::write(root.join("agents/late.yaml"), "description: late\n").unwrap();
         wait_for(&mut watcher, "agents/late.yaml").await;
+    }
+
+    #[tokio::test]
+    async fn claude_and_agents_skill_folders_are_watched_even_when_created_later() {
+        let (_dir, root) = project();
+        std::fs::create_dir_all(root.join(".agents/skills/a")).unwrap();
+        std::fs::create_dir(root.join(".claude")).unwrap();
+        let mut watcher = Watcher::start(&root, DEBOUNCE).unwrap();
+
+        std::fs::write(root.join(".agents/skills/a/SKILL.md"), "---\n").unwrap();
+        wait_for(&mut watcher, ".agents/skills/a/SKILL.md").await;
+
+        // `.claude/skills` appears after start, inside an existing `.claude`.
+        std::fs::create_dir(root.join(".claude/skills")).unwrap();
+        wait_for(&mut watcher, ".claude/skills").await;
+        std::fs::create_dir(root.join(".claude/skills/b")).unwrap();
+        wait_for(&mut watcher, ".claude/skills/b").await;
+        // The new folder is watched (recursively): an edit inside it is seen.
+        std::fs::write(root.join(".claude/skills/b/SKILL.md"), "---\n").unwrap();
+        wait_for(&mut watcher, ".claude/skills/b/SKILL.md").await;
     }
 
     #[tokio::test]

@@ -345,7 +345,7 @@ pub fn check_agent(agent: &Agent, refs: &Refs, env: EnvLookup) -> Vec<Diagnostic
                 None => {
                     let known: Vec<&str> = refs.skills.iter().map(|s| s.name.as_str()).collect();
                     format!(
-                        "skills: no skill named {name:?} in skills/ (skills: {})",
+                        "skills: no skill named {name:?} in skills/, .agents/skills/ or .claude/skills/ (skills: {})",
                         if known.is_empty() {
                             "none".to_string()
                         } else {

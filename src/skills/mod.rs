@@ -1,162 +1,83 @@
-//! Agent Skills: loads `skills/NAME/SKILL.md` (front matter validated, see
-//! [`parse`]), picks the skills a run gets (keyword matching per the seed,
-//! with the shared tokenizer of [`crate::text`] so Chinese input without
-//! spaces matches too) and renders them as the one `[Skills]` system message
-//! that goes after the system prompt. Depends on config (diagnostics and the
-//! agent's `skills:` choice) and text; does no I/O besides reading `skills/`.
+//! Agent Skills: loads the project's skills ([`scan`]: `skills/`,
+//! `.agents/skills/`, `.claude/skills/`; each `SKILL.md` read leniently by
+//! [`parse`] per the specification's client guide), picks the skills a run
+//! gets (ranked against the input by [`rank`], or pinned by the agent) and
+//! renders them as the one `[Skills]` system message that goes after the
+//! system prompt. Depends on config (diagnostics and the agent's `skills:`
+//! choice) and text; does no I/O besides reading the skill folders.
 
+pub mod front_matter;
 pub mod parse;
+pub mod rank;
+pub mod scan;
 
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 
-use crate::config::Diagnostic;
 use crate::config::agent::SkillsChoice;
-use crate::config::bounds;
-use crate::text::tokenize;
+
+pub use rank::{MIN_SCORE, keywords};
+pub use scan::{SKILL_ROOTS, load_skills};
 
 /// How many skills auto matching activates at most.
 pub const MAX_ACTIVE_SKILLS: usize = 3;
 
-/// Words that say nothing about which skill fits, left out of the input's
-/// keywords: common English function words, and the commonest Chinese
-/// particles and pronouns (single ideographs, as the tokenizer yields them),
-/// which would otherwise match every Chinese skill.
-pub const STOP_WORDS: &[&str] = &[
-    "the", "a", "an", "and", "or", "of", "to", "in", "for", "is", "are", "on", "with", "it",
-    "this", "that", "be", "as", "at", "by", "what", "how", "please", "me", "my", "i", "you", "的",
-    "了", "是", "我", "你", "吗", "呢", "吧", "请",
-];
-
-/// A loaded, valid skill.
-#[derive(Debug, Clone, PartialEq)]
+/// A loaded skill (possibly with warnings).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Skill {
-    /// Equals its folder's name.
+    /// Its folder's name (NFKC-normalised): what `skills: [..]` pins and
+    /// what the `[Skills]` message shows.
     pub name: String,
+    /// `name:` as written, when present (it may differ from the folder's).
+    pub declared_name: Option<String>,
     pub description: String,
     /// The Markdown after the front matter, trimmed.
     pub body: String,
-    /// Hidden skills are never auto-matched (they can still be pinned).
+    /// Never auto-matched (it can still be pinned): `hidden: true`, or
+    /// Claude Code's `disable-model-invocation: true`.
     pub hidden: bool,
-    /// `skills/NAME/SKILL.md`, relative to the project root.
+    /// `disable-model-invocation: true` was written (one reason for `hidden`).
+    pub disable_model_invocation: bool,
+    pub license: Option<String>,
+    pub compatibility: Option<String>,
+    /// `metadata:`, values as text.
+    pub metadata: BTreeMap<String, String>,
+    /// `allowed-tools:`, one entry per tool. Recorded and shown; aurad's
+    /// agent file decides which tools a run may use.
+    pub allowed_tools: Vec<String>,
+    /// Front-matter fields aurad accepted without using (e.g. Claude Code's
+    /// `model`, `argument-hint`), in file order.
+    pub unused_fields: Vec<String>,
+    /// `<scanned folder>/NAME/SKILL.md`, relative to the project root.
     pub path: PathBuf,
+    /// The skill's words for ranking, computed on first use. A skill
+    /// changed after its first match keeps its old words: build a new one.
+    pub terms: rank::TermCache,
 }
 
-/// Loads every skill of `root/skills/`, in name order. Skills with errors are
-/// left out; the diagnostics say why. No `skills/` folder: no skills, no
-/// diagnostics. A folder without `SKILL.md` is a warning.
-pub fn load_skills(root: &Path) -> (Vec<Skill>, Vec<Diagnostic>) {
-    let dir = root.join("skills");
-    let rel_dir = Path::new("skills");
-    let mut diags = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), diags),
-        Err(e) => {
-            let message = format!("cannot read the skills directory: {e}");
-            return (
-                Vec::new(),
-                vec![Diagnostic::error(rel_dir, (0, 0), message)],
-            );
+impl Skill {
+    /// A skill made in code, as if loaded from `skills/NAME/SKILL.md` with
+    /// only `name` and `description`.
+    pub fn new(name: &str, description: &str, body: &str) -> Skill {
+        Skill {
+            name: name.into(),
+            description: description.into(),
+            body: body.into(),
+            path: PathBuf::from(format!("skills/{name}/SKILL.md")),
+            ..Skill::default()
         }
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    let mut skills = Vec::new();
-    for path in paths {
-        let Some(folder) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .map(str::to_string)
-        else {
-            diags.push(Diagnostic::warning(
-                rel_dir,
-                (0, 0),
-                format!(
-                    "skipping {}: its name is not UTF-8; rename it",
-                    path.display()
-                ),
-            ));
-            continue;
-        };
-        if folder.starts_with('.') {
-            continue;
-        }
-        let rel = rel_dir.join(&folder);
-        if !path.is_dir() {
-            diags.push(Diagnostic::warning(
-                &rel,
-                (0, 0),
-                "not a skill: skills are folders; move it to skills/NAME/SKILL.md or out of skills/",
-            ));
-            continue;
-        }
-        let file = path.join("SKILL.md");
-        let rel_file = rel.join("SKILL.md");
-        if !file.is_file() {
-            diags.push(Diagnostic::warning(
-                &rel,
-                (0, 0),
-                format!(
-                    "the folder has no SKILL.md, so it is not a skill: add {} \
-                     (front matter `name: {folder}` and `description:`) or remove the folder",
-                    rel_file.display()
-                ),
-            ));
-            continue;
-        }
-        let read = bounds::read_bounded(&file, &rel_file)
-            .and_then(|bytes| bounds::decode(bytes.unwrap_or_default(), &rel_file));
-        let text = match read {
-            Ok(text) => text,
-            Err(d) => {
-                diags.push(d);
-                continue;
-            }
-        };
-        let (skill, skill_diags) = parse::parse_skill(&folder, &rel_file, &text);
-        diags.extend(skill_diags);
-        skills.extend(skill);
     }
-    skills.sort_by(|a, b| a.name.cmp(&b.name));
-    (skills, diags)
 }
 
-/// The input's keywords: its distinct tokens (shared tokenizer), in order of
-/// first appearance, without [`STOP_WORDS`].
-pub fn keywords(input: &str) -> Vec<String> {
-    let mut seen = HashSet::new();
-    tokenize(input)
-        .into_iter()
-        .filter(|t| !STOP_WORDS.contains(&t.as_str()))
-        .filter(|t| seen.insert(t.clone()))
-        .collect()
-}
-
-/// The seed's matching with the shared tokenizer: keywords = distinct tokens
-/// of the input minus [`STOP_WORDS`]; score = number of keywords found among
-/// the tokens of `name + description + body`. Hidden skills are excluded;
-/// only scores above 0; best first (ties: by name); at most `max`
-/// ([`MAX_ACTIVE_SKILLS`] by default). Token sets, not substrings, so `a`
-/// does not match every skill.
-pub fn match_skills<'a>(skills: &'a [Skill], input: &str, max: usize) -> Vec<(&'a Skill, usize)> {
-    let keywords = keywords(input);
-    if keywords.is_empty() {
-        return Vec::new();
-    }
-    let mut scored: Vec<(&Skill, usize)> = skills
-        .iter()
-        .filter(|s| !s.hidden)
-        .filter_map(|skill| {
-            let haystack = format!("{} {} {}", skill.name, skill.description, skill.body);
-            let tokens: HashSet<String> = tokenize(&haystack).into_iter().collect();
-            let score = keywords.iter().filter(|k| tokens.contains(*k)).count();
-            (score > 0).then_some((skill, score))
-        })
-        .collect();
-    scored.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.name.cmp(&b.0.name)));
-    scored.truncate(max);
-    scored
+/// The skills auto matching activates for `input`: ranked by [`rank::rank`]
+/// (hidden skills excluded; only scores of at least [`MIN_SCORE`] with an
+/// input word in the name or description), best first, ties by name, at
+/// most `max` ([`MAX_ACTIVE_SKILLS`] by default).
+pub fn match_skills<'a>(skills: &'a [Skill], input: &str, max: usize) -> Vec<(&'a Skill, f64)> {
+    let visible: Vec<&Skill> = skills.iter().filter(|s| !s.hidden).collect();
+    let mut ranked = rank::rank(&visible, input);
+    ranked.truncate(max);
+    ranked
 }
 
 /// The skills a run of an agent with `choice` gets for `input`, each with its
@@ -167,7 +88,7 @@ pub fn select_skills<'a>(
     skills: &'a [Skill],
     choice: &SkillsChoice,
     input: &str,
-) -> Result<Vec<(&'a Skill, Option<usize>)>, String> {
+) -> Result<Vec<(&'a Skill, Option<f64>)>, String> {
     match choice {
         SkillsChoice::None => Ok(Vec::new()),
         SkillsChoice::Auto => Ok(match_skills(skills, input, MAX_ACTIVE_SKILLS)
@@ -183,7 +104,7 @@ pub fn select_skills<'a>(
             if !unknown.is_empty() {
                 let known: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
                 return Err(format!(
-                    "unknown skill(s) {}; known skills: {} (a skill is skills/NAME/SKILL.md)",
+                    "unknown skill(s) {}; known skills: {} (a skill is skills/NAME/SKILL.md, or in .agents/skills/ or .claude/skills/)",
                     unknown
                         .iter()
                         .map(|n| format!("`{n}`"))
@@ -232,36 +153,22 @@ mod tests {
     use super::*;
 
     fn skill(name: &str, description: &str, body: &str) -> Skill {
-        Skill {
-            name: name.into(),
-            description: description.into(),
-            body: body.into(),
-            hidden: false,
-            path: PathBuf::from(format!("skills/{name}/SKILL.md")),
-        }
-    }
-
-    #[test]
-    fn keywords_are_distinct_without_stop_words() {
-        assert_eq!(
-            keywords("How to search the web, search!"),
-            ["search", "web"]
-        );
-        assert_eq!(keywords("帮我搜索的"), ["帮", "搜", "索"]);
+        Skill::new(name, description, body)
     }
 
     #[test]
     fn token_sets_not_substrings() {
-        let skills = [skill("cat", "Cats.", "")];
+        let skills = [skill("cat", "Cats and kittens.", "")];
         assert!(match_skills(&skills, "a concatenation", 3).is_empty());
-        assert_eq!(match_skills(&skills, "my cat", 3)[0].1, 1);
+        assert_eq!(match_skills(&skills, "my cat", 3)[0].0.name, "cat");
     }
 
     #[test]
-    fn pinned_and_none() {
+    fn hidden_skills_are_pinned_never_matched() {
         let mut hidden = skill("h", "hidden one", "");
         hidden.hidden = true;
         let skills = [skill("a", "x", ""), hidden];
+        assert!(match_skills(&skills, "hidden one h", 3).is_empty());
         let named = SkillsChoice::Named(vec!["h".into(), "a".into(), "h".into()]);
         let got = select_skills(&skills, &named, "nothing").unwrap();
         let names: Vec<&str> = got.iter().map(|(s, _)| s.name.as_str()).collect();
