@@ -4,8 +4,8 @@
 //! auth, request logging, the 1 MiB body limit, and the JSON error shape
 //! every handler answers with (`{"error": "<what to do>"}`). The handlers live in
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
-//! runs), `sse` (a run's events as server-sent events) and `hooks` (signed
-//! webhooks).
+//! runs), `sse` (a run's events as server-sent events), `hooks` (signed
+//! webhooks) and `signatures` (the webhook signing schemes).
 //!
 //! Depends on `daemon` (everything goes through the [`Daemon`] handle,
 //! never the store or the supervisor directly), `store` (its record and
@@ -17,6 +17,7 @@ mod hooks;
 #[doc(hidden)]
 pub use hooks::check_request as check_webhook_request;
 mod runs;
+mod signatures;
 mod sse;
 
 use std::sync::Arc;

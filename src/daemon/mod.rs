@@ -17,6 +17,7 @@ pub mod runner;
 pub mod schedules;
 mod serve;
 pub mod supervisor;
+pub mod template;
 pub mod watcher;
 
 use std::net::SocketAddr;
@@ -33,6 +34,7 @@ pub use runner::{PreparedRun, RunRequest, RunSink, execute, prepare};
 pub use serve::{ServeOptions, serve};
 pub use supervisor::{CancelOutcome, Env, SubmitError};
 
+use crate::config::WebhookSignature;
 use crate::registry::Snapshot;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
 use crate::types::{RunEvent, ScheduleId};
@@ -139,6 +141,10 @@ pub struct Trigger {
     pub input: Option<String>,
     pub vars: serde_json::Map<String, serde_json::Value>,
     pub payload: Option<serde_json::Value>,
+    /// A webhook's event name (`{{ event }}`).
+    pub event: Option<String>,
+    /// A webhook's headers, names in lowercase (`{{ headers.X }}`).
+    pub headers: std::collections::BTreeMap<String, String>,
     /// `api` or `webhook`.
     pub trigger: String,
     /// A webhook's delivery id, claimed with the run (see
@@ -247,6 +253,8 @@ impl Daemon {
             trigger: trigger.trigger,
             vars: trigger.vars,
             payload: trigger.payload,
+            event: trigger.event,
+            headers: trigger.headers,
             delivery: trigger.delivery,
             ..RunRequest::default()
         };
@@ -304,9 +312,12 @@ impl Daemon {
         })
     }
 
-    /// The webhook secret of `agent`: `Ok(None)` if it has no webhook,
-    /// `Err` (what to fix) if its variable is not set.
-    pub fn webhook_secret(&self, agent: &str) -> Result<Option<String>, String> {
+    /// The webhook of `agent`: its signing scheme and secret; `Ok(None)` if
+    /// it has no webhook, `Err` (what to fix) if its variable is not set.
+    pub fn webhook_secret(
+        &self,
+        agent: &str,
+    ) -> Result<Option<(WebhookSignature, String)>, String> {
         let snapshot = self.snapshot();
         let Some(hook) = snapshot
             .project
@@ -317,7 +328,7 @@ impl Daemon {
             return Ok(None);
         };
         match (self.env)(&hook.secret_env) {
-            Some(secret) if !secret.is_empty() => Ok(Some(secret)),
+            Some(secret) if !secret.is_empty() => Ok(Some((hook.signature, secret))),
             _ => Err(format!(
                 "the webhook secret variable {} of agent `{agent}` is not set in aurad's environment",
                 hook.secret_env
