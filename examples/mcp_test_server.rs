@@ -1,4 +1,6 @@
-//! A small MCP server for aurad's tests (`tests/mcp.rs`), built with rmcp.
+//! A small MCP server for aurad's tests (`tests/mcp.rs`), built with rmcp;
+//! also the server of the example project's `mcp.json` (`demo`), built with
+//! `cargo build --example mcp_test_server`.
 //! Serves stdio by default, or streamable HTTP with `--http ADDR` (then the
 //! first line on stdout is `listening on ADDR`). Logs go to stderr only.
 //!

@@ -1,6 +1,7 @@
 //! The real `aurad` binary on fixture projects: validate, run (with the
-//! built-in test model and with the mock server), runs, logs, and a run
-//! killed mid-way whose stored events survive.
+//! built-in test model and with the mock server), runs, logs, a run
+//! killed mid-way whose stored events survive, the example project's own
+//! plugin and MCP server, shell completions and log levels.
 
 mod support;
 
@@ -59,7 +60,7 @@ fn validate_passes_on_the_example_project_with_dir_before_the_command() {
         .arg("validate")
         .assert()
         .code(0)
-        .stderr(predicate::str::contains("ok: 2 agent(s)"));
+        .stderr(predicate::str::contains("ok: 3 agent(s)"));
 }
 
 #[test]
@@ -112,7 +113,7 @@ fn an_unknown_agent_lists_the_known_ones() {
         .code(2)
         .stderr(
             predicate::str::contains("no agent named `helo`")
-                .and(predicate::str::contains("agents: hello, shell")),
+                .and(predicate::str::contains("agents: demo, hello, shell")),
         );
 }
 
@@ -365,4 +366,157 @@ fn commands_run_by_the_model_do_not_see_secrets() {
         .unwrap()
         .to_string();
     assert_eq!(result.trim_end(), "key=[] token=[] home=[set]");
+}
+
+/// A copy of the example project's own `agents/demo.yaml`, `tools.d/` and
+/// `mcp.json`, unchanged, with two Markdown files (4 lines) to count.
+fn example_project() -> tempfile::TempDir {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path();
+    for sub in ["agents", "tools.d", "docs"] {
+        std::fs::create_dir(project.join(sub)).unwrap();
+    }
+    for file in [
+        "agents/demo.yaml",
+        "tools.d/file_count.yaml",
+        "tools.d/file_count.sh",
+        "mcp.json",
+    ] {
+        std::fs::copy(repo.join(file), project.join(file)).unwrap();
+    }
+    // Where `cargo build --example mcp_test_server` leaves the server that
+    // mcp.json names, whatever this build's target directory is.
+    let server = project.join("target/debug/examples/mcp_test_server");
+    std::fs::create_dir_all(server.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(support::mcp_test_server(), &server).unwrap();
+    std::fs::write(project.join("notes.md"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(project.join("docs/guide.md"), "four\n").unwrap();
+    dir
+}
+
+/// The example agent, run with the test model, calls the `tools.d` plugin
+/// and both MCP tools it allows, and each answers.
+#[test]
+fn the_example_agent_uses_the_example_plugin_and_mcp_server() {
+    let dir = example_project();
+    cargo_bin_cmd!("aurad")
+        .args(["run", "demo", "--model", "test", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("test model: called 3 tool(s).")
+                .and(predicate::str::is_match(r"- demo_add: ok: -?[0-9]+\n").unwrap())
+                .and(predicate::str::contains("- demo_echo: ok: "))
+                .and(predicate::str::contains(
+                    "- file_count: ok: 2 .md file(s), 4 line(s)",
+                )),
+        );
+}
+
+#[test]
+fn completions_for_every_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _aurad"),
+        ("zsh", "#compdef aurad"),
+        ("fish", "complete -c aurad"),
+        ("powershell", "Register-ArgumentCompleter"),
+        ("elvish", "edit:completion:arg-completer[aurad]"),
+    ] {
+        let out = cargo_bin_cmd!("aurad")
+            .args(["completions", shell])
+            .current_dir(std::env::temp_dir())
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout
+            .clone();
+        let script = String::from_utf8(out).unwrap();
+        assert!(script.contains(marker), "{shell}: {script}");
+        // Subcommands and their flags are in it.
+        for word in ["serve", "validate", "completions", "input", "model"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    cargo_bin_cmd!("aurad")
+        .args(["completions", "tcsh"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("invalid value 'tcsh'"));
+}
+
+#[test]
+fn the_prompt_may_follow_the_agent_name_but_not_with_input() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Text("ok".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    cargo_bin_cmd!("aurad")
+        .args(["run", "a", "what is new?", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0);
+    assert_eq!(mock.requests()[0].messages()[1]["content"], "what is new?");
+    cargo_bin_cmd!("aurad")
+        .args(["run", "a", "text", "--input", "other", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with"));
+    assert_eq!(mock.requests().len(), 1);
+}
+
+/// Outside `aurad serve`, info lines (here: the MCP server connecting)
+/// show only with `-v`.
+#[test]
+fn info_logs_only_under_serve_or_with_verbose() {
+    let dir = example_project();
+    let run = |verbose: bool| {
+        let mut cmd = cargo_bin_cmd!("aurad");
+        cmd.args(["run", "demo", "--model", "test", "--dir"])
+            .arg(dir.path())
+            .env_remove("RUST_LOG");
+        if verbose {
+            cmd.arg("-v");
+        }
+        let out = cmd.assert().code(0).get_output().stderr.clone();
+        String::from_utf8(out).unwrap()
+    };
+    let quiet = run(false);
+    assert!(!quiet.contains("INFO"), "{quiet}");
+    let verbose = run(true);
+    assert!(
+        verbose
+            .lines()
+            .any(|l| l.contains("INFO") && l.contains("demo")),
+        "{verbose}"
+    );
+}
+
+#[test]
+fn validate_warns_about_an_unset_webhook_secret() {
+    let mock = MockLlm::start_in_thread();
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nprompt: hi\nwebhook: { secret_env: AURAD_TEST_UNSET_HOOK }\n",
+    );
+    cargo_bin_cmd!("aurad")
+        .args(["validate", "--dir"])
+        .arg(dir.path())
+        .env_remove("AURAD_TEST_UNSET_HOOK")
+        .assert()
+        .code(0)
+        .stderr(
+            predicate::str::contains(
+                "agents/a.yaml:3:24: warning: webhook: `secret_env` names AURAD_TEST_UNSET_HOOK, which is not set",
+            )
+            .and(predicate::str::contains("ok: 1 agent(s), 1 warning(s)")),
+        );
+    cargo_bin_cmd!("aurad")
+        .args(["validate", "--dir"])
+        .arg(dir.path())
+        .env("AURAD_TEST_UNSET_HOOK", "a-long-hook-secret")
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("ok: 1 agent(s), 0 warning(s)"));
 }

@@ -55,9 +55,8 @@ pub(super) async fn start_run(
     let trigger = Trigger {
         input: body.input,
         vars: body.vars.unwrap_or_default(),
-        payload: None,
         trigger: "api".into(),
-        delivery: None,
+        ..Trigger::default()
     };
     let run = api
         .daemon

@@ -1,30 +1,37 @@
-//! `POST /hooks/{agent}`: signed webhooks (GitHub's scheme). The body is
-//! checked against `X-Hub-Signature-256: sha256=<hex>`, HMAC-SHA256 of the
-//! raw body under the agent's `webhook.secret_env`, in constant time; each
-//! delivery id (`X-GitHub-Delivery` or `X-Delivery-Id`) starts at most one
-//! run (the id is remembered in the transaction that claims the run, so a
-//! delivery refused before its run was claimed, e.g. during shutdown, can
-//! be delivered again and then runs); the JSON body becomes the run's `payload` (`{{ payload }}` in the
-//! agent's prompt). No bearer token: the signature is the authentication.
+//! `POST /hooks/{agent}`: signed webhooks. In order: the signature is
+//! checked over the raw body by the agent's `webhook.signature` scheme
+//! (`signatures`); the body is read as JSON, or, sent as
+//! `application/x-www-form-urlencoded` (GitHub's form mode), as the JSON in
+//! its `payload` field; GitHub's `ping` event is answered 200 without a run;
+//! each delivery id (`X-GitHub-Delivery` or `X-Delivery-Id`; a Stripe
+//! event's `id`) starts at most one run (the id is remembered in the
+//! transaction that claims the run, so a delivery refused before its run
+//! was claimed, e.g. during shutdown, can be delivered again and then runs).
+//! The run's templates get `{{ payload }}` (the JSON), `{{ event }}` and
+//! `{{ headers.X }}` (the request's headers, credentials left out). No
+//! bearer token: the signature is the authentication.
 //!
-//! Depends on `daemon` (`Daemon::webhook_secret`, `trigger`), `hmac` and
-//! `sha2`.
+//! Depends on `daemon` (`Daemon::webhook_secret`, `trigger`), `config` (the
+//! scheme names) and `form_urlencoded`.
+
+use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use super::agents::trigger_error;
-use super::{Api, ApiError, Param, accepted, read_body};
+use super::{Api, ApiError, Param, accepted, read_body, signatures};
+use crate::config::WebhookSignature;
 use crate::daemon::{SubmitError, Trigger, TriggerError};
 
-const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 const DELIVERY_HEADERS: [&str; 2] = ["x-github-delivery", "x-delivery-id"];
+/// Where `{{ event }}` comes from, first found: GitHub's header, then the
+/// generic ones other senders use. A Stripe event's is its `type`.
+const EVENT_HEADERS: [&str; 3] = ["x-github-event", "x-event-type", "x-webhook-event"];
 /// The longest delivery id accepted.
 const MAX_DELIVERY_ID: usize = 200;
 
@@ -34,8 +41,8 @@ pub(super) async fn deliver(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let secret = match api.daemon.webhook_secret(&agent) {
-        Ok(Some(secret)) => secret,
+    let (scheme, secret) = match api.daemon.webhook_secret(&agent) {
+        Ok(Some(webhook)) => webhook,
         Ok(None) => {
             return Err(ApiError::not_found(format!(
                 "no webhook for `{agent}`: the agent does not exist or has no `webhook: {{ secret_env: VAR }}`"
@@ -44,12 +51,22 @@ pub(super) async fn deliver(
         Err(message) => return Err(ApiError::internal(message)),
     };
     let body = read_body(body)?;
-    verify_signature(secret.as_bytes(), &headers, &body)?;
-    let delivery = delivery_id(&headers)?;
-    let payload: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("the webhook body must be JSON: {e}")))?;
+    let now = chrono::Utc::now().timestamp();
+    signatures::verify(scheme, secret.as_bytes(), &headers, &body, now)?;
+    let payload = parse_payload(&headers, &body)?;
+    let event = event_name(scheme, &headers, &payload);
+    if scheme == WebhookSignature::Github && event.as_deref() == Some("ping") {
+        tracing::info!(agent = %agent, "webhook ping answered; no run");
+        return Ok(axum::Json(json!({ "ping": true, "agent": agent })).into_response());
+    }
+    let delivery = match scheme {
+        WebhookSignature::Github => delivery_id(&headers)?,
+        WebhookSignature::Stripe => stripe_event_id(&payload)?,
+    };
     let trigger = Trigger {
         payload: Some(payload),
+        event,
+        headers: template_headers(&headers),
         trigger: "webhook".into(),
         delivery: Some(delivery.clone()),
         ..Trigger::default()
@@ -70,43 +87,97 @@ pub(super) async fn deliver(
     Ok(accepted(&run))
 }
 
-/// The daemon-free checks of a webhook request, in the order `deliver`
-/// runs them: the signature of `body` under `secret`, then the delivery id.
-/// `Ok(delivery id)`, or the refusal's HTTP status and message. For the fuzz
-/// targets and property tests; behaves exactly as the route.
+/// The daemon-free checks of a GitHub-scheme webhook request, in the order
+/// `deliver` runs them: the signature of `body` under `secret`, then the
+/// delivery id. `Ok(delivery id)`, or the refusal's HTTP status and
+/// message. For the fuzz targets and property tests; behaves exactly as the
+/// route.
 #[doc(hidden)]
 pub fn check_request(
     secret: &[u8],
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<String, (u16, String)> {
-    verify_signature(secret, headers, body)
+    signatures::verify(WebhookSignature::Github, secret, headers, body, 0)
         .and_then(|()| delivery_id(headers))
         .map_err(|e| (e.status.as_u16(), e.message))
 }
 
-/// Checks `X-Hub-Signature-256` against the body: 401 when it is missing,
-/// malformed or wrong.
-fn verify_signature(secret: &[u8], headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
-    let unauthorized = |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, message);
-    let Some(value) = headers.get(SIGNATURE_HEADER) else {
-        return Err(unauthorized(
-            "X-Hub-Signature-256 is missing: sign the raw body with HMAC-SHA256 under the agent's webhook secret and send `sha256=<hex>`",
-        ));
-    };
-    let signature = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.trim().strip_prefix("sha256="))
-        .and_then(decode_hex)
-        .ok_or_else(|| unauthorized("X-Hub-Signature-256 must be `sha256=<hex digest>`"))?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret)
-        .map_err(|e| ApiError::internal(format!("cannot use the webhook secret: {e}")))?;
-    mac.update(body);
-    // `verify_slice` compares in constant time.
-    mac.verify_slice(&signature).map_err(|_| {
-        unauthorized("X-Hub-Signature-256 does not match the body: sign the raw body with the agent's webhook secret")
-    })
+/// The delivery's JSON: the body, or with
+/// `Content-Type: application/x-www-form-urlencoded` its `payload` field.
+fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let media_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase());
+    if media_type.as_deref() != Some("application/x-www-form-urlencoded") {
+        return serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the webhook body must be JSON: {e}")));
+    }
+    let mut fields = Vec::new();
+    for (name, value) in form_urlencoded::parse(body) {
+        if name == "payload" {
+            return serde_json::from_str(&value).map_err(|e| {
+                ApiError::bad_request(format!("the form field `payload` must be JSON: {e}"))
+            });
+        }
+        fields.push(name.into_owned());
+    }
+    Err(ApiError::bad_request(format!(
+        "a form-encoded delivery carries its JSON in the field `payload` (GitHub's form mode); this one has {}",
+        if fields.is_empty() {
+            "no fields".to_string()
+        } else {
+            format!("only: {}", fields.join(", "))
+        }
+    )))
+}
+
+/// `{{ event }}`: a Stripe event's `type`; else the first of
+/// [`EVENT_HEADERS`] present.
+fn event_name(scheme: WebhookSignature, headers: &HeaderMap, payload: &Value) -> Option<String> {
+    if scheme == WebhookSignature::Stripe {
+        return payload["type"].as_str().map(str::to_string);
+    }
+    EVENT_HEADERS
+        .iter()
+        .find_map(|name| headers.get(*name)?.to_str().ok())
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// Whether a header carries a credential, and so is never handed to the
+/// templates: `Authorization`, `Proxy-Authorization`, `Cookie`, and any
+/// header whose name has `signature`, `token`, `secret` or `key` in it
+/// (`X-Hub-Signature-256`, `Stripe-Signature`, `X-Gitlab-Token`,
+/// `X-Api-Key`). Signatures are not secrets, but they are no use to a
+/// model, and a rule this simple is easy to trust.
+fn is_credential(name: &str) -> bool {
+    matches!(name, "authorization" | "proxy-authorization" | "cookie")
+        || ["signature", "token", "secret", "key"]
+            .iter()
+            .any(|word| name.contains(word))
+}
+
+/// `{{ headers }}`: every header but credentials, by lowercase name;
+/// repeated headers joined with `, `; values that are not text left out.
+fn template_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
+    let mut kept: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in headers {
+        let name = name.as_str();
+        let Ok(value) = value.to_str() else { continue };
+        if is_credential(name) {
+            continue;
+        }
+        kept.entry(name.to_string())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.to_string());
+    }
+    kept
 }
 
 /// The delivery id: required, printable ASCII, at most 200 characters.
@@ -119,7 +190,22 @@ fn delivery_id(headers: &HeaderMap) -> Result<String, ApiError> {
                 "a delivery id is required: send X-GitHub-Delivery or X-Delivery-Id with an id unique to this delivery",
             )
         })?;
-    let id = value.to_str().unwrap_or("").trim();
+    checked_delivery_id(value.to_str().unwrap_or(""))
+}
+
+/// A Stripe event's `id` (`evt_...`), which Stripe keeps when it sends the
+/// event again: its delivery id.
+fn stripe_event_id(payload: &Value) -> Result<String, ApiError> {
+    let id = payload["id"].as_str().ok_or_else(|| {
+        ApiError::bad_request(
+            "a Stripe event needs its `id` (\"evt_...\"): it is the delivery id, so a resent event runs once",
+        )
+    })?;
+    checked_delivery_id(id)
+}
+
+fn checked_delivery_id(id: &str) -> Result<String, ApiError> {
+    let id = id.trim();
     let valid =
         !id.is_empty() && id.len() <= MAX_DELIVERY_ID && id.bytes().all(|b| b.is_ascii_graphic());
     if !valid {
@@ -130,70 +216,17 @@ fn delivery_id(headers: &HeaderMap) -> Result<String, ApiError> {
     Ok(id.to_string())
 }
 
-/// Lowercase or uppercase hex to bytes; `None` if not hex.
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    text.as_bytes()
-        .chunks(2)
-        .map(|pair| {
-            let high = (pair[0] as char).to_digit(16)?;
-            let low = (pair[1] as char).to_digit(16)?;
-            Some((high * 16 + low) as u8)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
-    fn sign(secret: &[u8], body: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
-        mac.update(body);
-        let bytes = mac.finalize().into_bytes();
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!("sha256={hex}")
-    }
-
-    fn with_signature(signature: &str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(SIGNATURE_HEADER, HeaderValue::from_str(signature).unwrap());
-        headers
-    }
-
-    #[test]
-    fn hex_decodes_both_cases_and_rejects_the_rest() {
-        assert_eq!(decode_hex("00ffAB"), Some(vec![0, 255, 171]));
-        assert_eq!(decode_hex(""), Some(vec![]));
-        assert_eq!(decode_hex("abc"), None);
-        assert_eq!(decode_hex("zz"), None);
-    }
-
-    #[test]
-    fn a_good_signature_passes() {
-        let body = br#"{"action":"opened"}"#;
-        let headers = with_signature(&sign(b"s3cret", body));
-        assert!(verify_signature(b"s3cret", &headers, body).is_ok());
-    }
-
-    #[test]
-    fn wrong_missing_and_malformed_signatures_are_401() {
-        let body = br#"{"action":"opened"}"#;
-        let cases = [
-            HeaderMap::new(),
-            with_signature(&sign(b"other", body)),
-            with_signature(&sign(b"s3cret", b"{}")),
-            with_signature("sha1=abcd"),
-            with_signature("sha256=xyz"),
-            with_signature("sha256=abcd"),
-        ];
-        for headers in cases {
-            let error = verify_signature(b"s3cret", &headers, body).unwrap_err();
-            assert_eq!(error.status, StatusCode::UNAUTHORIZED, "{headers:?}");
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
         }
+        map
     }
 
     #[test]
@@ -209,5 +242,80 @@ mod tests {
         assert_eq!(delivery_id(&headers).unwrap(), "gh-2");
         headers.insert("x-github-delivery", HeaderValue::from_static("a b"));
         assert!(delivery_id(&headers).is_err());
+        assert_eq!(stripe_event_id(&json!({ "id": "evt_9" })).unwrap(), "evt_9");
+        assert!(stripe_event_id(&json!({ "type": "x" })).is_err());
+    }
+
+    #[test]
+    fn payload_is_the_json_body_or_the_form_field() {
+        let json_body = br#"{"zen":"Keep it logically awesome."}"#;
+        let expected = json!({ "zen": "Keep it logically awesome." });
+        for content_type in [None, Some("application/json"), Some("text/plain")] {
+            let headers = match content_type {
+                Some(value) => headers(&[("content-type", value)]),
+                None => HeaderMap::new(),
+            };
+            assert_eq!(parse_payload(&headers, json_body).unwrap(), expected);
+        }
+        let form = headers(&[(
+            "content-type",
+            "Application/X-WWW-Form-Urlencoded; charset=utf-8",
+        )]);
+        let encoded: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("payload", r#"{"zen":"Keep it logically awesome."}"#)
+            .finish();
+        assert_eq!(parse_payload(&form, encoded.as_bytes()).unwrap(), expected);
+        let error = parse_payload(&form, b"a=1&b=2").unwrap_err();
+        assert!(error.message.contains("only: a, b"), "{}", error.message);
+        let error = parse_payload(&form, b"payload=%7Bnope").unwrap_err();
+        assert!(
+            error.message.contains("`payload` must be JSON"),
+            "{}",
+            error.message
+        );
+        let error = parse_payload(&HeaderMap::new(), encoded.as_bytes()).unwrap_err();
+        assert!(error.message.contains("must be JSON"), "{}", error.message);
+    }
+
+    #[test]
+    fn event_comes_from_github_then_generic_headers_or_stripes_type() {
+        let github = WebhookSignature::Github;
+        let none = json!({});
+        assert_eq!(event_name(github, &HeaderMap::new(), &none), None);
+        let generic = headers(&[
+            ("x-webhook-event", "build.done"),
+            ("x-event-type", "deploy"),
+        ]);
+        assert_eq!(
+            event_name(github, &generic, &none).as_deref(),
+            Some("deploy")
+        );
+        let both = headers(&[("x-event-type", "deploy"), ("x-github-event", "issues")]);
+        assert_eq!(event_name(github, &both, &none).as_deref(), Some("issues"));
+        let stripe = json!({ "type": "invoice.paid" });
+        assert_eq!(
+            event_name(WebhookSignature::Stripe, &both, &stripe).as_deref(),
+            Some("invoice.paid")
+        );
+    }
+
+    #[test]
+    fn template_headers_leave_credentials_out() {
+        let kept = template_headers(&headers(&[
+            ("x-github-event", "issues"),
+            ("user-agent", "GitHub-Hookshot/1"),
+            ("accept", "a"),
+            ("accept", "b"),
+            ("authorization", "Bearer x"),
+            ("cookie", "c=1"),
+            ("x-hub-signature-256", "sha256=00"),
+            ("stripe-signature", "t=1,v1=00"),
+            ("x-gitlab-token", "t"),
+            ("x-api-key", "k"),
+            ("x-webhook-secret", "s"),
+        ]));
+        let names: Vec<&str> = kept.keys().map(String::as_str).collect();
+        assert_eq!(names, ["accept", "user-agent", "x-github-event"]);
+        assert_eq!(kept["accept"], "a, b");
     }
 }

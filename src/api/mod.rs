@@ -5,7 +5,8 @@
 //! every handler answers with (`{"error": "<what to do>"}`). The handlers live in
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
 //! runs), `sse` (a run's events as server-sent events), `status` (what the
-//! configuration loaded and left out) and `hooks` (signed webhooks).
+//! configuration loaded and left out), `hooks` (signed webhooks) and
+//! `signatures` (the webhook signing schemes).
 //!
 //! Depends on `daemon` (everything goes through the [`Daemon`] handle,
 //! never the store or the supervisor directly), `store` (its record and
@@ -17,6 +18,7 @@ mod hooks;
 #[doc(hidden)]
 pub use hooks::check_request as check_webhook_request;
 mod runs;
+mod signatures;
 mod sse;
 mod status;
 

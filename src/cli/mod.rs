@@ -3,6 +3,7 @@
 //! prints.
 
 mod agents;
+mod completions;
 mod mcp;
 mod memory;
 mod render;
@@ -42,6 +43,11 @@ pub struct Cli {
     /// object per line). RUST_LOG sets what is logged.
     #[arg(long, global = true, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// Log more: `-v` info (what `aurad serve` logs), `-vv` debug, `-vvv`
+    /// trace. Without it only `aurad serve` logs info; the other commands
+    /// log warnings and errors. RUST_LOG overrides both.
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -57,13 +63,26 @@ pub enum LogFormat {
 
 impl Cli {
     /// The log filter used when RUST_LOG is unset: `info` for the daemon,
-    /// warnings (and MCP server output) for the other commands.
+    /// warnings for the other commands; each `-v` one level more.
     pub fn default_log_filter(&self) -> &'static str {
-        match self.command {
-            Command::Serve(_) => "info",
-            _ => "warn,aurad::mcp=info",
+        let base = match self.command {
+            Command::Serve(_) => 1,
+            _ => 0,
+        };
+        match base.max(self.verbose) {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
         }
     }
+}
+
+/// Whether to colour output written to a terminal: yes unless `NO_COLOR`
+/// is set to a non-empty value (no-color.org: "when present and not an
+/// empty string").
+pub fn colour_allowed(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,6 +109,8 @@ pub enum Command {
     Memory(memory::MemoryArgs),
     /// List skills and show which would match an input.
     Skills(skills::SkillsArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    Completions(completions::CompletionsArgs),
 }
 
 /// Logs go to stderr: readable lines (coloured on a terminal) or, with
@@ -108,7 +129,10 @@ pub fn init_tracing(cli: &Cli) {
     match cli.log_format.unwrap_or(LogFormat::Human) {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder
-            .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+            .with_ansi(colour_allowed(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            ))
             .init(),
     }
 }
@@ -147,6 +171,10 @@ impl<W: std::io::Write> std::io::Write for RedactedWriter<W> {
 
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run(cli: Cli) -> i32 {
+    // Needs no project.
+    if let Command::Completions(args) = &cli.command {
+        return completions::run(args);
+    }
     let root = match project_root(cli.dir.as_deref()) {
         Ok(root) => root,
         Err(message) => {
@@ -166,6 +194,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Tools(args) => mcp::tools(&root, args),
         Command::Memory(args) => memory::run(&root, args),
         Command::Skills(args) => skills::run(&root, args),
+        Command::Completions(_) => unreachable!("answered before the project is read"),
     }
 }
 
@@ -237,7 +266,9 @@ mod tests {
     use std::io::Write;
     use std::sync::{Arc, Mutex};
 
-    use super::RedactedLog;
+    use clap::Parser;
+
+    use super::{Cli, RedactedLog, colour_allowed};
     use crate::redact::{Redactor, add_to_logs};
 
     /// A log destination the test can read.
@@ -286,5 +317,31 @@ mod tests {
             );
             assert!(!text.contains("quoted"), "{format}: {text}");
         }
+    }
+
+    #[test]
+    fn no_color_counts_only_when_not_empty() {
+        use std::ffi::OsStr;
+        assert!(colour_allowed(true, None));
+        assert!(colour_allowed(true, Some(OsStr::new(""))));
+        assert!(!colour_allowed(true, Some(OsStr::new("1"))));
+        assert!(!colour_allowed(true, Some(OsStr::new("0"))));
+        assert!(!colour_allowed(false, None));
+    }
+
+    #[test]
+    fn info_logs_only_under_serve_or_with_verbose() {
+        let filter = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).unwrap();
+            cli.default_log_filter()
+        };
+        assert_eq!(filter(&["aurad", "serve"]), "info");
+        assert_eq!(filter(&["aurad", "validate"]), "warn");
+        assert_eq!(filter(&["aurad", "run", "a"]), "warn");
+        assert_eq!(filter(&["aurad", "mcp"]), "warn");
+        assert_eq!(filter(&["aurad", "run", "a", "-v"]), "info");
+        assert_eq!(filter(&["aurad", "-vv", "validate"]), "debug");
+        assert_eq!(filter(&["aurad", "serve", "-vv"]), "debug");
+        assert_eq!(filter(&["aurad", "serve", "-vvvv"]), "trace");
     }
 }

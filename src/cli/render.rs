@@ -16,9 +16,12 @@ pub struct Renderer {
 }
 
 impl Renderer {
-    /// Colour when stderr is a terminal and NO_COLOR is unset.
+    /// Colour when stderr is a terminal and NO_COLOR is unset or empty.
     pub fn for_terminal() -> Renderer {
-        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let color = super::colour_allowed(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        );
         Renderer {
             color,
             at_line_start: true,

@@ -20,6 +20,10 @@ use crate::types::RunState;
 pub struct RunArgs {
     /// The agent (the file name in agents/ without .yaml).
     pub name: String,
+    /// The input, as an alternative to `--input` (not both); `-` reads it
+    /// from stdin. Default: the agent's `prompt`.
+    #[arg(value_name = "PROMPT", conflicts_with = "input")]
+    pub prompt: Option<String>,
     /// The input; `-` reads it from stdin. Default: the agent's `prompt`.
     #[arg(long, short = 'i', value_name = "TEXT")]
     pub input: Option<String>,
@@ -101,7 +105,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         }
         Some(manager)
     };
-    let Ok(input) = read_input(args.input.as_deref()) else {
+    let Ok(input) = read_input(args.input.as_deref().or(args.prompt.as_deref())) else {
         return EXIT_CONFIG;
     };
     let request = RunRequest {

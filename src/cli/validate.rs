@@ -1,14 +1,14 @@
 //! `aurad validate`: load everything, print every problem as
 //! `path:line:column: message`, exit 2 on any error. Warnings (among them
-//! agents that give an unattended trigger an unconfined shell) never change
-//! the exit code.
+//! agents that give an unattended trigger an unconfined shell, and webhooks
+//! whose secret variable is not set here) never change the exit code.
 
 use std::path::Path;
 
 use super::{EXIT_CONFIG, EXIT_OK, print_diagnostics};
 use crate::config;
 use crate::config::diag::locate_item;
-use crate::config::{Agent, Diagnostic};
+use crate::config::{Agent, Diagnostic, EnvLookup};
 use crate::registry::{self, Snapshot};
 use crate::tools::glob_match;
 use crate::types::SandboxMode;
@@ -17,6 +17,10 @@ pub fn run(root: &Path) -> i32 {
     let loaded = config::load(root, &config::process_env);
     let (snapshot, mut diagnostics) = registry::build(loaded, &config::process_env);
     diagnostics.extend(unsandboxed_shell_warnings(&snapshot));
+    diagnostics.extend(unset_webhook_secret_warnings(
+        &snapshot,
+        &config::process_env,
+    ));
     print_diagnostics(&diagnostics);
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;
@@ -89,4 +93,33 @@ fn unsandboxed_shell_warning(agent: &Agent, snapshot: &Snapshot) -> Option<Diagn
              or `sandbox: workdir` so its commands cannot change the project, or remove `bash`"
         ),
     ))
+}
+
+/// A warning for each agent whose `webhook.secret_env` names a variable
+/// that is unset or empty here: `aurad serve` started with this environment
+/// would answer every delivery 500. A warning, not an error, because
+/// `aurad validate` often runs where production secrets are not (CI), and
+/// the rest of the agent works without its webhook.
+pub fn unset_webhook_secret_warnings(snapshot: &Snapshot, env: EnvLookup) -> Vec<Diagnostic> {
+    snapshot
+        .project
+        .agents
+        .values()
+        .filter_map(|agent| {
+            let hook = agent.triggers.webhook.as_ref()?;
+            if env(&hook.secret_env).is_some_and(|v| !v.is_empty()) {
+                return None;
+            }
+            Some(Diagnostic::warning(
+                &agent.path,
+                locate_item(&agent.text, &["webhook", "secret_env"], &hook.secret_env),
+                format!(
+                    "webhook: `secret_env` names {}, which is not set (or empty) in this environment; \
+                     `aurad serve` started like this answers every delivery to /hooks/{} with 500: \
+                     export {} with the secret the sender signs with",
+                    hook.secret_env, agent.name, hook.secret_env
+                ),
+            ))
+        })
+        .collect()
 }

@@ -24,7 +24,9 @@ use sha2::{Digest, Sha256};
 pub use agent::{Agent, Limits, MemoryConfig, SkillsChoice};
 pub use diag::{Diagnostic, Severity};
 pub use settings::{ProviderConfig, ProviderKind, Settings};
-pub use triggers::{OnInterrupt, OnOverlap, ScheduleEntry, Triggers, WebhookConfig};
+pub use triggers::{
+    OnInterrupt, OnOverlap, ScheduleEntry, Triggers, WebhookConfig, WebhookSignature,
+};
 
 /// Looks up an environment variable; passed in so tests need no global state.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;

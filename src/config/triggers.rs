@@ -83,6 +83,29 @@ pub struct WebhookConfig {
     /// The environment variable holding the HMAC-SHA256 secret. The secret
     /// itself is read when a delivery arrives and never stored.
     pub secret_env: String,
+    /// How deliveries are signed (`signature:`, default `github`).
+    pub signature: WebhookSignature,
+}
+
+/// `webhook.signature`: the signing scheme a sender uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WebhookSignature {
+    /// `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`:
+    /// GitHub's scheme, also used by Gitea, Forgejo and most generic senders.
+    #[default]
+    Github,
+    /// `Stripe-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of "t.body">`,
+    /// refused when `t` is more than 5 minutes from now.
+    Stripe,
+}
+
+impl WebhookSignature {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookSignature::Github => "github",
+            WebhookSignature::Stripe => "stripe",
+        }
+    }
 }
 
 /// Everything that can start the agent without a person at a terminal.
@@ -362,6 +385,7 @@ fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
         ));
     };
     let mut secret_env = None;
+    let mut signature = WebhookSignature::default();
     for (k, v) in map {
         match k.as_str().unwrap_or_default() {
             "secret_env" => match v.as_str() {
@@ -373,9 +397,21 @@ fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
                     ));
                 }
             },
+            "signature" => {
+                signature = match v.as_str() {
+                    Some("github") => WebhookSignature::Github,
+                    Some("stripe") => WebhookSignature::Stripe,
+                    _ => {
+                        return Err(format!(
+                            "`signature` is {}: expected `github` (X-Hub-Signature-256, the default) or `stripe` (Stripe-Signature)",
+                            describe_value(v)
+                        ));
+                    }
+                }
+            }
             other => {
                 return Err(format!(
-                    "unknown field `{other}`: a webhook has `secret_env`"
+                    "unknown field `{other}`: a webhook has `secret_env` and `signature`"
                 ));
             }
         }
@@ -384,7 +420,10 @@ fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
         "`secret_env` is required: name the environment variable holding the HMAC secret"
             .to_string(),
     )?;
-    Ok(WebhookConfig { secret_env })
+    Ok(WebhookConfig {
+        secret_env,
+        signature,
+    })
 }
 
 fn valid_env_name(name: &str) -> bool {
@@ -425,7 +464,23 @@ mod tests {
         assert_eq!(t.on_missed, OnMissed::All);
         assert_eq!(t.catch_up, Some(Duration::from_secs(7200)));
         assert_eq!(t.on_interrupt, OnInterrupt::Retry);
-        assert_eq!(t.webhook.unwrap().secret_env, "HOOK_SECRET");
+        let webhook = t.webhook.unwrap();
+        assert_eq!(webhook.secret_env, "HOOK_SECRET");
+        assert_eq!(webhook.signature, WebhookSignature::Github);
+    }
+
+    #[test]
+    fn webhook_signature_schemes() {
+        let (t, d) = parse("webhook: { secret_env: S, signature: stripe }\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(t.webhook.unwrap().signature, WebhookSignature::Stripe);
+        let (t, d) = parse("webhook: { secret_env: S, signature: slack }\n");
+        assert!(t.webhook.is_none());
+        let all = d.join("\n");
+        assert!(
+            all.contains("`signature` is \"slack\": expected `github`"),
+            "{all}"
+        );
     }
 
     #[test]

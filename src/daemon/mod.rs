@@ -18,6 +18,7 @@ pub mod schedules;
 mod serve;
 pub mod status;
 pub mod supervisor;
+pub mod template;
 pub mod watcher;
 
 use std::net::SocketAddr;
@@ -34,6 +35,7 @@ pub use runner::{PreparedRun, RunRequest, RunSink, execute, prepare};
 pub use serve::{ServeOptions, serve};
 pub use supervisor::{CancelOutcome, Env, SubmitError};
 
+use crate::config::WebhookSignature;
 use crate::registry::Snapshot;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
 use crate::types::{RunEvent, ScheduleId};
@@ -140,6 +142,10 @@ pub struct Trigger {
     pub input: Option<String>,
     pub vars: serde_json::Map<String, serde_json::Value>,
     pub payload: Option<serde_json::Value>,
+    /// A webhook's event name (`{{ event }}`).
+    pub event: Option<String>,
+    /// A webhook's headers, names in lowercase (`{{ headers.X }}`).
+    pub headers: std::collections::BTreeMap<String, String>,
     /// `api` or `webhook`.
     pub trigger: String,
     /// A webhook's delivery id, claimed with the run (see
@@ -248,6 +254,8 @@ impl Daemon {
             trigger: trigger.trigger,
             vars: trigger.vars,
             payload: trigger.payload,
+            event: trigger.event,
+            headers: trigger.headers,
             delivery: trigger.delivery,
             ..RunRequest::default()
         };
@@ -305,9 +313,12 @@ impl Daemon {
         })
     }
 
-    /// The webhook secret of `agent`: `Ok(None)` if it has no webhook,
-    /// `Err` (what to fix) if its variable is not set.
-    pub fn webhook_secret(&self, agent: &str) -> Result<Option<String>, String> {
+    /// The webhook of `agent`: its signing scheme and secret; `Ok(None)` if
+    /// it has no webhook, `Err` (what to fix) if its variable is not set.
+    pub fn webhook_secret(
+        &self,
+        agent: &str,
+    ) -> Result<Option<(WebhookSignature, String)>, String> {
         let snapshot = self.snapshot();
         let Some(hook) = snapshot
             .project
@@ -318,7 +329,7 @@ impl Daemon {
             return Ok(None);
         };
         match (self.env)(&hook.secret_env) {
-            Some(secret) if !secret.is_empty() => Ok(Some(secret)),
+            Some(secret) if !secret.is_empty() => Ok(Some((hook.signature, secret))),
             _ => Err(format!(
                 "the webhook secret variable {} of agent `{agent}` is not set in aurad's environment",
                 hook.secret_env

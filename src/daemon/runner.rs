@@ -26,6 +26,7 @@ use crate::tools::sandbox::Sandbox;
 use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 
 use super::recorder::Recorder;
+use super::template::{RequestVars, render};
 
 /// A request to run an agent.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +43,11 @@ pub struct RunRequest {
     pub vars: serde_json::Map<String, serde_json::Value>,
     /// `{{ payload }}` in the templates: a webhook's JSON body.
     pub payload: Option<serde_json::Value>,
+    /// `{{ event }}` in the templates: a webhook's event name.
+    pub event: Option<String>,
+    /// `{{ headers.X }}` in the templates: a webhook's headers, names in
+    /// lowercase.
+    pub headers: std::collections::BTreeMap<String, String>,
     /// The scheduled fire this run is for (its `schedule_id` is
     /// [`RunRequest::schedule_id`]).
     pub fire: Option<Fire>,
@@ -56,36 +62,6 @@ pub struct RunRequest {
     /// The id of a run already claimed (`queued`) that this request takes
     /// over after a crash; `None`: a new run with a new id.
     pub run_id: Option<String>,
-}
-
-/// The `vars` and `payload` of a queued run's stored template context
-/// (see [`PreparedRun::template_context`]); empty when there is none or it
-/// does not parse.
-pub fn template_vars(
-    context: Option<&str>,
-) -> (
-    serde_json::Map<String, serde_json::Value>,
-    Option<serde_json::Value>,
-) {
-    let Some(serde_json::Value::Object(mut context)) =
-        context.and_then(|text| serde_json::from_str(text).ok())
-    else {
-        return Default::default();
-    };
-    let vars = match context.remove("vars") {
-        Some(serde_json::Value::Object(vars)) => vars,
-        _ => Default::default(),
-    };
-    let payload = context.remove("payload").filter(|p| !p.is_null());
-    (vars, payload)
-}
-
-/// What a run's templates see besides `input`.
-struct TemplateContext<'a> {
-    agent: &'a str,
-    now: String,
-    vars: &'a serde_json::Map<String, serde_json::Value>,
-    payload: &'a Option<serde_json::Value>,
 }
 
 /// A run resolved and ready to start.
@@ -105,8 +81,9 @@ pub struct PreparedRun {
     /// The snapshot's secrets, redacted from what the run stores, streams
     /// and shows the model.
     pub redactor: Arc<Redactor>,
-    /// `{"vars": ..., "payload": ...}` (JSON, redacted) when the request had
-    /// either: stored while the run is queued, so it can be taken over.
+    /// The request's template variables as JSON (redacted; see
+    /// [`RequestVars::to_stored`]) when it had any: stored while the run is
+    /// queued, so it can be taken over.
     pub template_context: Option<String>,
 }
 
@@ -131,12 +108,14 @@ pub fn prepare(
     };
     let model = request.model.clone().unwrap_or_else(|| agent.model.clone());
     let (provider, model_name) = provider_for(&model, &project.settings, &snapshot.http, env)?;
-    let context = TemplateContext {
-        agent: &agent.name,
-        now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        vars: &request.vars,
-        payload: &request.payload,
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let vars = RequestVars {
+        vars: request.vars,
+        payload: request.payload,
+        event: request.event,
+        headers: request.headers,
     };
+    let render = |template: &str, input: &str| render(template, &agent.name, &now, input, &vars);
     let schedule_input = request
         .schedule_id
         .as_ref()
@@ -144,13 +123,13 @@ pub fn prepare(
         .and_then(|s| s.input.as_deref());
     let input = match (request.input, schedule_input, &agent.prompt) {
         (Some(input), _, _) => input,
-        (None, Some(template), _) => render(template, &context, "").map_err(|e| {
+        (None, Some(template), _) => render(template, "").map_err(|e| {
             format!(
                 "{}: cannot render the schedule's `input`: {e}",
                 agent.path.display()
             )
         })?,
-        (None, None, Some(prompt)) => render(prompt, &context, "")
+        (None, None, Some(prompt)) => render(prompt, "")
             .map_err(|e| format!("{}: cannot render `prompt`: {e}", agent.path.display()))?,
         (None, None, None) => {
             return Err(format!(
@@ -162,15 +141,13 @@ pub fn prepare(
     let system = agent
         .system
         .as_deref()
-        .map(|s| render(s, &context, &input))
+        .map(|s| render(s, &input))
         .transpose()
         .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
     let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
     let price = project.settings.prices.get(&model).copied();
-    let template_context = (!request.vars.is_empty() || request.payload.is_some()).then(|| {
-        let json = serde_json::json!({ "vars": request.vars, "payload": request.payload });
-        snapshot.redactor.redact(&json.to_string()).into_owned()
-    });
+    let template_context =
+        (!vars.is_empty()).then(|| snapshot.redactor.redact(&vars.to_stored()).into_owned());
     let run_id = request.run_id.unwrap_or_else(new_run_id);
     let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id);
     let spec = RunSpec {
@@ -322,24 +299,6 @@ fn resolve_skills(
         how: how.to_string(),
         message: skills_message(&chosen),
     }))
-}
-
-/// Renders a prompt template with `agent`, `now`, `input`, `vars` and
-/// `payload`.
-fn render(template: &str, cx: &TemplateContext<'_>, input: &str) -> Result<String, String> {
-    let env = minijinja::Environment::new();
-    let payload = cx.payload.as_ref().map(minijinja::value::Serde);
-    env.render_str(
-        template,
-        minijinja::context! {
-            agent => cx.agent,
-            now => &cx.now,
-            input => input,
-            vars => minijinja::value::Serde(cx.vars),
-            payload => payload,
-        },
-    )
-    .map_err(|e| e.to_string())
 }
 
 /// How a failed event-batch write (or the final state) is retried: 50 ms

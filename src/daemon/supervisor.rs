@@ -21,9 +21,8 @@ use tokio_util::task::TaskTracker;
 use super::clock::Clock;
 use super::hub::Hub;
 use super::metrics::Metrics;
-use super::runner::{
-    PreparedRun, RunRequest, RunSink, new_run, prepare, run_claimed, template_vars,
-};
+use super::runner::{PreparedRun, RunRequest, RunSink, new_run, prepare, run_claimed};
+use super::template::RequestVars;
 use crate::config::OnOverlap;
 use crate::registry::Snapshot;
 use crate::scheduler::failure_backoff;
@@ -295,14 +294,16 @@ impl Supervisor {
             return Err(SubmitError::ShuttingDown);
         }
         let context = self.store.queued_template_context(&queued.id).await?;
-        let (vars, payload) = template_vars(context.as_deref());
+        let stored = RequestVars::stored(context.as_deref());
         let request = RunRequest {
             agent: queued.agent.clone(),
             input: Some(queued.input.clone()),
             model: Some(queued.model.clone()).filter(|m| !m.is_empty()),
             trigger: queued.trigger.clone(),
-            vars,
-            payload,
+            vars: stored.vars,
+            payload: stored.payload,
+            event: stored.event,
+            headers: stored.headers,
             run_id: Some(queued.id.clone()),
             ..RunRequest::default()
         };

@@ -488,3 +488,149 @@ proptest! {
         check_chain(&s, from, from + Duration::hours(hours))?;
     }
 }
+
+/// One row of `tests/fixtures/cron-croniter.json`.
+#[derive(serde::Deserialize)]
+struct CroniterCase {
+    expression: String,
+    timezone: String,
+    start: DateTime<Utc>,
+    croniter: Vec<DateTime<Utc>>,
+    /// aurad's fires where they differ from croniter's on purpose ...
+    aurad: Option<Vec<DateTime<Utc>>>,
+    /// ... and why.
+    why: Option<String>,
+}
+
+/// aurad's next 5 fires agree with Python's croniter on every expression of
+/// the committed table (written by `tests/fixtures/cron-croniter.py`), save
+/// the rows that say why they differ; those must still differ, so an
+/// explanation cannot outlive its difference.
+#[test]
+fn next_fires_agree_with_croniter_except_where_explained() {
+    #[derive(serde::Deserialize)]
+    struct Table {
+        cases: Vec<CroniterCase>,
+    }
+    let table: Table =
+        serde_json::from_str(include_str!("../../tests/fixtures/cron-croniter.json")).unwrap();
+    assert!(table.cases.len() >= 30, "{} cases", table.cases.len());
+    let mut problems = Vec::new();
+    for case in &table.cases {
+        let schedule = sched(&case.expression, Some(&case.timezone));
+        let mut ours = Vec::new();
+        let mut at = case.start;
+        for _ in 0..5 {
+            at = schedule.next_after(at).unwrap();
+            ours.push(at);
+        }
+        let label = format!(
+            "`{}` in {} from {}",
+            case.expression, case.timezone, case.start
+        );
+        match (&case.aurad, &case.why) {
+            (None, None) if ours != case.croniter => {
+                problems.push(format!(
+                    "{label}: aurad {ours:?}, croniter {:?}",
+                    case.croniter
+                ));
+            }
+            (Some(expected), Some(why)) => {
+                assert!(!why.trim().is_empty(), "{label}: empty `why`");
+                if &ours != expected {
+                    problems.push(format!(
+                        "{label}: aurad {ours:?}, the table says {expected:?}"
+                    ));
+                }
+                if expected == &case.croniter {
+                    problems.push(format!(
+                        "{label}: explained as a difference, but croniter agrees"
+                    ));
+                }
+            }
+            (None, None) => {}
+            _ => problems.push(format!("{label}: `aurad` and `why` go together")),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Vixie cron's rule: with both day-of-month and day-of-week restricted, a
+/// day matches when EITHER matches; with one of them `*`, only the other
+/// counts.
+#[test]
+fn day_of_month_and_day_of_week_both_restricted_match_either() {
+    let days = |expr: &str| -> Vec<String> {
+        sched(expr, None)
+            .fires_between(
+                utc(2026, 1, 31, 23, 0, 0),
+                utc(2026, 3, 31, 23, 59, 59),
+                100,
+            )
+            .iter()
+            .map(|t| t.format("%a %d %b").to_string())
+            .collect()
+    };
+    // February and March 2026: Fridays are 6, 13, 20, 27 Feb and 6, 13,
+    // 20, 27 Mar; 13 March is itself a Friday.
+    assert_eq!(
+        days("0 0 13 * FRI"),
+        [
+            "Fri 06 Feb",
+            "Fri 13 Feb",
+            "Fri 20 Feb",
+            "Fri 27 Feb",
+            "Fri 06 Mar",
+            "Fri 13 Mar",
+            "Fri 20 Mar",
+            "Fri 27 Mar"
+        ]
+    );
+    assert_eq!(
+        days("0 0 1 * MON"),
+        [
+            "Sun 01 Feb",
+            "Mon 02 Feb",
+            "Mon 09 Feb",
+            "Mon 16 Feb",
+            "Mon 23 Feb",
+            "Sun 01 Mar",
+            "Mon 02 Mar",
+            "Mon 09 Mar",
+            "Mon 16 Mar",
+            "Mon 23 Mar",
+            "Mon 30 Mar"
+        ]
+    );
+    // Not "the first Monday": the first seven days and every Monday (7 + 3
+    // later Mondays in February, 7 + 4 in March).
+    assert_eq!(days("0 0 1-7 * MON").len(), 7 + 3 + 7 + 4);
+    // One side `*`: the other alone.
+    assert_eq!(days("0 0 13 * *"), ["Fri 13 Feb", "Fri 13 Mar"]);
+    assert_eq!(days("0 0 * * FRI").len(), 8);
+}
+
+/// What the README says of `*/15 2 * * *`: a `*` in the minute makes it
+/// follow real time, so it does not fire on a day whose 02:00-03:00 is
+/// skipped and fires in both passes of a day that repeats it.
+#[test]
+fn a_star_minute_at_a_fixed_hour_follows_real_time_through_dst() {
+    let paris = sched("*/15 2 * * *", Some("Europe/Paris"));
+    let spring = paris.fires_between(utc(2026, 3, 28, 23, 0, 0), utc(2026, 3, 29, 22, 0, 0), 100);
+    assert!(spring.is_empty(), "{spring:?}");
+    let autumn = hm(
+        &paris,
+        utc(2026, 10, 24, 22, 0, 0),
+        utc(2026, 10, 25, 22, 0, 0),
+    );
+    assert_eq!(
+        autumn,
+        [
+            "25 00:00", "25 00:15", "25 00:30", "25 00:45", "25 01:00", "25 01:15", "25 01:30",
+            "25 01:45"
+        ]
+    );
+    let new_york = sched("*/15 2 * * *", Some("America/New_York"));
+    let spring = new_york.fires_between(utc(2026, 3, 8, 5, 0, 0), utc(2026, 3, 9, 4, 0, 0), 100);
+    assert!(spring.is_empty(), "{spring:?}");
+}

@@ -1,0 +1,253 @@
+//! What a run's templates (`system`, `prompt`, a schedule's `input`) see and
+//! how they are rendered (minijinja): `agent`, `now`, `input`, `vars`, and
+//! for webhook runs `payload`, `event` and `headers`. A mapping or a list
+//! prints as JSON (`{{ payload }}` gives `{"action":"opened",...}`), not in
+//! minijinja's own Python-like form (`{"action": "opened", "x": none}`);
+//! `headers` is looked up ignoring case. Also the JSON form of these
+//! variables kept with a queued run, so a run taken over after a crash
+//! renders as it would have.
+//!
+//! Depends on minijinja and serde_json only.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Object, ObjectRepr, Serde, ValueKind};
+use minijinja::{Error, ErrorKind, Output, State, Value};
+use serde_json::{Map, Value as Json};
+
+/// The variables a request brings to the templates, besides `agent`, `now`
+/// and `input`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestVars {
+    /// `{{ vars.X }}`.
+    pub vars: Map<String, Json>,
+    /// `{{ payload }}`: a webhook's JSON body.
+    pub payload: Option<Json>,
+    /// `{{ event }}`: a webhook's event name.
+    pub event: Option<String>,
+    /// `{{ headers.X }}`: a webhook's request headers, names in lowercase.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl RequestVars {
+    /// Whether there is anything to keep with a queued run.
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty()
+            && self.payload.is_none()
+            && self.event.is_none()
+            && self.headers.is_empty()
+    }
+
+    /// The JSON kept with a queued run (`{"vars": ..., "payload": ...,
+    /// "event": ..., "headers": ...}`); read back by [`RequestVars::stored`].
+    pub fn to_stored(&self) -> String {
+        serde_json::json!({
+            "vars": self.vars,
+            "payload": self.payload,
+            "event": self.event,
+            "headers": self.headers,
+        })
+        .to_string()
+    }
+
+    /// The variables of a queued run's stored context; empty when there is
+    /// none or it does not parse. Parts missing from a context stored by an
+    /// older version are empty.
+    pub fn stored(context: Option<&str>) -> RequestVars {
+        let Some(Json::Object(mut context)) =
+            context.and_then(|text| serde_json::from_str(text).ok())
+        else {
+            return RequestVars::default();
+        };
+        let vars = match context.remove("vars") {
+            Some(Json::Object(vars)) => vars,
+            _ => Map::new(),
+        };
+        let headers = match context.remove("headers") {
+            Some(Json::Object(headers)) => headers
+                .into_iter()
+                .filter_map(|(name, value)| Some((name, value.as_str()?.to_string())))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        RequestVars {
+            vars,
+            payload: context.remove("payload").filter(|p| !p.is_null()),
+            event: match context.remove("event") {
+                Some(Json::String(event)) => Some(event),
+                _ => None,
+            },
+            headers,
+        }
+    }
+}
+
+/// Renders `template` for agent `agent` at `now` with `input` and `request`.
+pub fn render(
+    template: &str,
+    agent: &str,
+    now: &str,
+    input: &str,
+    request: &RequestVars,
+) -> Result<String, String> {
+    let mut env = minijinja::Environment::new();
+    env.set_formatter(json_formatter);
+    env.render_str(
+        template,
+        minijinja::context! {
+            agent => agent,
+            now => now,
+            input => input,
+            vars => Serde(&request.vars),
+            // `none` outside webhook runs, so `payload.x` is undefined
+            // there rather than an error.
+            payload => request.payload.as_ref().map(Serde),
+            event => request.event.as_deref(),
+            headers => Value::from_object(Headers(request.headers.clone())),
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Prints mappings and lists as compact JSON, everything else as minijinja
+/// does. minijinja's own form follows Jinja2, which follows Python's
+/// `repr` (`none`, `", "` and `": "` separators); a prompt that hands a
+/// payload to a model wants the JSON it came as.
+fn json_formatter(
+    out: &mut Output<'_>,
+    state: &mut State<'_, '_>,
+    value: &Value,
+) -> Result<(), Error> {
+    if matches!(value.kind(), ValueKind::Map | ValueKind::Seq) {
+        let json = serde_json::to_string(value)
+            .map_err(|e| Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+        return out
+            .write_str(&json)
+            .map_err(|e| Error::new(ErrorKind::WriteFailure, e.to_string()));
+    }
+    minijinja::escape_formatter(out, state, value)
+}
+
+/// `headers`: a mapping whose keys match ignoring case, and with `_` for
+/// `-` (`headers.x_github_event` is `X-GitHub-Event`), since `-` cannot
+/// stand in a dotted name.
+#[derive(Debug)]
+struct Headers(BTreeMap<String, String>);
+
+impl Object for Headers {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let name = key.as_str()?.to_ascii_lowercase();
+        self.0
+            .get(&name)
+            .or_else(|| self.0.get(&name.replace('_', "-")))
+            .map(|value| Value::from(value.as_str()))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let names: Vec<Value> = self.0.keys().map(|k| Value::from(k.as_str())).collect();
+        Enumerator::Iter(Box::new(names.into_iter()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn webhook() -> RequestVars {
+        RequestVars {
+            payload: Some(json!({
+                "action": "opened",
+                "issue": { "title": "Broken \"build\"", "labels": ["bug", "ci"], "milestone": null },
+                "draft": false,
+            })),
+            event: Some("issues".into()),
+            headers: BTreeMap::from([
+                ("x-github-event".to_string(), "issues".to_string()),
+                ("user-agent".to_string(), "GitHub-Hookshot/abc".to_string()),
+            ]),
+            ..RequestVars::default()
+        }
+    }
+
+    fn render_one(template: &str, request: &RequestVars) -> String {
+        render(template, "triage", "2026-01-01T00:00:00Z", "in", request).unwrap()
+    }
+
+    #[test]
+    fn mappings_and_lists_print_as_json() {
+        let request = webhook();
+        let text = render_one("{{ payload }}", &request);
+        let parsed: Json = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed, request.payload.clone().unwrap());
+        assert!(!text.contains("none"), "{text}");
+        assert_eq!(
+            render_one("{{ payload.issue.labels }}", &request),
+            r#"["bug","ci"]"#
+        );
+        // Nested scalars print as they always did (minijinja's `False`,
+        // `none`).
+        assert_eq!(
+            render_one("{{ payload.issue.title }}|{{ payload.draft }}", &request),
+            "Broken \"build\"|False"
+        );
+        let vars = RequestVars {
+            vars: json!({ "who": "ops", "n": [1, 2] })
+                .as_object()
+                .unwrap()
+                .clone(),
+            ..RequestVars::default()
+        };
+        assert_eq!(
+            render_one("{{ vars.n }} {{ vars.who }}", &vars),
+            "[1,2] ops"
+        );
+    }
+
+    #[test]
+    fn event_and_headers_ignore_case() {
+        let request = webhook();
+        assert_eq!(
+            render_one(
+                "{{ event }} {{ headers['X-GitHub-Event'] }} {{ headers.x_github_event }} {{ headers['USER-AGENT'] }}",
+                &request
+            ),
+            "issues issues issues GitHub-Hookshot/abc"
+        );
+        assert_eq!(render_one("[{{ headers.missing }}]", &request), "[]");
+        assert_eq!(
+            render_one("{% for h in headers %}{{ h }};{% endfor %}", &request),
+            "user-agent;x-github-event;"
+        );
+        // Outside webhook runs: none, and what is inside is undefined, not
+        // an error.
+        let none = RequestVars::default();
+        assert_eq!(
+            render_one(
+                "{% if event %}x{% endif %}[{{ payload.issue }}][{{ headers.a }}]",
+                &none
+            ),
+            "[][]"
+        );
+    }
+
+    #[test]
+    fn stored_context_round_trips() {
+        let request = webhook();
+        assert_eq!(RequestVars::stored(Some(&request.to_stored())), request);
+        // Written before `event` and `headers` existed.
+        let old = RequestVars::stored(Some(r#"{"vars":{"a":1},"payload":null}"#));
+        assert_eq!(old.vars.get("a"), Some(&json!(1)));
+        assert!(old.payload.is_none() && old.event.is_none() && old.headers.is_empty());
+        assert_eq!(
+            RequestVars::stored(Some("not json")),
+            RequestVars::default()
+        );
+        assert_eq!(RequestVars::stored(None), RequestVars::default());
+    }
+}
