@@ -14,9 +14,9 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use self::fields::{RawHttp, check_schema, command_argv, http_action, string_map, timeout_value};
-use super::agent::yaml_diagnostic;
 use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate};
+use super::yaml_value::yaml_diagnostic;
 use super::{EnvLookup, interp, read_interpolated, relative, yaml_files};
 
 /// The directory of tool plugins, under the project root.

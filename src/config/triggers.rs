@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_yaml::Value;
 
-use super::agent::describe_value;
 use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate};
 use super::duration::duration_value;
+use super::yaml_value::describe_value;
 use crate::scheduler::{CronSchedule, OnMissed};
 use crate::types::ScheduleId;
 

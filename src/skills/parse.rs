@@ -12,9 +12,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::Skill;
-use crate::config::agent::yaml_diagnostic;
 use crate::config::bounds::{Syntax, check_size, check_text, normalize};
 use crate::config::diag::{Diagnostic, locate};
+use crate::config::yaml_value::yaml_diagnostic;
 
 /// Longest `name` the standard allows, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
