@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 pub mod cron;
 #[cfg(test)]
 mod cron_tests;
+pub mod memory;
 pub mod plugin;
 mod schedule_id;
 pub use cron::CronSchedule;
