@@ -7,7 +7,7 @@
 //! be delivered again and then runs); the JSON body becomes the run's `payload` (`{{ payload }}` in the
 //! agent's prompt). No bearer token: the signature is the authentication.
 //!
-//! Depends on `daemon` (`Daemon::webhook_secret`, `trigger`), `hmac` and
+//! Depends on the `Backend` (`webhook_secret`, `trigger`), `hmac` and
 //! `sha2`.
 
 use axum::body::Bytes;
@@ -21,7 +21,7 @@ use sha2::Sha256;
 
 use super::agents::trigger_error;
 use super::{Api, ApiError, Param, accepted, read_body};
-use crate::daemon::{SubmitError, Trigger, TriggerError};
+use super::{SubmitError, Trigger, TriggerError};
 
 const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 const DELIVERY_HEADERS: [&str; 2] = ["x-github-delivery", "x-delivery-id"];
