@@ -15,7 +15,7 @@ pub mod owner;
 pub mod recorder;
 pub mod reload;
 pub mod runner;
-pub mod schedules;
+pub mod scheduler;
 mod serve;
 pub mod supervisor;
 pub mod watcher;

@@ -22,7 +22,7 @@ use super::metrics::Metrics;
 use super::owner;
 use super::reload::{Reloader, describe_changes};
 use super::runner::RunRequest;
-use super::schedules::Scheduler;
+use super::scheduler::Scheduler;
 use super::supervisor::{Env, Health, Supervisor};
 use super::watcher::Watcher;
 use crate::config::{Diagnostic, OnInterrupt};
