@@ -12,6 +12,7 @@ mod cron_tests;
 pub mod memory;
 pub mod plugin;
 mod schedule_id;
+pub mod timestamp;
 pub use cron::CronSchedule;
 pub use schedule_id::ScheduleId;
 
