@@ -1,10 +1,19 @@
 //! Plain shared data with no I/O: messages, tool specs and calls, usage, run
-//! states and the `RunEvent` stream the engine emits. Every module may use it;
-//! it depends on nothing of ours.
+//! states and the `RunEvent` stream the engine emits, and validated values
+//! that several layers share: a parsed cron expression ([`CronSchedule`],
+//! pure time math), `on_missed`. Every module may use it; it depends on
+//! nothing of ours.
 
 use serde::{Deserialize, Serialize};
 
+pub mod cron;
+#[cfg(test)]
+mod cron_tests;
+pub mod memory;
+pub mod plugin;
 mod schedule_id;
+pub mod timestamp;
+pub use cron::CronSchedule;
 pub use schedule_id::ScheduleId;
 
 /// A tool as the model sees it: a name, a description and the JSON Schema of
@@ -375,4 +384,17 @@ impl RunEvent {
             RunEvent::Finished { .. } => "finished",
         }
     }
+}
+
+/// `on_missed`: what to do with fires missed while the daemon was down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnMissed {
+    /// Run once, for the newest missed fire within `catch_up` (default).
+    #[default]
+    Latest,
+    /// Run each missed fire within `catch_up` (the newest `scheduler::MAX_CATCH_UP_RUNS`).
+    All,
+    /// Run none; record them all as missed.
+    Skip,
 }

@@ -121,7 +121,7 @@ fn fires(runs: &[RunRecord]) -> Vec<(String, ScheduleId, RunState)> {
     runs.iter()
         .map(|r| {
             (
-                r.scheduled_for.clone().expect("a scheduled run"),
+                aurad::types::timestamp::millis_text(r.scheduled_for.expect("a scheduled run")),
                 r.schedule_id.clone().expect("a schedule id"),
                 r.state,
             )

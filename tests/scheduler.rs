@@ -66,13 +66,20 @@ async fn settled(store: &Store, n: usize) -> Vec<RunRecord> {
     })
     .await;
     assert_eq!(all.len(), n, "{all:#?}");
-    all.sort_by(|a, b| a.scheduled_for.cmp(&b.scheduled_for));
+    all.sort_by_key(|r| r.scheduled_for);
     all
 }
 
 fn fires(runs: &[RunRecord]) -> Vec<(String, RunState)> {
     runs.iter()
-        .map(|r| (r.scheduled_for.clone().unwrap_or_default(), r.state))
+        .map(|r| {
+            (
+                r.scheduled_for
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                    .unwrap_or_default(),
+                r.state,
+            )
+        })
         .collect()
 }
 
@@ -256,7 +263,7 @@ async fn overlap_queue_holds_one_and_skips_the_rest() {
         vec![RunState::TimedOut, RunState::Succeeded, RunState::Skipped]
     );
     // The held run started only after the first ended.
-    assert!(all[1].started_at.as_deref() >= all[0].finished_at.as_deref());
+    assert!(all[1].started_at >= all[0].finished_at);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,7 +286,7 @@ async fn max_concurrent_runs_queues_the_rest() {
     let all = settle_then_stop(&store, daemon, "allow").await;
     assert_eq!(all[0].state, RunState::TimedOut);
     assert_eq!(all[1].state, RunState::Succeeded);
-    assert!(all[1].started_at.as_deref() >= all[0].finished_at.as_deref());
+    assert!(all[1].started_at >= all[0].finished_at);
 }
 
 /// Fires once at 12:00, stops, restarts at 12:31 (six fires of `*/5`

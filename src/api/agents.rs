@@ -3,7 +3,7 @@
 //! the answer is the new run's event stream). Also how a refused trigger
 //! maps to a status, shared with the webhooks.
 //!
-//! Depends on `daemon` (`Daemon::agents`, `agent`, `trigger`) and the
+//! Depends on the `Backend` (`agents`, `agent`, `trigger`) and the
 //! `sse` handler for streaming answers.
 
 use axum::body::Bytes;
@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{Api, ApiError, Param, accepted, parse_json, read_body, sse};
-use crate::daemon::{SubmitError, Trigger, TriggerError};
+use super::{SubmitError, Trigger, TriggerError};
 
 /// The body of `POST /v1/agents/{name}/runs`; an empty body is all
 /// defaults.

@@ -27,7 +27,7 @@
 //! proxies and tunnels with their own `Host`, may send form-encoded bodies,
 //! and authenticate by HMAC signature instead.
 //!
-//! Depends on `config` (the allowed hosts) through the daemon handle.
+//! Depends on `config` (the allowed hosts, read through the `Backend`).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -46,10 +46,10 @@ pub(super) async fn refuse_web_pages(
     request: Request,
     next: Next,
 ) -> Response {
-    let snapshot = api.daemon.snapshot();
+    let allowed = api.daemon.allowed_hosts();
     let hosts = Hosts {
         listen: api.daemon.listen(),
-        allowed: &snapshot.project.settings.allowed_hosts,
+        allowed: &allowed,
     };
     match hosts.check(request.method(), request.headers()) {
         Ok(()) => next.run(request).await,

@@ -11,7 +11,7 @@
 //! `{{ headers.X }}` (the request's headers, credentials left out). No
 //! bearer token: the signature is the authentication.
 //!
-//! Depends on `daemon` (`Daemon::webhook_secret`, `trigger`), `config` (the
+//! Depends on the `Backend` (`webhook_secret`, `trigger`), `config` (the
 //! scheme names) and `form_urlencoded`.
 
 use std::collections::BTreeMap;
@@ -24,9 +24,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::agents::trigger_error;
-use super::{Api, ApiError, Param, accepted, read_body, signatures};
+use super::{Api, ApiError, Param, SubmitError, Trigger, TriggerError};
+use super::{accepted, read_body, signatures};
 use crate::config::WebhookSignature;
-use crate::daemon::{SubmitError, Trigger, TriggerError};
 
 const DELIVERY_HEADERS: [&str; 2] = ["x-github-delivery", "x-delivery-id"];
 /// Where `{{ event }}` comes from, first found: GitHub's header, then the

@@ -8,11 +8,13 @@
 //! configuration loaded and left out), `hooks` (signed webhooks) and
 //! `signatures` (the webhook signing schemes).
 //!
-//! Depends on `daemon` (everything goes through the [`Daemon`] handle,
-//! never the store or the supervisor directly), `store` (its record and
-//! error types) and `types`.
+//! Everything goes through the [`Backend`] trait (`backend`), which the
+//! daemon implements: the API never names the daemon, the store's methods
+//! or the supervisor. Depends on `config` (the allowed hosts), `store` (its
+//! record and error types) and `types`.
 
 mod agents;
+mod backend;
 mod guard;
 mod hooks;
 #[doc(hidden)]
@@ -21,6 +23,10 @@ mod runs;
 mod signatures;
 mod sse;
 mod status;
+
+pub use backend::{
+    AgentInfo, Backend, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
+};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,7 +46,6 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::Daemon;
 use crate::store::{RunRecord, StoreError};
 
 /// The largest request body accepted (413 beyond).
@@ -52,7 +57,7 @@ const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// What every handler works with.
 #[derive(Clone)]
 struct Api {
-    daemon: Arc<Daemon>,
+    daemon: Arc<dyn Backend>,
     /// Fires when the API stops; open event streams end then.
     stop: CancellationToken,
 }
@@ -62,7 +67,7 @@ struct Api {
 /// progress finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    daemon: Arc<Daemon>,
+    daemon: Arc<dyn Backend>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let app = app(daemon, stop.clone());
@@ -73,11 +78,11 @@ pub async fn serve(
 
 /// The API's routes on `daemon`. Its event streams end only with their runs
 /// (or the client); [`serve`] also ends them when it stops.
-pub fn router(daemon: Arc<Daemon>) -> Router {
+pub fn router(daemon: Arc<dyn Backend>) -> Router {
     app(daemon, CancellationToken::new())
 }
 
-fn app(daemon: Arc<Daemon>, stop: CancellationToken) -> Router {
+fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
     let api = Api { daemon, stop };
     let protected = Router::new()
         .route("/metrics", get(metrics))
@@ -116,7 +121,7 @@ async fn healthz(State(api): State<Api>) -> Response {
 async fn metrics(State(api): State<Api>) -> Response {
     (
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
-        api.daemon.metrics().render(),
+        api.daemon.metrics_text(),
     )
         .into_response()
 }

@@ -3,7 +3,7 @@
 //! /v1/runs/{id}/cancel`. Also [`find_run`], the run lookup the event
 //! stream shares.
 //!
-//! Depends on `daemon` (`Daemon::runs`, `run`, `cancel`) and `store`
+//! Depends on the `Backend` (`runs`, `run`, `cancel`) and `store`
 //! (`RunFilter`, `RunRecord`, `StoreError`).
 
 use axum::extract::rejection::QueryRejection;
@@ -12,8 +12,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::CancelAnswer;
 use super::{Api, ApiError, Param};
-use crate::daemon::CancelAnswer;
 use crate::store::{RunFilter, RunRecord, StoreError};
 use crate::types::RunState;
 

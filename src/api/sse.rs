@@ -6,7 +6,7 @@
 //! replays the merged text of the turn in progress. Where to resume comes
 //! from `Last-Event-ID` or `?after=N`.
 //!
-//! Depends on `daemon` (`Daemon::events`), `types` (`RunEvent`) and the
+//! Depends on the `Backend` (`events`), `types` (`RunEvent`) and the
 //! run lookup of `runs`.
 
 use std::convert::Infallible;

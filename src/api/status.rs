@@ -1,7 +1,5 @@
 //! `GET /v1/status`: what the configuration loaded and what it left out or
-//! kept stale, and why (see `daemon::status`).
-//!
-//! Depends on `daemon` only.
+//! kept stale, and why, as the [`super::Backend`] reports it.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -9,7 +7,5 @@ use axum::response::{IntoResponse, Response};
 use super::Api;
 
 pub(super) async fn show(State(api): State<Api>) -> Response {
-    let snapshot = api.daemon.snapshot();
-    let states = api.daemon.mcp_states();
-    axum::Json(crate::daemon::status::status(&snapshot, &states)).into_response()
+    axum::Json(api.daemon.status()).into_response()
 }

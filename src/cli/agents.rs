@@ -138,17 +138,10 @@ fn last_failure(store: &Store, agent: &str) -> Result<Option<DateTime<Utc>>, Str
         let runs = store
             .list_runs_blocking(&filter)
             .map_err(|e| e.to_string())?;
-        let ended = runs
-            .first()
-            .and_then(|r| r.finished_at.as_deref().or(r.started_at.as_deref()))
-            .and_then(parse_time);
+        let ended = runs.first().and_then(|r| r.finished_at.or(r.started_at));
         newest = newest.max(ended);
     }
     Ok(newest)
-}
-
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text).ok().map(|t| t.to_utc())
 }
 
 /// The agent as `GET /v1/agents` describes it.
@@ -247,15 +240,8 @@ fn print_table(
 
 /// `succeeded 3h ago`, `running 12s ago`.
 fn describe_last(run: &RunRecord, now: DateTime<Utc>) -> String {
-    let at = run
-        .finished_at
-        .as_deref()
-        .or(run.started_at.as_deref())
-        .unwrap_or(&run.created_at);
-    match parse_time(at) {
-        Some(at) => format!("{} {}", run.state, ago(now - at)),
-        None => run.state.to_string(),
-    }
+    let at = run.finished_at.or(run.started_at).unwrap_or(run.created_at);
+    format!("{} {}", run.state, ago(now - at))
 }
 
 fn ago(elapsed: chrono::Duration) -> String {

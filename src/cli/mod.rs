@@ -11,6 +11,7 @@ mod run;
 mod runs;
 mod serve;
 mod skills;
+mod tools;
 mod trigger;
 mod validate;
 
@@ -104,7 +105,7 @@ pub enum Command {
     /// Connect the MCP servers of mcp.json and show their state and tools.
     Mcp(mcp::McpArgs),
     /// List every tool (built-in, tools.d, MCP) with its source and schema.
-    Tools(mcp::ToolsArgs),
+    Tools(tools::ToolsArgs),
     /// List, search, add, forget and import long-term memories.
     Memory(memory::MemoryArgs),
     /// List skills and show which would match an input.
@@ -191,7 +192,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Runs(args) => runs::list(&root, args),
         Command::Logs(args) => runs::logs(&root, args),
         Command::Mcp(args) => mcp::mcp(&root, args),
-        Command::Tools(args) => mcp::tools(&root, args),
+        Command::Tools(args) => tools::tools(&root, args),
         Command::Memory(args) => memory::run(&root, args),
         Command::Skills(args) => skills::run(&root, args),
         Command::Completions(_) => unreachable!("answered before the project is read"),

@@ -92,8 +92,8 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         "RUN", "AGENT", "STATE", "TRIGGER", "STARTED", "TIME", "COST"
     );
     for r in runs {
-        let started = r.started_at.as_deref().unwrap_or(&r.created_at);
-        let duration = match (r.started_at.as_deref(), r.finished_at.as_deref()) {
+        let started = r.started_at.unwrap_or(r.created_at);
+        let duration = match (r.started_at, r.finished_at) {
             (Some(s), Some(f)) => duration_between(s, f),
             _ => "-".into(),
         };
@@ -107,7 +107,7 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
             r.agent,
             r.state.as_str(),
             r.trigger,
-            started.get(..19).unwrap_or(started).replace('T', " "),
+            started.format("%Y-%m-%d %H:%M:%S").to_string(),
             duration,
             cost,
             tokens
@@ -116,18 +116,15 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
     EXIT_OK
 }
 
-fn duration_between(start: &str, end: &str) -> String {
-    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
-    match (parse(start), parse(end)) {
-        (Some(s), Some(e)) => {
-            let ms = (e - s).num_milliseconds().max(0);
-            if ms < 10_000 {
-                format!("{:.2}s", ms as f64 / 1000.0)
-            } else {
-                format!("{}s", ms / 1000)
-            }
-        }
-        _ => "-".into(),
+fn duration_between(
+    start: chrono::DateTime<chrono::Utc>,
+    end: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let ms = (end - start).num_milliseconds().max(0);
+    if ms < 10_000 {
+        format!("{:.2}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}s", ms / 1000)
     }
 }
 

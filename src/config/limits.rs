@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_yaml::Value;
 
-use super::agent::describe_value;
 use super::diag::Diagnostic;
 use super::duration::duration_value;
+use super::yaml_value::describe_value;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

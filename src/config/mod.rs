@@ -15,6 +15,7 @@ mod prices;
 mod schema;
 pub mod settings;
 pub mod triggers;
+pub mod yaml_value;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -7,66 +7,21 @@
 //! fields live in `plugins_fields.rs`, the unit tests in `plugins_tests.rs`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_yaml::Value;
 
 use self::fields::{RawHttp, check_schema, command_argv, http_action, string_map, timeout_value};
-use super::agent::yaml_diagnostic;
 use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate};
+use super::yaml_value::yaml_diagnostic;
 use super::{EnvLookup, interp, read_interpolated, relative, yaml_files};
+pub use crate::types::plugin::{ArgsIn, PLUGIN_DIR, PluginAction, PluginConfig};
 
-/// The directory of tool plugins, under the project root.
-pub const PLUGIN_DIR: &str = "tools.d";
 /// How long a plugin may run when its file gives no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A validated tool plugin.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PluginConfig {
-    /// The tool's name: the file stem.
-    pub name: String,
-    /// The file, relative to the project root (`tools.d/weather.yaml`).
-    pub path: PathBuf,
-    pub description: String,
-    /// JSON Schema of the arguments (`type: object`, known to compile).
-    pub parameters: serde_json::Value,
-    pub timeout: Duration,
-    pub action: PluginAction,
-    /// The interpolated text, for locating later diagnostics.
-    pub text: String,
-}
-
-/// What calling the tool does.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PluginAction {
-    /// Runs `argv` in `tools.d/` with the arguments as JSON on stdin; stdout
-    /// is the result.
-    Command {
-        argv: Vec<String>,
-        env: BTreeMap<String, String>,
-    },
-    /// Sends the arguments to `url`; the response body is the result.
-    Http {
-        /// Uppercased: GET, POST, PUT, PATCH or DELETE.
-        method: String,
-        url: String,
-        headers: BTreeMap<String, String>,
-        send_as: ArgsIn,
-    },
-}
-
-/// Where an HTTP plugin puts the arguments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgsIn {
-    /// As a JSON body.
-    Body,
-    /// As query parameters.
-    Query,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

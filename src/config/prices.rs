@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_yaml::Value;
 
-use super::agent::describe_value;
 use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate};
+use super::yaml_value::describe_value;
 use crate::types::Price;
 
 const FIELDS: [&str; 3] = ["input_per_mtok", "output_per_mtok", "cached_input_per_mtok"];

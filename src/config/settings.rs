@@ -10,11 +10,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_yaml::Value;
 
-use super::agent::yaml_diagnostic;
 use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate, offset_to_place};
 use super::duration::duration_value;
 use super::prices::parse_prices;
+use super::yaml_value::yaml_diagnostic;
 use crate::types::Price;
 
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";

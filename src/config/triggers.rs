@@ -3,19 +3,19 @@
 //! (DESIGN.md 2 and 3). Parsed from the raw YAML values of an agent file
 //! into a validated [`Triggers`], with every problem placed.
 //!
-//! Depends on `scheduler` for cron parsing (a leaf module with no
-//! dependencies of ours), so an expression is checked where it is written.
+//! Parses cron expressions with `types::CronSchedule` (pure time math, no
+//! dependency on the scheduler), so an expression is checked where it is
+//! written.
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde_yaml::Value;
 
-use super::agent::describe_value;
 use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate};
 use super::duration::duration_value;
-use crate::scheduler::{CronSchedule, OnMissed};
-use crate::types::ScheduleId;
+use super::yaml_value::describe_value;
+use crate::types::{CronSchedule, OnMissed, ScheduleId};
 
 /// `on_overlap`: what a scheduled fire does while a run of the agent is in
 /// flight.

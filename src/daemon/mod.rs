@@ -1,11 +1,12 @@
 //! The composition root. [`serve`] runs `aurad serve`: the project lock,
 //! the store, the snapshot and its reloads, the scheduler, the run
 //! supervisor and the HTTP API, and the graceful shutdown. [`Daemon`] is
-//! the handle the API works through. [`runner`] is the one path from a run
+//! the handle the API works through (as its `api::Backend`, in `backend`). [`runner`] is the one path from a run
 //! request to a stored, finished run, shared with `aurad run`.
 //!
 //! May depend on `registry`, `engine`, `store`, `scheduler`, `api`.
 
+mod backend;
 pub mod clock;
 pub mod hub;
 pub mod lock;
@@ -14,7 +15,7 @@ pub mod owner;
 pub mod recorder;
 pub mod reload;
 pub mod runner;
-pub mod schedules;
+pub mod scheduler;
 mod serve;
 pub mod status;
 pub mod supervisor;
@@ -27,18 +28,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use futures::stream::{self, BoxStream, StreamExt};
-use serde::Serialize;
 use tokio::sync::watch;
 
+pub use crate::api::{AgentInfo, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use runner::{PreparedRun, RunRequest, RunSink, execute, prepare};
 pub use serve::{ServeOptions, serve};
-pub use supervisor::{CancelOutcome, Env, SubmitError};
+pub use supervisor::{CancelOutcome, Env};
 
 use crate::config::WebhookSignature;
 use crate::registry::Snapshot;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
-use crate::types::{RunEvent, ScheduleId};
+use crate::types::RunEvent;
 use hub::Numbered;
 use metrics::Metrics;
 use supervisor::Supervisor;
@@ -62,28 +63,6 @@ pub struct Daemon {
     token: Option<String>,
     mcp_states: Mutex<Vec<(String, String)>>,
     started_at: DateTime<Utc>,
-}
-
-/// An agent as the API and `aurad agents` describe it.
-#[derive(Debug, Clone, Serialize)]
-pub struct AgentInfo {
-    pub name: String,
-    pub description: String,
-    pub model: String,
-    pub definition_hash: String,
-    pub schedules: Vec<ScheduleInfo>,
-    pub on_overlap: &'static str,
-    pub webhook: bool,
-    pub last_run: Option<RunRecord>,
-    pub consecutive_failures: u32,
-    /// Scheduled fires before this instant are skipped (failure backoff).
-    pub backoff_until: Option<DateTime<Utc>>,
-    /// The tools a run of the agent gets now: those of its `tools` list
-    /// among the built-in ones, the plugins and the connected MCP servers',
-    /// and the memory tools with `memory.tools`.
-    /// Only the daemon knows them (it holds the MCP connections).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<String>>,
 }
 
 impl AgentInfo {
@@ -124,52 +103,6 @@ impl AgentInfo {
             tools: None,
         }
     }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ScheduleInfo {
-    /// What the schedule is, hashed: its runs carry the same `schedule_id`.
-    pub id: ScheduleId,
-    pub cron: String,
-    pub timezone: String,
-    pub description: String,
-    pub next_fires: Vec<DateTime<Utc>>,
-}
-
-/// A request to start a run through the API or a webhook.
-#[derive(Debug, Clone, Default)]
-pub struct Trigger {
-    pub input: Option<String>,
-    pub vars: serde_json::Map<String, serde_json::Value>,
-    pub payload: Option<serde_json::Value>,
-    /// A webhook's event name (`{{ event }}`).
-    pub event: Option<String>,
-    /// A webhook's headers, names in lowercase (`{{ headers.X }}`).
-    pub headers: std::collections::BTreeMap<String, String>,
-    /// `api` or `webhook`.
-    pub trigger: String,
-    /// A webhook's delivery id, claimed with the run (see
-    /// [`RunRequest::delivery`]).
-    pub delivery: Option<String>,
-}
-
-/// Why [`Daemon::trigger`] did not start a run.
-#[derive(Debug, thiserror::Error)]
-pub enum TriggerError {
-    #[error("no agent named `{0}`")]
-    UnknownAgent(String),
-    #[error(transparent)]
-    Submit(#[from] SubmitError),
-}
-
-/// The answer of [`Daemon::cancel`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum CancelAnswer {
-    /// Queued or running; it is being cancelled (it ends `cancelled`).
-    Cancelling(RunRecord),
-    /// It has already ended (or was never run by this daemon).
-    NotRunning(RunRecord),
-    NotFound,
 }
 
 impl Daemon {

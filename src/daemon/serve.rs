@@ -25,7 +25,7 @@ use super::metrics::Metrics;
 use super::owner;
 use super::reload::{Reloader, describe_changes};
 use super::runner::RunRequest;
-use super::schedules::Scheduler;
+use super::scheduler::Scheduler;
 use super::supervisor::{Env, Health, Supervisor};
 use super::watcher::Watcher;
 use crate::config::{Diagnostic, OnInterrupt};
@@ -384,21 +384,14 @@ async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
         }
         let since = run
             .scheduled_for
-            .as_deref()
-            .or(run.started_at.as_deref())
-            .unwrap_or(&run.created_at);
-        let Ok(since) = chrono::DateTime::parse_from_rfc3339(since) else {
-            continue;
-        };
+            .or(run.started_at)
+            .unwrap_or(run.created_at);
         let schedule = run
             .schedule_id
             .as_ref()
             .and_then(|id| agent.triggers.schedule(id));
         let window = agent.triggers.catch_up_for(schedule, now);
-        if (now - since.to_utc())
-            .to_std()
-            .is_ok_and(|age| age > window)
-        {
+        if (now - since).to_std().is_ok_and(|age| age > window) {
             tracing::info!(run = %run.id, "interrupted run is older than catch_up; not retried");
             continue;
         }
@@ -437,9 +430,7 @@ async fn last_failure(store: &Store, agent: &str) -> Option<chrono::DateTime<chr
             .await
             .ok()
             .and_then(|runs| runs.into_iter().next())
-            .and_then(|r| r.finished_at)
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
-            .map(|t| t.to_utc());
+            .and_then(|r| r.finished_at);
         newest = newest.max(ended);
     }
     newest

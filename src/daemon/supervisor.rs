@@ -32,23 +32,7 @@ use crate::types::{RunEvent, RunState, ScheduleId};
 /// The process environment (or a test's), shared with runs.
 pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
-/// Why a run was not started.
-#[derive(Debug, thiserror::Error)]
-pub enum SubmitError {
-    /// The request cannot run (unknown agent, template error, no input).
-    #[error("{0}")]
-    Invalid(String),
-    /// The scheduled fire was claimed before (e.g. by an earlier process).
-    #[error("this fire was already claimed")]
-    AlreadyFired,
-    /// The webhook delivery started a run before (within a day).
-    #[error("this webhook delivery started a run already")]
-    DuplicateDelivery,
-    #[error("aurad is shutting down and accepts no new runs")]
-    ShuttingDown,
-    #[error("{0}")]
-    Store(#[from] StoreError),
-}
+pub use crate::api::SubmitError;
 
 /// Whether [`Supervisor::cancel`] found the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

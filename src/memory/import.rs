@@ -7,7 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{DEFAULT_CATEGORY, DEFAULT_IMPORTANCE, NewMemory, score};
+use super::{DEFAULT_CATEGORY, DEFAULT_IMPORTANCE, NewMemory};
+use crate::store::memory_score as score;
 
 /// Most problems reported before giving up on a file.
 const MAX_PROBLEMS: usize = 20;

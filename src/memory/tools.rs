@@ -8,8 +8,9 @@ use chrono::Utc;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{DEFAULT_CATEGORY, DEFAULT_IMPORTANCE, DEFAULT_MAX_ENTRIES, NewMemory, score};
+use super::{DEFAULT_CATEGORY, DEFAULT_IMPORTANCE, DEFAULT_MAX_ENTRIES, NewMemory};
 use crate::store::Store;
+use crate::store::memory_score as score;
 use crate::tools::{Tool, ToolContext, ToolError};
 use crate::types::ToolSpec;
 

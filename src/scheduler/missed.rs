@@ -3,27 +3,13 @@
 //! backoff.
 //!
 //! Pure: the caller passes `last_checked` and `now`; nothing here reads a
-//! clock or the store. Depends only on [`CronSchedule`].
+//! clock or the store. Depends only on [`CronSchedule`] and [`OnMissed`] (in `types`).
 
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
-use serde::{Deserialize, Serialize};
 
-use super::cron::CronSchedule;
-
-/// `on_missed`: what to do with fires missed while the daemon was down.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnMissed {
-    /// Run once, for the newest missed fire within `catch_up` (default).
-    #[default]
-    Latest,
-    /// Run each missed fire within `catch_up` (the newest [`MAX_CATCH_UP_RUNS`]).
-    All,
-    /// Run none; record them all as missed.
-    Skip,
-}
+use crate::types::{CronSchedule, OnMissed};
 
 /// `on_missed: all` runs at most this many fires.
 pub const MAX_CATCH_UP_RUNS: usize = 100;

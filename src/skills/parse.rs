@@ -23,9 +23,9 @@ use unicode_normalization::UnicodeNormalization;
 
 use super::Skill;
 use super::front_matter::{FrontMatter, KNOWN_KEYS, keys, repair_colons};
-use crate::config::agent::yaml_diagnostic;
 use crate::config::bounds::{Syntax, check_size, check_text, normalize};
 use crate::config::diag::{Diagnostic, locate};
+use crate::config::yaml_value::yaml_diagnostic;
 
 /// Longest `name` the standard allows, in characters.
 pub const MAX_NAME_CHARS: usize = 64;

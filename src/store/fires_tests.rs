@@ -41,16 +41,15 @@ async fn unrun_runs_are_final_at_once_and_take_their_fire() {
     let record = store.get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(record.state, RunState::Skipped);
     assert_eq!(record.started_at, None);
-    assert_eq!(
-        record.finished_at.as_deref(),
-        Some(record.created_at.as_str())
-    );
+    assert_eq!(record.finished_at, Some(record.created_at));
     assert_eq!(record.error.as_deref(), Some(reason));
     assert_eq!(record.output, None);
     assert_eq!(record.schedule_id, Some(sid("a", 0)));
     assert_eq!(
-        record.scheduled_for.as_deref(),
-        Some("2025-10-26T01:00:00.000Z")
+        record
+            .scheduled_for
+            .map(crate::types::timestamp::millis_text),
+        Some("2025-10-26T01:00:00.000Z".to_string())
     );
     assert_eq!(
         store.run_events(&run.id).await.unwrap(),

@@ -1,7 +1,7 @@
 //! Long-term memory: the `memories` table and its inverted index
 //! (`memory_terms`: postings with raw counts; `memory_df`: document frequency
 //! per term; `memory_namespaces`: entry count N and a change epoch per
-//! namespace). All memory SQL is here; the math is `crate::memory::score`.
+//! namespace). All memory SQL is here; the math is [`score`].
 //!
 //! Recall reads only memories sharing a query term, rarest term first. Each
 //! term's postings are stored in "impact" order (log2 of an upper bound of a
@@ -22,10 +22,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{StoreError, sql};
-use crate::memory::score::{self, TermCounts};
-use crate::memory::{Memory, Recalled};
+use crate::types::memory::{Memory, Recalled};
+use score::TermCounts;
 
 mod api;
+pub mod score;
 mod write;
 
 /// Safety margin on pruning bounds against floating-point rounding.

@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 
 use super::tests::{db, raw};
 use super::*;
-use crate::memory::NewMemory;
+use crate::types::memory::{NewMemory, Saved};
 
 fn check_index(path: &Path) {
     let conn = raw(path);
@@ -56,10 +56,7 @@ fn the_index_stays_consistent() {
     ] {
         save(text);
     }
-    assert!(matches!(
-        save("likes green tea"),
-        crate::memory::Saved::Merged(1)
-    ));
+    assert!(matches!(save("likes green tea"), Saved::Merged(1)));
     for _ in 0..5 {
         // Access counts 1, 2, 4 cross impact caps: postings move.
         store

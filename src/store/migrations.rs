@@ -71,7 +71,7 @@ CREATE TABLE memories (
     access_count INTEGER NOT NULL DEFAULT 0,
     run_id       TEXT,
     metadata     TEXT NOT NULL DEFAULT '{}',
-    -- log2 of an upper bound of the boosts at the Unix epoch (memory::score::impact)
+    -- log2 of an upper bound of the boosts at the Unix epoch (store::memory_score::impact)
     impact       REAL NOT NULL,
     -- cached TF-IDF vector norm, valid while memory_namespaces.epoch = norm_epoch
     norm         REAL,

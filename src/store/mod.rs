@@ -59,6 +59,7 @@ use rusqlite::ffi::ErrorCode;
 use rusqlite::{Connection, OpenFlags};
 
 pub use fires::Recovered;
+pub use memory::score as memory_score;
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
 use worker::{Role, Worker};
 

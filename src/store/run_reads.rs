@@ -147,6 +147,10 @@ struct RawRun {
     cached_input_tokens: Option<i64>,
     schedule_id: Option<String>,
     result: Option<String>,
+    created_at: String,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+    scheduled_for: Option<String>,
 }
 
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -160,16 +164,16 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
             model: row.get(5)?,
             definition_hash: row.get(6)?,
             owner: row.get(7)?,
-            created_at: row.get(8)?,
-            started_at: row.get(9)?,
-            finished_at: row.get(10)?,
+            created_at: DateTime::<Utc>::MIN_UTC, // set by `check`
+            started_at: None,                     // set by `check`
+            finished_at: None,                    // set by `check`
             error: row.get(11)?,
             output: row.get(12)?,
             usage: Usage::default(),
             cost_usd: row.get(18)?,
-            result: None,      // set by `check`
-            schedule_id: None, // set by `check`
-            scheduled_for: row.get(16)?,
+            result: None,        // set by `check`
+            schedule_id: None,   // set by `check`
+            scheduled_for: None, // set by `check`
         },
         state: row.get(2)?,
         input_tokens: row.get(13)?,
@@ -177,6 +181,10 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         cached_input_tokens: row.get(17)?,
         schedule_id: row.get(15)?,
         result: row.get(19)?,
+        created_at: row.get(8)?,
+        started_at: row.get(9)?,
+        finished_at: row.get(10)?,
+        scheduled_for: row.get(16)?,
     })
 }
 
@@ -190,6 +198,10 @@ impl RawRun {
             cached_input_tokens,
             schedule_id,
             result,
+            created_at,
+            started_at,
+            finished_at,
+            scheduled_for,
         } = self;
         let corrupt = |message: String| StoreError::CorruptRun {
             run_id: record.id.clone(),
@@ -211,6 +223,17 @@ impl RawRun {
             .map(|text| {
                 serde_json::from_str(&text).map_err(|e| corrupt(format!("result is not JSON: {e}")))
             })
+            .transpose()?;
+        let time = |name: &str, text: String| {
+            DateTime::parse_from_rfc3339(&text)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| corrupt(format!("{name} `{text}` is not an RFC 3339 time: {e}")))
+        };
+        record.created_at = time("created_at", created_at)?;
+        record.started_at = started_at.map(|t| time("started_at", t)).transpose()?;
+        record.finished_at = finished_at.map(|t| time("finished_at", t)).transpose()?;
+        record.scheduled_for = scheduled_for
+            .map(|t| time("scheduled_for", t))
             .transpose()?;
         record.schedule_id = schedule_id
             .map(|id| ScheduleId::parse(&id).map_err(|e| corrupt(format!("schedule_id: {e}"))))

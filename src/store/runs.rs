@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::run_reads::run_by_id;
 use super::{Store, StoreError, now_text, sql, time_text};
-use crate::types::{RunEvent, RunState, ScheduleId, Usage};
+use crate::types::{RunEvent, RunState, ScheduleId, Usage, timestamp};
 
 /// The scheduled fire a run is for: `(agent, schedule_id, scheduled_for)`
 /// has at most one run in the store, across restarts.
@@ -47,7 +47,8 @@ pub struct NewRun {
     pub template_context: Option<String>,
 }
 
-/// A stored run. Times are RFC 3339 UTC with milliseconds.
+/// A stored run. Times are shown as RFC 3339 UTC with milliseconds
+/// (`types::timestamp`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub id: String,
@@ -58,9 +59,12 @@ pub struct RunRecord {
     pub model: String,
     pub definition_hash: String,
     pub owner: Option<String>,
-    pub created_at: String,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
+    #[serde(serialize_with = "timestamp::millis")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "timestamp::millis_opt")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "timestamp::millis_opt")]
+    pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
     pub output: Option<String>,
     pub usage: Usage,
@@ -76,8 +80,8 @@ pub struct RunRecord {
     #[serde(default)]
     pub schedule_id: Option<ScheduleId>,
     /// That fire's instant (scheduled runs only).
-    #[serde(default)]
-    pub scheduled_for: Option<String>,
+    #[serde(default, serialize_with = "timestamp::millis_opt")]
+    pub scheduled_for: Option<DateTime<Utc>>,
 }
 
 /// How a run ended, as [`Store::finish_run_as`] records it.

@@ -76,8 +76,10 @@ async fn a_fire_is_claimed_once_even_across_restarts() {
     let record = store.get_run(&first.id).await.unwrap().unwrap();
     assert_eq!(record.schedule_id, Some(sid("a", 0)));
     assert_eq!(
-        record.scheduled_for.as_deref(),
-        Some("2025-03-30T01:00:00.000Z")
+        record
+            .scheduled_for
+            .map(crate::types::timestamp::millis_text),
+        Some("2025-03-30T01:00:00.000Z".to_string())
     );
     let json = serde_json::to_value(&record).unwrap();
     assert_eq!(json["schedule_id"], sid("a", 0).as_str());
@@ -141,8 +143,8 @@ async fn a_queued_run_starts_once() {
     assert!(store.start_run(&run.id).await.unwrap());
     let running = store.get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(running.state, RunState::Running);
-    let started = running.started_at.as_deref().unwrap();
-    assert!(started >= running.created_at.as_str(), "{started}");
+    let started = running.started_at.unwrap();
+    assert!(started >= running.created_at, "{started}");
     // Not queued any more: no change.
     assert!(!store.start_run(&run.id).await.unwrap());
     assert_eq!(store.get_run(&run.id).await.unwrap().unwrap(), running);

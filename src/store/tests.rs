@@ -92,18 +92,18 @@ async fn claim_append_finish_round_trip() {
     let claimed = store.get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(claimed.state, RunState::Running);
     assert_eq!(claimed.owner.as_deref(), Some("pid:1"));
-    assert_eq!(
-        claimed.started_at.as_deref(),
-        Some(claimed.created_at.as_str())
-    );
+    assert_eq!(claimed.started_at, Some(claimed.created_at));
     assert!(claimed.finished_at.is_none());
     assert_eq!(claimed.usage, Usage::default());
-    assert!(chrono::DateTime::parse_from_rfc3339(&claimed.created_at).is_ok());
-    assert!(
-        claimed.created_at.ends_with('Z') && claimed.created_at.len() == 24,
-        "{}",
+    // Shown as RFC 3339 UTC with milliseconds, as stored.
+    let json = serde_json::to_value(&claimed).unwrap();
+    let shown = json["created_at"].as_str().unwrap();
+    assert!(shown.ends_with('Z') && shown.len() == 24, "{shown}");
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(shown).unwrap(),
         claimed.created_at
     );
+    assert_eq!(json["finished_at"], serde_json::Value::Null);
 
     let usage = Usage {
         input_tokens: Some(12),

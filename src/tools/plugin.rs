@@ -6,8 +6,8 @@
 //! response body. Every failure becomes a [`ToolError`] whose text tells the
 //! model (and the user reading the run) what went wrong. Header values and
 //! URLs beyond their origin are never logged or shown: they may hold
-//! secrets. May depend on `config` (the plugin shape), `types`, tokio and
-//! reqwest.
+//! secrets. May depend on `types` (the plugin shape, `types::plugin`), tokio
+//! and reqwest.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -19,8 +19,8 @@ use serde_json::Value;
 
 use super::process::{self, Captured, Ended, Keep, ProcessError, ProcessSpec, signal_name};
 use super::{Tool, ToolContext, ToolError};
-use crate::config::plugins::{ArgsIn, PLUGIN_DIR, PluginAction, PluginConfig};
 use crate::types::ToolSpec;
+use crate::types::plugin::{ArgsIn, PLUGIN_DIR, PluginAction, PluginConfig};
 
 /// How much of stderr (its end) a failure shows.
 const STDERR_TAIL: usize = 2048;

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 
 use super::write::{count, delete, import, list, save};
 use super::{load, nothing_to_recall, recall};
-use crate::memory::{Memory, NewMemory, Recalled, Saved};
 use crate::store::{Store, StoreError};
+use crate::types::memory::{Memory, NewMemory, Recalled, Saved};
 
 impl Store {
     /// The `limit` best memories of `namespace` for `query` scoring at least

@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, params};
 
+use super::score::{self, TermCounts};
 use super::{
     MEMORY_COLUMNS, Namespace, add_terms, best_matches, created, load, namespace,
     namespace_or_create, remove_terms, stamp, stored_from_row, touch,
 };
-use crate::memory::score::{self, TermCounts};
-use crate::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Saved};
 use crate::store::{StoreError, sql};
+use crate::types::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Saved};
 
 /// A [`NewMemory`] checked and with its timestamps normalised.
 struct Checked {

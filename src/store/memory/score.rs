@@ -1,9 +1,10 @@
 //! The memory scoring math of DESIGN.md section 3, as pure functions: term
 //! counts, IDF, vector norms, the recall score, the cleanup score, the upper
 //! bound recall prunes with, and the merge rule for content. No I/O; depends
-//! on `text` (the shared tokenizer) and `chrono` only. The store
-//! (`store::memory`) calls these so the SQL side and any full scan agree to
-//! the last bit.
+//! on `text` (the shared tokenizer) and `chrono` only. Part of the store
+//! (the SQL's pruning bounds are computed with it, so the SQL side and any
+//! full scan agree to the last bit); `memory` reads its constants and
+//! `parse_time` as `store::memory_score`.
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,148 @@
+//! What the API needs from the daemon, as the [`Backend`] trait the daemon
+//! implements, and the request, answer and error types they exchange. The
+//! API names no daemon type: `daemon` depends on `api` (it serves it), never
+//! the reverse. Depends on `config` (the allowed hosts), `store` (its record
+//! and error types) and `types`.
+
+use std::net::SocketAddr;
+
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use serde::Serialize;
+
+use crate::config::WebhookSignature;
+use crate::config::settings::AllowedHost;
+use crate::store::{RunFilter, RunRecord, StoreError};
+use crate::types::{RunEvent, ScheduleId};
+
+/// The running daemon, as the HTTP API sees it.
+pub trait Backend: Send + Sync + 'static {
+    /// The address the API was asked to listen on.
+    fn listen(&self) -> SocketAddr;
+    /// `AURAD_TOKEN`, required as a bearer token when not on loopback.
+    fn token(&self) -> Option<&str>;
+    /// The names besides its own the API answers to (`allowed_hosts`).
+    fn allowed_hosts(&self) -> Vec<AllowedHost>;
+    /// The metrics in the Prometheus text format.
+    fn metrics_text(&self) -> String;
+    /// Liveness and a summary, for `GET /healthz`.
+    fn health(&self) -> serde_json::Value;
+    /// Every agent of the current snapshot, by name.
+    fn agents(&self) -> BoxFuture<'_, Result<Vec<AgentInfo>, StoreError>>;
+    fn agent<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<AgentInfo>, StoreError>>;
+    /// Starts a run of `agent` now; returns it as stored (`queued`).
+    fn trigger<'a>(
+        &'a self,
+        agent: &'a str,
+        trigger: Trigger,
+    ) -> BoxFuture<'a, Result<RunRecord, TriggerError>>;
+    fn runs<'a>(
+        &'a self,
+        filter: &'a RunFilter,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>>;
+    /// A run by id (or unique id prefix).
+    fn run<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>>;
+    /// The run's events after `after` (a sequence number; 0 for all) as
+    /// `(seq, event)`: the stored ones, then, while it runs, the live ones,
+    /// ending with its `finished` event.
+    fn events<'a>(
+        &'a self,
+        run_id: &'a str,
+        after: i64,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, (i64, RunEvent)>, StoreError>>;
+    /// Cancels a queued or running run.
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<CancelAnswer, StoreError>>;
+    /// The webhook of `agent`: its signing scheme and secret; `Ok(None)` if
+    /// it has no webhook, `Err` (what to fix) if its variable is not set.
+    fn webhook_secret(&self, agent: &str) -> Result<Option<(WebhookSignature, String)>, String>;
+    /// What the configuration loaded and what it left out or kept stale,
+    /// and why, for `GET /v1/status`.
+    fn status(&self) -> serde_json::Value;
+}
+
+/// An agent as the API and `aurad agents` describe it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub description: String,
+    pub model: String,
+    pub definition_hash: String,
+    pub schedules: Vec<ScheduleInfo>,
+    pub on_overlap: &'static str,
+    pub webhook: bool,
+    pub last_run: Option<RunRecord>,
+    pub consecutive_failures: u32,
+    /// Scheduled fires before this instant are skipped (failure backoff).
+    pub backoff_until: Option<DateTime<Utc>>,
+    /// The tools a run of the agent gets now: those of its `tools` list
+    /// among the built-in ones, the plugins and the connected MCP servers',
+    /// and the memory tools with `memory.tools`.
+    /// Only the daemon knows them (it holds the MCP connections).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleInfo {
+    /// What the schedule is, hashed: its runs carry the same `schedule_id`.
+    pub id: ScheduleId,
+    pub cron: String,
+    pub timezone: String,
+    pub description: String,
+    pub next_fires: Vec<DateTime<Utc>>,
+}
+
+/// A request to start a run through the API or a webhook.
+#[derive(Debug, Clone, Default)]
+pub struct Trigger {
+    pub input: Option<String>,
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    pub payload: Option<serde_json::Value>,
+    /// A webhook's event name (`{{ event }}`).
+    pub event: Option<String>,
+    /// A webhook's headers, names in lowercase (`{{ headers.X }}`).
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// `api` or `webhook`.
+    pub trigger: String,
+    /// A webhook's delivery id, claimed with the run so a redelivery starts
+    /// no second run.
+    pub delivery: Option<String>,
+}
+
+/// Why a run was not started (by the API, a webhook or a schedule).
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The request cannot run (unknown agent, template error, no input).
+    #[error("{0}")]
+    Invalid(String),
+    /// The scheduled fire was claimed before (e.g. by an earlier process).
+    #[error("this fire was already claimed")]
+    AlreadyFired,
+    /// The webhook delivery started a run before (within a day).
+    #[error("this webhook delivery started a run already")]
+    DuplicateDelivery,
+    #[error("aurad is shutting down and accepts no new runs")]
+    ShuttingDown,
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Why [`Backend::trigger`] did not start a run.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    #[error("no agent named `{0}`")]
+    UnknownAgent(String),
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+}
+
+/// The answer of [`Backend::cancel`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelAnswer {
+    /// Queued or running; it is being cancelled (it ends `cancelled`).
+    Cancelling(RunRecord),
+    /// It has already ended (or was never run by this daemon).
+    NotRunning(RunRecord),
+    NotFound,
+}

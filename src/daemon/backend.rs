@@ -1,0 +1,87 @@
+//! The [`Daemon`] as the HTTP API's [`Backend`]: each method forwards to
+//! the daemon's own, so the API depends on a trait it defines and never on
+//! the daemon. Nothing else here.
+
+use std::net::SocketAddr;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+use super::Daemon;
+use crate::api::{AgentInfo, Backend, CancelAnswer, Trigger, TriggerError};
+use crate::config::WebhookSignature;
+use crate::config::settings::AllowedHost;
+use crate::store::{RunFilter, RunRecord, StoreError};
+use crate::types::RunEvent;
+
+impl Backend for Daemon {
+    fn listen(&self) -> SocketAddr {
+        Daemon::listen(self)
+    }
+
+    fn token(&self) -> Option<&str> {
+        Daemon::token(self)
+    }
+
+    fn allowed_hosts(&self) -> Vec<AllowedHost> {
+        self.snapshot().project.settings.allowed_hosts.clone()
+    }
+
+    fn metrics_text(&self) -> String {
+        self.metrics().render()
+    }
+
+    fn health(&self) -> serde_json::Value {
+        Daemon::health(self)
+    }
+
+    fn agents(&self) -> BoxFuture<'_, Result<Vec<AgentInfo>, StoreError>> {
+        Box::pin(Daemon::agents(self))
+    }
+
+    fn agent<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<AgentInfo>, StoreError>> {
+        Box::pin(Daemon::agent(self, name))
+    }
+
+    fn trigger<'a>(
+        &'a self,
+        agent: &'a str,
+        trigger: Trigger,
+    ) -> BoxFuture<'a, Result<RunRecord, TriggerError>> {
+        Box::pin(Daemon::trigger(self, agent, trigger))
+    }
+
+    fn runs<'a>(
+        &'a self,
+        filter: &'a RunFilter,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>> {
+        Box::pin(Daemon::runs(self, filter))
+    }
+
+    fn run<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>> {
+        Box::pin(Daemon::run(self, id))
+    }
+
+    fn events<'a>(
+        &'a self,
+        run_id: &'a str,
+        after: i64,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, (i64, RunEvent)>, StoreError>> {
+        Box::pin(Daemon::events(self, run_id, after))
+    }
+
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<CancelAnswer, StoreError>> {
+        Box::pin(Daemon::cancel(self, id))
+    }
+
+    fn webhook_secret(&self, agent: &str) -> Result<Option<(WebhookSignature, String)>, String> {
+        Daemon::webhook_secret(self, agent)
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let snapshot = self.snapshot();
+        let states = self.mcp_states();
+        serde_json::to_value(super::status::status(&snapshot, &states))
+            .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+    }
+}
