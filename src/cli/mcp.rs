@@ -1,6 +1,7 @@
-//! `aurad mcp` and `aurad tools`: connect the MCP servers of `mcp.json` and
-//! show their state, and list every tool an agent would see with its source
-//! and schema.
+//! `aurad mcp` and `aurad tools`: connect the MCP servers of the project's
+//! MCP file (`mcp.json`, `.mcp.json` or `.vscode/mcp.json`, named in the
+//! output) and show their state, and list every tool an agent would see
+//! with its source and schema.
 
 use std::path::Path;
 
@@ -61,12 +62,11 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
         return EXIT_CONFIG;
     }
     if servers.is_empty() {
-        eprintln!(
-            "no MCP servers: add them to {}",
-            root.join("mcp.json").display()
-        );
+        let file = config::mcp::mcp_file(root).unwrap_or(config::mcp::MCP_FILES[0]);
+        eprintln!("no MCP servers: add them to {}", root.join(file).display());
         return EXIT_OK;
     }
+    say_mcp_file(root, servers.len());
     let Some(rt) = super::runtime() else {
         return EXIT_FAILED;
     };
@@ -90,8 +90,9 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
             };
         }
     }
+    let file = config::mcp::mcp_file(root).unwrap_or(config::mcp::MCP_FILES[0]);
     for c in &conflicts {
-        eprintln!("mcp.json: {c}");
+        eprintln!("{file}: {c}");
     }
     let all_up = status
         .iter()
@@ -139,6 +140,13 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
         EXIT_OK
     } else {
         EXIT_FAILED
+    }
+}
+
+/// Says (on stderr) which MCP file the servers come from.
+pub(super) fn say_mcp_file(root: &Path, servers: usize) {
+    if let Some(file) = config::mcp::mcp_file(root) {
+        eprintln!("MCP servers: {servers} from {file}");
     }
 }
 
@@ -197,6 +205,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
     };
     let mut failed = false;
     if !servers.is_empty() {
+        say_mcp_file(root, servers.len());
         let Some(rt) = super::runtime() else {
             return EXIT_FAILED;
         };

@@ -9,8 +9,9 @@
 //! May depend on `notify`, `notify-debouncer-full`, `tokio` (sync only) and
 //! `tracing`; nothing of ours.
 //!
-//! What counts as a change: anything under the three trees and the root
-//! files `mcp.json` and `aurad.yaml`. Everything else in the root (the SQLite
+//! What counts as a change: anything under the three trees, the root
+//! files `mcp.json`, `.mcp.json` and `aurad.yaml`, and `.vscode/mcp.json`
+//! (the `.vscode` directory is watched non-recursively for it). Everything else in the root (the SQLite
 //! files, the lock file, editor leftovers) is ignored, as are `Access` events
 //! (the daemon reading its own config opens files) and editor scratch files
 //! anywhere (`*.swp`, `*.swo`, `*.swx`, `*~`, `.#*`, `4913`). A tree created
@@ -32,7 +33,10 @@ use tokio::sync::mpsc;
 pub const TREES: [&str; 3] = ["agents", "skills", "tools.d"];
 
 /// The files of the project root that count as changes.
-pub const ROOT_FILES: [&str; 2] = ["mcp.json", "aurad.yaml"];
+pub const ROOT_FILES: [&str; 3] = ["mcp.json", ".mcp.json", "aurad.yaml"];
+
+/// Files one directory down that count as changes: (directory, file).
+pub const NESTED_FILES: [(&str, &str); 1] = [(".vscode", "mcp.json")];
 
 /// The path reported when the whole project must be considered changed: the
 /// watcher reported an error or dropped events.
@@ -96,6 +100,14 @@ impl Watcher {
             if dir.is_dir() {
                 debouncer
                     .watch(&dir, RecursiveMode::Recursive)
+                    .map_err(|e| watch_error(&dir, &e))?;
+            }
+        }
+        for (dir, _) in NESTED_FILES {
+            let dir = root.join(dir);
+            if dir.is_dir() {
+                debouncer
+                    .watch(&dir, RecursiveMode::NonRecursive)
                     .map_err(|e| watch_error(&dir, &e))?;
             }
         }
@@ -173,6 +185,15 @@ impl Watcher {
                 batch.insert(PathBuf::from(WHOLE_TREE));
             }
         }
+        for (dir, _) in NESTED_FILES {
+            let path = self.root.join(dir);
+            if (everything || batch.contains(Path::new(dir))) && path.is_dir() {
+                if let Err(e) = self.debouncer.watch(&path, RecursiveMode::NonRecursive) {
+                    tracing::warn!("{}", watch_error(&path, &e));
+                    batch.insert(PathBuf::from(WHOLE_TREE));
+                }
+            }
+        }
     }
 }
 
@@ -234,7 +255,11 @@ fn relevant(root: &Path, path: &Path) -> Option<PathBuf> {
     }
     let (first, last) = (*parts.first()?, *parts.last()?);
     let counts = if parts.len() == 1 {
-        ROOT_FILES.contains(&first) || TREES.contains(&first)
+        ROOT_FILES.contains(&first)
+            || TREES.contains(&first)
+            || NESTED_FILES.iter().any(|(dir, _)| *dir == first)
+    } else if parts.len() == 2 && NESTED_FILES.contains(&(first, last)) {
+        true
     } else {
         TREES.contains(&first) && !is_editor_scratch(last)
     };
@@ -300,6 +325,9 @@ mod tests {
         let rel = |p: &str| relevant(root, &root.join(p)).map(|r| r.display().to_string());
         for yes in [
             "mcp.json",
+            ".mcp.json",
+            ".vscode",
+            ".vscode/mcp.json",
             "aurad.yaml",
             "agents",
             "agents/a.yaml",
@@ -326,6 +354,8 @@ mod tests {
             "agents/a.yaml~",
             "skills/web/.#SKILL.md",
             "skills/web/4913",
+            ".vscode/settings.json",
+            ".vscode/x/mcp.json",
         ] {
             assert_eq!(rel(no), None, "{no} must be ignored");
         }
@@ -480,6 +510,21 @@ mod tests {
 
         std::fs::write(root.join("agents/late.yaml"), "description: late\n").unwrap();
         wait_for(&mut watcher, "agents/late.yaml").await;
+    }
+
+    #[tokio::test]
+    async fn the_other_mcp_files_are_reported_even_in_a_late_vscode_directory() {
+        let (_dir, root) = project();
+        let mut watcher = Watcher::start(&root, DEBOUNCE).unwrap();
+
+        std::fs::write(root.join(".mcp.json"), "{}").unwrap();
+        wait_for(&mut watcher, ".mcp.json").await;
+        std::fs::create_dir(root.join(".vscode")).unwrap();
+        wait_for(&mut watcher, ".vscode").await;
+        std::fs::write(root.join(".vscode/settings.json"), "{}").unwrap();
+        std::fs::write(root.join(".vscode/mcp.json"), "{\"servers\": {}}").unwrap();
+        let batch = wait_for(&mut watcher, ".vscode/mcp.json").await;
+        assert!(!batch.contains(&PathBuf::from(".vscode/settings.json")));
     }
 
     #[tokio::test]
