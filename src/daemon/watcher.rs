@@ -187,11 +187,12 @@ impl Watcher {
         }
         for (dir, _) in NESTED_FILES {
             let path = self.root.join(dir);
-            if (everything || batch.contains(Path::new(dir))) && path.is_dir() {
-                if let Err(e) = self.debouncer.watch(&path, RecursiveMode::NonRecursive) {
-                    tracing::warn!("{}", watch_error(&path, &e));
-                    batch.insert(PathBuf::from(WHOLE_TREE));
-                }
+            if (everything || batch.contains(Path::new(dir)))
+                && path.is_dir()
+                && let Err(e) = self.debouncer.watch(&path, RecursiveMode::NonRecursive)
+            {
+                tracing::warn!("{}", watch_error(&path, &e));
+                batch.insert(PathBuf::from(WHOLE_TREE));
             }
         }
     }

@@ -57,9 +57,9 @@ impl Vars<'_> {
             let at = value.len() - rest.len() + pos;
             out.push_str(&rest[..pos]);
             let after = &rest[pos + 1..];
-            if after.starts_with('$') {
+            if let Some(tail) = after.strip_prefix('$') {
                 out.push('$');
-                rest = &after[1..];
+                rest = tail;
             } else if let Some(body) = after.strip_prefix('{') {
                 let Some(close) = body.find('}') else {
                     return Err((
