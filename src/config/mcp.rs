@@ -223,7 +223,8 @@ impl Parser<'_> {
             self.error(
                 doc.offset,
                 format!(
-                    "an MCP file must be a JSON object such as {{\"mcpServers\": {{...}}}}, got {}",
+                    "{} must be a JSON object such as {{\"mcpServers\": {{...}}}}, got {}",
+                    self.file.display(),
                     doc.value.kind()
                 ),
             );
