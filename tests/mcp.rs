@@ -14,7 +14,7 @@ use aurad::config::mcp::{McpServerConfig, McpTransport, load_mcp};
 use aurad::mcp::{McpManager, ServerState, ServerStatus};
 use aurad::tools::{DEFAULT_OUTPUT_CAP, Tool, ToolContext, ToolError};
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
+use support::mcp_server::HttpServer;
 use tokio_util::sync::CancellationToken;
 
 fn stdio(name: &str, args: &[&str]) -> McpServerConfig {
@@ -28,6 +28,7 @@ fn stdio(name: &str, args: &[&str]) -> McpServerConfig {
         },
         startup_timeout: Duration::from_secs(10),
         call_timeout: Duration::from_secs(10),
+        source: "mcp.json".into(),
         line: 1,
         column: 1,
     }
@@ -45,6 +46,9 @@ fn http(name: &str, url: &str, headers: &[(&str, &str)]) -> McpServerConfig {
         ..stdio(name, &[])
     }
 }
+
+/// The header the HTTP test server requires.
+const TEST_HEADER: &str = "X-Test-Token: s3cret";
 
 fn ctx() -> ToolContext {
     ToolContext {
@@ -453,43 +457,9 @@ async fn colliding_tool_names_are_left_out_and_reported() {
     manager.shutdown().await;
 }
 
-/// The test server in HTTP mode, killed when dropped.
-struct HttpServer {
-    child: tokio::process::Child,
-    addr: String,
-}
-
-impl HttpServer {
-    async fn start(addr: &str) -> HttpServer {
-        let mut child = tokio::process::Command::new(support::mcp_test_server())
-            .args(["--http", addr, "--require-header", "X-Test-Token: s3cret"])
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the HTTP test server");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        let mut reader = tokio::io::BufReader::new(stdout);
-        tokio::time::timeout(Duration::from_secs(10), reader.read_line(&mut line))
-            .await
-            .expect("the server prints its address")
-            .expect("read the address");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        HttpServer { child, addr }
-    }
-
-    async fn kill(mut self) {
-        self.child.kill().await.expect("kill the HTTP server");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_server_with_headers_and_session_expiry() {
-    let server = HttpServer::start("127.0.0.1:0").await;
+    let server = HttpServer::start("127.0.0.1:0", TEST_HEADER).await;
     let url = format!("http://{}/mcp", server.addr);
     let manager = McpManager::start(vec![
         http("web", &url, &[("X-Test-Token", "s3cret")]),
@@ -513,7 +483,7 @@ async fn http_server_with_headers_and_session_expiry() {
     // A new server process on the same port knows no session: HTTP 404.
     let addr = server.addr.clone();
     server.kill().await;
-    let _server = HttpServer::start(&addr).await;
+    let _server = HttpServer::start(&addr, TEST_HEADER).await;
     // The first call meets HTTP 404, opens a new session and is retried once.
     assert_eq!(
         call(&manager, "web_echo", json!({"text": "again"})).await,
@@ -546,7 +516,7 @@ fn load_mcp_reports_every_problem_with_its_place() {
     assert_eq!(
         errors,
         [
-            "mcp.json:5:7: unknown field `arguments` in server `files`; valid fields: `type`, `startup_timeout`, `call_timeout`, `command`, `args`, `env`, `cwd`, `url`, `headers`"
+            "mcp.json:5:7: unknown field `arguments` in server `files`; valid fields: `type`, `startup_timeout`, `call_timeout`, `command`, `args`, `env`, `cwd`, `envFile`, `url`, `serverUrl`, `headers`, `disabled`, `enabled`"
         ]
     );
 
@@ -559,12 +529,13 @@ fn load_mcp_reports_every_problem_with_its_place() {
     );
 
     let (servers, errors) = load("duplicate");
-    assert_eq!(servers.len(), 1);
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["search", "web_search"]);
     assert_eq!(
         errors,
         [
             "mcp.json:4:15: server name `search` is used twice (first on line 3); rename or remove one",
-            "mcp.json:5:15: server name \"web search\" must match [A-Za-z0-9_-]+ (it prefixes tool names); rename it",
+            "mcp.json:5:15: warning: server name \"web search\" has characters tool names cannot: aurad calls it `web_search` (its tools are `web_search_<tool>`)",
             "mcp.json:6:5: server `remote` is an http server but has no `url`; add its streamable HTTP endpoint, e.g. \"url\": \"http://127.0.0.1:9000/mcp\"",
         ]
     );

@@ -1,7 +1,7 @@
 //! The daemon following its MCP servers without a file change: a server's
 //! new tool list reaches the next runs, its states reach `/healthz`, and a
 //! load the project's files make fail is not tried again at every change of
-//! a server's state. Real child processes of `examples/mcp_test_server.rs`.
+//! a server's state; and with one, in `.vscode/mcp.json`. Real child processes of `examples/mcp_test_server.rs`.
 //!
 //! Apart from `tests/reload.rs`: that file captures the daemon's log on its
 //! test's thread, and tracing's per-callsite interest cache can drop those
@@ -163,5 +163,41 @@ async fn a_rejected_load_is_not_retried_at_each_mcp_state_change() {
     // The fix of the file is the next load: one attempt, and it succeeds.
     write(root, "aurad.yaml", &settings);
     eventually("the fixed load", WAIT, counts(3, 2)).await;
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vscode_mcp_file_added_later_is_loaded_and_followed() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nsystem: s\ntools: [\"v_*\", \"w_*\"]\n",
+    );
+    let root = dir.path();
+    let daemon = start(root, watching()).await;
+    assert!(agent_tools(&daemon).await.is_empty());
+
+    // Written as VS Code does, in a `.vscode` directory made after the start.
+    let server = support::mcp_test_server();
+    let vscode = serde_json::json!({ "servers": { "v": { "type": "stdio", "command": server } } });
+    std::fs::create_dir(root.join(".vscode")).unwrap();
+    write(root, ".vscode/mcp.json", &vscode.to_string());
+    eventually("v's tools", WAIT, || async {
+        agent_tools(&daemon)
+            .await
+            .contains(&"v_echo".to_string())
+            .then_some(())
+    })
+    .await;
+
+    // An edit of the file is followed too.
+    let renamed = serde_json::json!({ "servers": { "w": { "command": server } } });
+    write(root, ".vscode/mcp.json", &renamed.to_string());
+    eventually("w's tools instead of v's", WAIT, || async {
+        let tools = agent_tools(&daemon).await;
+        (tools.contains(&"w_echo".to_string()) && !tools.contains(&"v_echo".to_string()))
+            .then_some(())
+    })
+    .await;
     daemon.stop().await.unwrap();
 }

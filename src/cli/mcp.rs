@@ -1,6 +1,8 @@
-//! `aurad mcp`: connect the MCP servers of `mcp.json` and show their state.
-//! Also what `aurad tools` and `aurad run` share about MCP servers: waiting
-//! on them unless interrupted, and describing a server's state.
+//! `aurad mcp`: connect the MCP servers of the project's MCP file
+//! (`mcp.json`, `.mcp.json` or `.vscode/mcp.json`, named in the output) and
+//! show their state. Also what `aurad tools` and `aurad run` share about MCP
+//! servers: waiting on them unless interrupted, and describing a server's
+//! state.
 
 use std::path::Path;
 
@@ -50,12 +52,11 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
         return EXIT_CONFIG;
     }
     if servers.is_empty() {
-        eprintln!(
-            "no MCP servers: add them to {}",
-            root.join("mcp.json").display()
-        );
+        let file = config::mcp::mcp_file(root).unwrap_or(config::mcp::MCP_FILES[0]);
+        eprintln!("no MCP servers: add them to {}", root.join(file).display());
         return EXIT_OK;
     }
+    say_mcp_file(root, servers.len());
     let Some(rt) = super::runtime() else {
         return EXIT_FAILED;
     };
@@ -79,8 +80,9 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
             };
         }
     }
+    let file = config::mcp::mcp_file(root).unwrap_or(config::mcp::MCP_FILES[0]);
     for c in &conflicts {
-        eprintln!("mcp.json: {c}");
+        eprintln!("{file}: {c}");
     }
     let all_up = status
         .iter()
@@ -128,6 +130,13 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
         EXIT_OK
     } else {
         EXIT_FAILED
+    }
+}
+
+/// Says (on stderr) which MCP file the servers come from.
+pub(super) fn say_mcp_file(root: &Path, servers: usize) {
+    if let Some(file) = config::mcp::mcp_file(root) {
+        eprintln!("MCP servers: {servers} from {file}");
     }
 }
 

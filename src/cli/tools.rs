@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::mcp::{interruptible, state_reason, state_word};
+use super::mcp::{interruptible, say_mcp_file, state_reason, state_word};
 use super::render::one_line;
 use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
 use crate::config;
@@ -44,6 +44,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
     };
     let mut failed = false;
     if !servers.is_empty() {
+        say_mcp_file(root, servers.len());
         let Some(rt) = super::runtime() else {
             return EXIT_FAILED;
         };

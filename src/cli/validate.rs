@@ -46,6 +46,7 @@ pub fn run(root: &Path) -> i32 {
             );
         }
     }
+    super::mcp::say_mcp_file(root, snapshot.project.mcp_servers.len());
     if errors > 0 {
         eprintln!("{errors} error(s), {warnings} warning(s); {agents} agent(s) valid");
         EXIT_CONFIG

@@ -1,38 +1,54 @@
-//! `mcp.json`: the MCP servers a project uses. Reads both accepted shapes
-//! (`{"servers": [...]}` and `{"mcpServers": {NAME: ...}}`; a `servers`
-//! object keyed by name, as VS Code writes it, is read like `mcpServers`),
-//! interpolates `${ENV}` inside strings, and reports every problem with its
-//! `mcp.json:line:column`. Depends on `types` only (and its `config` siblings).
+//! The project's MCP servers, read from the first of `mcp.json`,
+//! `.mcp.json` (Claude Code) and `.vscode/mcp.json` (VS Code) in every
+//! common dialect: aurad's `{"servers": [...]}` list, `mcpServers` (Claude
+//! Desktop and Code, Cursor, Windsurf, Cline, Roo), VS Code's `servers`
+//! object with `inputs`, and Zed's `context_servers`. String values may use
+//! the dialects' variables ([`vars`]); editor-only fields are accepted and
+//! ignored with a note ([`dialect`]). Every problem is reported at its
+//! `file:line:column`, and a broken entry only leaves out that server.
+//! Depends on `types` only (and its `config` siblings).
 
+mod dialect;
+mod envfile;
 mod fields;
 mod json;
 #[cfg(test)]
 mod tests;
+mod vars;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use dialect::{Kind, SWITCH_FIELDS, transport_kind};
 use json::{Member, Node, Value};
 
-use super::bounds::{Syntax, check_text};
+use super::EnvLookup;
+use super::bounds::{self, Syntax, check_text};
 use super::diag::{Diagnostic, offset_to_place};
-use super::interp::Escape;
-use super::{EnvLookup, read_interpolated};
+
+pub use vars::input_variable;
 
 /// Default bound on spawn + MCP handshake + tool listing.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default bound on one tool call.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One MCP server declared in `mcp.json`.
+/// Where MCP servers are read from, relative to the project root: the first
+/// of these that exists, and only that one.
+pub const MCP_FILES: [&str; 3] = ["mcp.json", ".mcp.json", ".vscode/mcp.json"];
+
+/// One MCP server declared in the project's MCP file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpServerConfig {
     pub name: String,
     pub transport: McpTransport,
     pub startup_timeout: Duration,
     pub call_timeout: Duration,
-    /// Place of this server's entry in `mcp.json` (1-based).
+    /// The file the server is declared in, relative to the project root
+    /// (one of [`MCP_FILES`]).
+    pub source: PathBuf,
+    /// Place of this server's entry in `source` (1-based).
     pub line: usize,
     pub column: usize,
 }
@@ -44,12 +60,14 @@ pub enum McpTransport {
         /// against the project root; a bare name is looked up on `PATH`.
         command: String,
         args: Vec<String>,
+        /// `envFile`'s variables, overridden by `env`'s.
         env: BTreeMap<String, String>,
         /// Resolved against the project root.
         cwd: Option<PathBuf>,
     },
     Http {
         url: String,
+        /// Sent with every request; values may hold secrets.
         headers: BTreeMap<String, String>,
     },
 }
@@ -62,30 +80,80 @@ pub const RESERVED_HEADERS: [&str; 4] = [
     "last-event-id",
 ];
 
-const FILE: &str = "mcp.json";
-const TIMEOUT_FIELDS: [&str; 2] = ["startup_timeout", "call_timeout"];
-const STDIO_FIELDS: [&str; 4] = ["command", "args", "env", "cwd"];
-const HTTP_FIELDS: [&str; 2] = ["url", "headers"];
-
-/// Loads `mcp.json` from the project root. No file: no servers, no error.
-/// Servers with errors are left out; their diagnostics say why.
-pub fn load_mcp(root: &Path, env: EnvLookup) -> (Vec<McpServerConfig>, Vec<Diagnostic>) {
-    let rel = Path::new(FILE);
-    match read_interpolated(&root.join(FILE), rel, env, Escape::JsonString) {
-        Ok(None) => (Vec::new(), Vec::new()),
-        Ok(Some((text, _hash))) => parse_mcp(root, &text),
-        Err(diags) => (Vec::new(), diags),
-    }
+/// The MCP files present in the project, in the order they are looked for.
+pub fn mcp_files_present(root: &Path) -> Vec<&'static str> {
+    MCP_FILES
+        .into_iter()
+        .filter(|f| root.join(f).symlink_metadata().is_ok())
+        .collect()
 }
 
-/// Parses the (already interpolated) text of `mcp.json`.
+/// The MCP file servers are read from, if any.
+pub fn mcp_file(root: &Path) -> Option<&'static str> {
+    mcp_files_present(root).first().copied()
+}
+
+/// Loads the servers of the project's MCP file. No file: no servers, no
+/// error. Servers with errors are left out; their diagnostics say why.
+/// Another MCP file beside the one used is named in a warning.
+pub fn load_mcp(root: &Path, env: EnvLookup) -> (Vec<McpServerConfig>, Vec<Diagnostic>) {
+    let present = mcp_files_present(root);
+    let Some(&used) = present.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let rel = Path::new(used);
+    let mut diags = Vec::new();
+    if present.len() > 1 {
+        let ignored: Vec<String> = present[1..].iter().map(|f| format!("`{f}`")).collect();
+        diags.push(Diagnostic::warning(
+            rel,
+            (0, 0),
+            format!(
+                "MCP servers are read from `{used}` only; {} {} ignored (aurad reads the first of {}): merge its servers into `{used}`, or delete it",
+                ignored.join(" and "),
+                if ignored.len() == 1 { "is" } else { "are" },
+                MCP_FILES.join(", "),
+            ),
+        ));
+    }
+    let text = match bounds::read_bounded(&root.join(rel), rel)
+        .and_then(|bytes| bytes.map(|b| bounds::decode(b, rel)).transpose())
+    {
+        Ok(Some(text)) => text,
+        Ok(None) => return (Vec::new(), diags),
+        Err(d) => {
+            diags.push(d);
+            return (Vec::new(), diags);
+        }
+    };
+    let (servers, more) = parse_mcp_file(root, rel, &text, env);
+    diags.extend(more);
+    (servers, diags)
+}
+
+/// Parses the text of an `mcp.json` with no environment (every variable
+/// unset).
 pub fn parse_mcp(root: &Path, text: &str) -> (Vec<McpServerConfig>, Vec<Diagnostic>) {
+    parse_mcp_file(root, Path::new(MCP_FILES[0]), text, &|_| None)
+}
+
+/// Parses the text of the MCP file `file` (relative to `root`), reading
+/// variables with `env`.
+pub fn parse_mcp_file(
+    root: &Path,
+    file: &Path,
+    text: &str,
+    env: EnvLookup,
+) -> (Vec<McpServerConfig>, Vec<Diagnostic>) {
     let mut p = Parser {
         text,
         root,
+        file,
+        env,
+        inputs: BTreeMap::new(),
         diags: Vec::new(),
     };
-    if let Err(d) = check_text(Path::new(FILE), text, Syntax::Json, 1) {
+    if let Err(d) = check_text(file, text, Syntax::Json, 1) {
         return (Vec::new(), vec![d]);
     }
     if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
@@ -98,7 +166,7 @@ pub fn parse_mcp(root: &Path, text: &str) -> (Vec<McpServerConfig>, Vec<Diagnost
             "; fix the JSON syntax (no trailing commas or comments)"
         };
         p.diags.push(Diagnostic::error(
-            Path::new(FILE),
+            file,
             (e.line().max(1), e.column().max(1)),
             format!("invalid JSON: {message}{hint}"),
         ));
@@ -116,6 +184,11 @@ pub fn parse_mcp(root: &Path, text: &str) -> (Vec<McpServerConfig>, Vec<Diagnost
 struct Parser<'a> {
     text: &'a str,
     root: &'a Path,
+    /// The file being read, relative to the root.
+    file: &'a Path,
+    env: EnvLookup<'a>,
+    /// VS Code's `inputs`, by id.
+    inputs: BTreeMap<String, vars::Input>,
     diags: Vec<Diagnostic>,
 }
 
@@ -124,15 +197,25 @@ struct Parser<'a> {
 enum Shape {
     /// `servers: [...]`: `name` and `transport` keys.
     List,
-    /// `mcpServers: {NAME: ...}`: `type` key.
+    /// `{NAME: ...}` under `mcpServers`, `servers` or `context_servers`:
+    /// `type` key.
     Map,
 }
+
+/// The top-level keys that hold the servers.
+const SERVER_KEYS: [&str; 3] = ["mcpServers", "servers", "context_servers"];
 
 impl Parser<'_> {
     fn error(&mut self, offset: usize, message: impl Into<String>) {
         let place = offset_to_place(self.text, offset);
         self.diags
-            .push(Diagnostic::error(Path::new(FILE), place, message));
+            .push(Diagnostic::error(self.file, place, message));
+    }
+
+    fn warning(&mut self, offset: usize, message: impl Into<String>) {
+        let place = offset_to_place(self.text, offset);
+        self.diags
+            .push(Diagnostic::warning(self.file, place, message));
     }
 
     fn document(&mut self, doc: &Node) -> Vec<McpServerConfig> {
@@ -140,7 +223,8 @@ impl Parser<'_> {
             self.error(
                 doc.offset,
                 format!(
-                    "mcp.json must be a JSON object such as {{\"mcpServers\": {{...}}}}, got {}",
+                    "{} must be a JSON object such as {{\"mcpServers\": {{...}}}}, got {}",
+                    self.file.display(),
                     doc.value.kind()
                 ),
             );
@@ -149,7 +233,7 @@ impl Parser<'_> {
         let mut chosen: Option<&Member> = None;
         for m in members {
             match m.key.as_str() {
-                "servers" | "mcpServers" => match chosen {
+                key if SERVER_KEYS.contains(&key) => match chosen {
                     Some(first) => self.error(
                         m.key_offset,
                         format!(
@@ -159,10 +243,15 @@ impl Parser<'_> {
                     ),
                     None => chosen = Some(m),
                 },
+                "inputs" => self.inputs(m),
+                "sandbox" => self.warning(
+                    m.key_offset,
+                    "`sandbox` (VS Code) is accepted and ignored: aurad does not sandbox MCP servers, they run with the daemon user's rights",
+                ),
                 "$schema" => {}
                 other => self.error(
                     m.key_offset,
-                    format!("unknown field `{other}`; valid top-level fields: `servers` (a list) or `mcpServers` (an object by name)"),
+                    format!("unknown field `{other}`; valid top-level fields: `mcpServers` (an object by name), `servers` (an object by name, or aurad's list), `context_servers` (Zed), `inputs` (VS Code)"),
                 ),
             }
         }
@@ -192,7 +281,7 @@ impl Parser<'_> {
             }
             (other, key) => {
                 let want = if key == "servers" {
-                    "an array of server objects"
+                    "an object mapping server names to their settings (or aurad's array of server objects)"
                 } else {
                     "an object mapping server names to their settings"
                 };
@@ -206,13 +295,32 @@ impl Parser<'_> {
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         let mut servers = Vec::new();
         for (name, entry_at, name_at, shape, node) in entries {
-            if !valid_name(&name) {
+            let name = if valid_name(&name) {
+                name
+            } else if name.is_empty() {
                 self.error(
                     name_at,
-                    format!("server name {name:?} must match [A-Za-z0-9_-]+ (it prefixes tool names); rename it"),
+                    "a server name is empty; name it (letters, digits, `_`, `-`)",
                 );
                 continue;
-            }
+            } else {
+                // Claude Desktop allows any name; a tool prefix cannot.
+                let usable: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                self.warning(
+                    name_at,
+                    format!("server name {name:?} has characters tool names cannot: aurad calls it `{usable}` (its tools are `{usable}_<tool>`)"),
+                );
+                usable
+            };
             if let Some(first) = seen.get(&name) {
                 let (line, _) = offset_to_place(self.text, *first);
                 self.error(
@@ -227,6 +335,45 @@ impl Parser<'_> {
             }
         }
         servers
+    }
+
+    /// VS Code's `inputs`: `[{"id": ..., "description": ..., "default": ...}]`.
+    fn inputs(&mut self, m: &Member) {
+        let Value::Array(items) = &m.value.value else {
+            self.error(
+                m.value.offset,
+                format!(
+                    "`inputs` must be an array of {{\"id\": ...}} objects, got {}",
+                    m.value.value.kind()
+                ),
+            );
+            return;
+        };
+        for item in items {
+            let Value::Object(fields) = &item.value else {
+                self.error(item.offset, "each input must be an object with an `id`");
+                continue;
+            };
+            let text = |key: &str| {
+                fields
+                    .iter()
+                    .find(|f| f.key == key)
+                    .and_then(|f| match &f.value.value {
+                        Value::String(s) => Some(s.clone()),
+                        _ => None,
+                    })
+            };
+            match text("id") {
+                Some(id) => {
+                    let input = vars::Input {
+                        description: text("description"),
+                        default: text("default"),
+                    };
+                    self.inputs.insert(id, input);
+                }
+                None => self.error(item.offset, "this input has no string `id`; add `\"id\": \"...\"`, the name `${input:...}` uses"),
+            }
+        }
     }
 
     /// The `name` of a `servers` list entry, or an error.
@@ -267,6 +414,35 @@ impl Parser<'_> {
         }
     }
 
+    /// `Some(true)` when the entry is switched off (`disabled: true` or
+    /// `enabled: false`), after a note saying it is skipped.
+    fn switched_off(&mut self, name: &str, members: &[Member]) -> bool {
+        for m in members {
+            if !SWITCH_FIELDS.contains(&m.key.as_str()) {
+                continue;
+            }
+            match (&m.value.value, m.key.as_str()) {
+                (Value::Bool(true), "disabled") | (Value::Bool(false), "enabled") => {
+                    let value = !matches!(m.key.as_str(), "enabled");
+                    self.warning(
+                        m.key_offset,
+                        format!(
+                            "server `{name}` is switched off (`\"{}\": {value}`): skipped",
+                            m.key
+                        ),
+                    );
+                    return true;
+                }
+                (Value::Bool(_), _) => {}
+                (other, key) => self.error(
+                    m.value.offset,
+                    format!("`{key}` must be true or false, got {}", other.kind()),
+                ),
+            }
+        }
+        false
+    }
+
     fn server(
         &mut self,
         name: String,
@@ -284,88 +460,54 @@ impl Parser<'_> {
             );
             return None;
         };
-        let errors_before = self.diags.len();
-        let transport_key = if shape == Shape::List {
-            "transport"
-        } else {
-            "type"
+        let before = self.diags.len();
+        if self.switched_off(&name, members) {
+            return None;
+        }
+        let transport_keys: &[&str] = match shape {
+            Shape::List => &["transport"],
+            // `transportType`: Cline's older name for it.
+            Shape::Map => &["type", "transportType"],
         };
         let mut fields: BTreeMap<&str, &Member> = BTreeMap::new();
         for m in members {
             let key = m.key.as_str();
-            let known = (shape == Shape::List && key == "name")
-                || key == transport_key
-                || TIMEOUT_FIELDS.contains(&key)
-                || STDIO_FIELDS.contains(&key)
-                || HTTP_FIELDS.contains(&key);
-            if !known {
-                let mut valid: Vec<&str> = Vec::new();
-                if shape == Shape::List {
-                    valid.push("name");
+            let used = (shape == Shape::List && key == "name")
+                || transport_keys.contains(&key)
+                || dialect::TIMEOUT_FIELDS.contains(&key)
+                || dialect::STDIO_FIELDS.contains(&key)
+                || dialect::HTTP_FIELDS.contains(&key)
+                || SWITCH_FIELDS.contains(&key);
+            if used {
+                if fields.insert(key, m).is_some() {
+                    self.error(
+                        m.key_offset,
+                        format!("field `{key}` appears twice in server `{name}`; keep one"),
+                    );
                 }
-                valid.push(transport_key);
-                valid.extend(
-                    TIMEOUT_FIELDS
-                        .iter()
-                        .chain(&STDIO_FIELDS)
-                        .chain(&HTTP_FIELDS),
+            } else if let Some(why) = dialect::ignored(key) {
+                self.warning(
+                    m.key_offset,
+                    format!("server `{name}`: `{key}` is accepted and ignored: {why}"),
                 );
-                let list: Vec<String> = valid.iter().map(|f| format!("`{f}`")).collect();
+            } else {
                 self.error(
                     m.key_offset,
                     format!(
                         "unknown field `{key}` in server `{name}`; valid fields: {}",
-                        list.join(", ")
+                        dialect::valid_fields(transport_keys[0], shape == Shape::List)
                     ),
-                );
-            } else if fields.insert(key, m).is_some() {
-                self.error(
-                    m.key_offset,
-                    format!("field `{key}` appears twice in server `{name}`; keep one"),
                 );
             }
         }
-        let kind = match fields.get(transport_key) {
-            Some(m) => {
-                match &m.value.value {
-                    Value::String(s) => match s.as_str() {
-                        "stdio" => Some(Kind::Stdio),
-                        "http" | "streamable-http" | "streamableHttp" => Some(Kind::Http),
-                        "sse" => {
-                            self.error(m.value.offset, format!("server `{name}`: the legacy `sse` transport is not supported; point `url` at the server's streamable HTTP endpoint and use `\"{transport_key}\": \"http\"`"));
-                            None
-                        }
-                        other => {
-                            self.error(m.value.offset, format!("server `{name}`: unknown {transport_key} {other:?}; use \"stdio\" or \"http\""));
-                            None
-                        }
-                    },
-                    other => {
-                        self.error(m.value.offset, format!("`{transport_key}` must be a string (\"stdio\" or \"http\"), got {}", other.kind()));
-                        None
-                    }
-                }
-            }
-            None => match (fields.get("command"), fields.get("url")) {
-                (Some(_), None) => Some(Kind::Stdio),
-                (None, Some(_)) => Some(Kind::Http),
-                (Some(_), Some(u)) => {
-                    self.error(u.key_offset, format!("server `{name}` has both `command` and `url`; keep `command` for a local process or `url` for an HTTP server"));
-                    None
-                }
-                (None, None) => {
-                    self.error(entry_at, format!("server `{name}` needs `command` (a local stdio server) or `url` (an HTTP server)"));
-                    None
-                }
-            },
-        };
+        let kind = self.kind(&name, entry_at, transport_keys, &fields, members);
         let startup_timeout = self.duration(&fields, "startup_timeout", DEFAULT_STARTUP_TIMEOUT);
         let call_timeout = self.duration(&fields, "call_timeout", DEFAULT_CALL_TIMEOUT);
         let transport = match kind? {
             Kind::Stdio => self.stdio(&name, entry_at, &fields),
             Kind::Http => self.http(&name, entry_at, &fields),
         };
-        if self.diags.len() > errors_before {
+        if self.diags[before..].iter().any(Diagnostic::is_error) {
             return None;
         }
         let (line, column) = offset_to_place(self.text, entry_at);
@@ -374,16 +516,76 @@ impl Parser<'_> {
             transport: transport?,
             startup_timeout,
             call_timeout,
+            source: self.file.to_path_buf(),
             line,
             column,
         })
     }
-}
 
-#[derive(Clone, Copy)]
-enum Kind {
-    Stdio,
-    Http,
+    /// The transport of an entry: its `type`, else inferred from `command`
+    /// or a URL.
+    fn kind(
+        &mut self,
+        name: &str,
+        entry_at: usize,
+        transport_keys: &[&str],
+        fields: &BTreeMap<&str, &Member>,
+        members: &[Member],
+    ) -> Option<Kind> {
+        let typed: Vec<&&Member> = transport_keys
+            .iter()
+            .filter_map(|k| fields.get(k))
+            .collect();
+        if let [first, second, ..] = typed[..] {
+            self.error(
+                second.key_offset,
+                format!(
+                    "server `{name}` has both `{}` and `{}`; keep `{}`",
+                    first.key, second.key, first.key
+                ),
+            );
+            return None;
+        }
+        if let Some(m) = typed.first() {
+            return match &m.value.value {
+                Value::String(s) => match transport_kind(s, &m.key, name) {
+                    Ok(kind) => Some(kind),
+                    Err(message) => {
+                        self.error(m.value.offset, message);
+                        None
+                    }
+                },
+                other => {
+                    self.error(
+                        m.value.offset,
+                        format!(
+                            "`{}` must be a string (\"stdio\" or \"http\"), got {}",
+                            m.key,
+                            other.kind()
+                        ),
+                    );
+                    None
+                }
+            };
+        }
+        let url = fields.get("url").or_else(|| fields.get("serverUrl"));
+        match (fields.get("command"), url) {
+            (Some(_), None) => Some(Kind::Stdio),
+            (None, Some(_)) => Some(Kind::Http),
+            (Some(_), Some(u)) => {
+                self.error(u.key_offset, format!("server `{name}` has both `command` and `{}`; keep `command` for a local process or `{}` for an HTTP server", u.key, u.key));
+                None
+            }
+            (None, None) if members.iter().any(|m| m.key == "settings") => {
+                self.error(entry_at, format!("server `{name}` has only `settings`: it is a Zed extension server, which only Zed can run; give it a `command` (and `args`) to run it as a stdio server"));
+                None
+            }
+            (None, None) => {
+                self.error(entry_at, format!("server `{name}` needs `command` (a local stdio server) or `url` (an HTTP server)"));
+                None
+            }
+        }
+    }
 }
 
 /// Server names prefix tool names, so they keep to `[A-Za-z0-9_-]+`.

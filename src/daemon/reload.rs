@@ -164,8 +164,7 @@ impl Reloader {
             }
             if let Some(first) = problems.first() {
                 let place = (config.line, config.column);
-                let error =
-                    Diagnostic::error(std::path::Path::new("mcp.json"), place, first.clone());
+                let error = Diagnostic::error(&config.source, place, first.clone());
                 snapshot.skipped.push(skipped::SkippedItem {
                     kind: skipped::ItemKind::McpServer,
                     name: config.name.clone(),

@@ -12,8 +12,9 @@
 //! `tracing`; nothing of ours.
 //!
 //! What counts as a change: anything under the trees, the folders holding
-//! them (`.agents`, `.claude` themselves, not their other files) and the root
-//! files `mcp.json` and `aurad.yaml`. Everything else in the root (the SQLite
+//! them (`.agents`, `.claude` themselves, not their other files), the root
+//! files `mcp.json`, `.mcp.json` and `aurad.yaml`, and `.vscode/mcp.json`
+//! (the `.vscode` directory is watched non-recursively for it). Everything else in the root (the SQLite
 //! files, the lock file, editor leftovers) is ignored, as are `Access` events
 //! (the daemon reading its own config opens files) and editor scratch files
 //! anywhere (`*.swp`, `*.swo`, `*.swx`, `*~`, `.#*`, `4913`). A tree created
@@ -41,7 +42,10 @@ pub const TREES: [&str; 5] = [
 ];
 
 /// The files of the project root that count as changes.
-pub const ROOT_FILES: [&str; 2] = ["mcp.json", "aurad.yaml"];
+pub const ROOT_FILES: [&str; 3] = ["mcp.json", ".mcp.json", "aurad.yaml"];
+
+/// Files one directory down that count as changes: (directory, file).
+pub const NESTED_FILES: [(&str, &str); 1] = [(".vscode", "mcp.json")];
 
 /// The path reported when the whole project must be considered changed: the
 /// watcher reported an error or dropped events.
@@ -113,6 +117,14 @@ impl Watcher {
             if dir.is_dir() {
                 debouncer
                     .watch(&dir, RecursiveMode::Recursive)
+                    .map_err(|e| watch_error(&dir, &e))?;
+            }
+        }
+        for (dir, _) in NESTED_FILES {
+            let dir = root.join(dir);
+            if dir.is_dir() {
+                debouncer
+                    .watch(&dir, RecursiveMode::NonRecursive)
                     .map_err(|e| watch_error(&dir, &e))?;
             }
         }
@@ -201,6 +213,16 @@ impl Watcher {
                 batch.insert(PathBuf::from(WHOLE_TREE));
             }
         }
+        for (dir, _) in NESTED_FILES {
+            let path = self.root.join(dir);
+            if (everything || batch.contains(Path::new(dir)))
+                && path.is_dir()
+                && let Err(e) = self.debouncer.watch(&path, RecursiveMode::NonRecursive)
+            {
+                tracing::warn!("{}", watch_error(&path, &e));
+                batch.insert(PathBuf::from(WHOLE_TREE));
+            }
+        }
     }
 }
 
@@ -260,8 +282,12 @@ fn relevant(root: &Path, path: &Path) -> Option<PathBuf> {
             _ => return None,
         }
     }
-    let last = *parts.last()?;
-    let counts = if parts.len() == 1 && ROOT_FILES.contains(&last) {
+    let (first, last) = (*parts.first()?, *parts.last()?);
+    let counts = if parts.len() == 1
+        && (ROOT_FILES.contains(&last) || NESTED_FILES.iter().any(|(dir, _)| *dir == last))
+    {
+        true
+    } else if parts.len() == 2 && NESTED_FILES.contains(&(first, last)) {
         true
     } else {
         TREES.iter().any(|tree| {
@@ -341,6 +367,9 @@ mod tests {
         let rel = |p: &str| relevant(root, &root.join(p)).map(|r| r.display().to_string());
         for yes in [
             "mcp.json",
+            ".mcp.json",
+            ".vscode",
+            ".vscode/mcp.json",
             "aurad.yaml",
             "agents",
             "agents/a.yaml",
@@ -376,6 +405,8 @@ mod tests {
             ".claude/commands/x.md",
             ".agents/skills/web/SKILL.md~",
             "other/.claude/skills/web/SKILL.md",
+            ".vscode/settings.json",
+            ".vscode/x/mcp.json",
         ] {
             assert_eq!(rel(no), None, "{no} must be ignored");
         }
@@ -550,6 +581,21 @@ mod tests {
         // The new folder is watched (recursively): an edit inside it is seen.
         std::fs::write(root.join(".claude/skills/b/SKILL.md"), "---\n").unwrap();
         wait_for(&mut watcher, ".claude/skills/b/SKILL.md").await;
+    }
+
+    #[tokio::test]
+    async fn the_other_mcp_files_are_reported_even_in_a_late_vscode_directory() {
+        let (_dir, root) = project();
+        let mut watcher = Watcher::start(&root, DEBOUNCE).unwrap();
+
+        std::fs::write(root.join(".mcp.json"), "{}").unwrap();
+        wait_for(&mut watcher, ".mcp.json").await;
+        std::fs::create_dir(root.join(".vscode")).unwrap();
+        wait_for(&mut watcher, ".vscode").await;
+        std::fs::write(root.join(".vscode/settings.json"), "{}").unwrap();
+        std::fs::write(root.join(".vscode/mcp.json"), "{\"servers\": {}}").unwrap();
+        let batch = wait_for(&mut watcher, ".vscode/mcp.json").await;
+        assert!(!batch.contains(&PathBuf::from(".vscode/settings.json")));
     }
 
     #[tokio::test]

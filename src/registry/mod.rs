@@ -472,6 +472,10 @@ pub async fn connect_mcp(
         .iter()
         .map(|s| (s.name.clone(), (s.line, s.column)))
         .collect();
+    // Every server comes from the one MCP file of the project.
+    let source = servers
+        .first()
+        .map_or_else(|| "mcp.json".into(), |s| s.source.clone());
     let manager = McpManager::start(servers).await;
     let place_of_tool: std::collections::HashMap<String, (usize, usize)> = manager
         .status()
@@ -481,7 +485,7 @@ pub async fn connect_mcp(
             status.tools.into_iter().map(move |(name, _)| (name, place))
         })
         .collect();
-    let mcp_json = std::path::Path::new("mcp.json");
+    let mcp_json = source.as_path();
     let mut diagnostics: Vec<Diagnostic> = manager
         .conflicts()
         .into_iter()

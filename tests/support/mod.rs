@@ -4,6 +4,7 @@
 
 pub mod daemon;
 pub mod inproc;
+pub mod mcp_server;
 pub mod mock_llm;
 pub mod project;
 pub mod serve;

@@ -1,13 +1,16 @@
-//! The field-level half of `mcp.json` parsing: transport-specific fields
-//! (`command`, `args`, `env`, `cwd`; `url`, `headers`), typed values and
-//! durations, each problem reported at the value's place.
+//! The field-level half of MCP file parsing: transport-specific fields
+//! (`command` (also Zed's `{path, args, env}`), `args`, `env`, `envFile`,
+//! `cwd`; `url` or `serverUrl`, `headers`), typed values with their
+//! variables expanded, and durations, each problem reported at the value's
+//! place.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use super::dialect::{HTTP_FIELDS, STDIO_FIELDS};
 use super::json::{Member, Value};
-use super::{HTTP_FIELDS, McpTransport, Parser, RESERVED_HEADERS, STDIO_FIELDS};
+use super::{McpTransport, Parser, RESERVED_HEADERS};
 use crate::config::duration::{format_duration, parse_duration};
 
 impl Parser<'_> {
@@ -46,38 +49,47 @@ impl Parser<'_> {
         fields: &BTreeMap<&str, &Member>,
     ) -> Option<McpTransport> {
         self.misplaced(name, fields, &HTTP_FIELDS, "stdio");
-        let command = match fields.get("command") {
+        let (command, zed_args, zed_env) = match fields.get("command") {
             None => {
                 self.error(entry_at, format!("server `{name}` is a stdio server but has no `command`; add the program to run, e.g. \"command\": \"npx\""));
-                None
+                return None;
             }
-            Some(m) => self.string(m).and_then(|c| {
-                if c.trim().is_empty() {
-                    self.error(
-                        m.value.offset,
-                        "`command` is empty; name the program to run",
-                    );
-                    None
-                } else if c.contains('/') && Path::new(&c).is_relative() {
-                    Some(self.root.join(&c).to_string_lossy().into_owned())
-                } else {
-                    Some(c)
-                }
-            }),
+            // Zed's older form: "command": {"path": ..., "args": [...], "env": {...}}
+            Some(m) if matches!(m.value.value, Value::Object(_)) => {
+                self.zed_command(name, m, fields)?
+            }
+            Some(m) => (self.expanded_string(m), None, None),
         };
-        let args = match fields.get("args") {
+        let command = command.and_then(|(c, m)| {
+            if c.trim().is_empty() {
+                self.error(m, "`command` is empty; name the program to run");
+                None
+            } else if c.contains('/') && Path::new(&c).is_relative() {
+                Some(self.root.join(&c).to_string_lossy().into_owned())
+            } else {
+                Some(c)
+            }
+        });
+        let args = match zed_args.or_else(|| fields.get("args").copied()) {
             None => Some(Vec::new()),
             Some(m) => self.string_list(m),
         };
-        let env = match fields.get("env") {
+        let mut env = match fields.get("envFile") {
             None => Some(BTreeMap::new()),
-            Some(m) => self.string_map(m, "environment variable", |k| {
-                !k.is_empty() && !k.contains(['=', '\0'])
-            }),
+            Some(m) => self.env_file(m),
         };
+        match zed_env.or_else(|| fields.get("env").copied()) {
+            None => {}
+            Some(m) => match (self.env_map(m), &mut env) {
+                (Some(vars), Some(env)) => env.extend(vars),
+                _ => env = None,
+            },
+        }
         let cwd = match fields.get("cwd") {
             None => Some(None),
-            Some(m) => self.string(m).map(|c| Some(self.root.join(c))),
+            Some(m) => self
+                .expanded_string(m)
+                .map(|(c, _)| Some(self.root.join(c))),
         };
         Some(McpTransport::Stdio {
             command: command?,
@@ -87,6 +99,67 @@ impl Parser<'_> {
         })
     }
 
+    /// Zed's `"command": {"path", "args", "env"}`: the command (with the
+    /// offset of its value) and the `args` and `env` members.
+    #[allow(clippy::type_complexity)]
+    fn zed_command<'m>(
+        &mut self,
+        name: &str,
+        m: &'m Member,
+        fields: &BTreeMap<&str, &Member>,
+    ) -> Option<(
+        Option<(String, usize)>,
+        Option<&'m Member>,
+        Option<&'m Member>,
+    )> {
+        let Value::Object(inner) = &m.value.value else {
+            return None;
+        };
+        let mut path = None;
+        let (mut args, mut env) = (None, None);
+        for f in inner {
+            match f.key.as_str() {
+                "path" => path = Some(f),
+                "args" => args = Some(f),
+                "env" => env = Some(f),
+                other => self.error(
+                    f.key_offset,
+                    format!("unknown field `{other}` in the `command` of server `{name}`; valid fields: `path`, `args`, `env`"),
+                ),
+            }
+        }
+        for (inner, key) in [(args, "args"), (env, "env")] {
+            if let (Some(_), Some(outer)) = (inner, fields.get(key)) {
+                self.error(
+                    outer.key_offset,
+                    format!("server `{name}` gives `{key}` both inside `command` and beside it; keep one"),
+                );
+            }
+        }
+        let Some(path) = path else {
+            self.error(
+                m.value.offset,
+                format!(
+                    "the `command` object of server `{name}` has no `path`; add the program to run"
+                ),
+            );
+            return None;
+        };
+        Some((self.expanded_string(path), args, env))
+    }
+
+    /// `envFile`: read relative to the project root.
+    fn env_file(&mut self, m: &Member) -> Option<BTreeMap<String, String>> {
+        let (shown, _) = self.expanded_string(m)?;
+        match super::envfile::read_env_file(&self.root.join(&shown), &shown) {
+            Ok(vars) => Some(vars),
+            Err(message) => {
+                self.error(m.value.offset, message);
+                None
+            }
+        }
+    }
+
     pub(super) fn http(
         &mut self,
         name: &str,
@@ -94,19 +167,26 @@ impl Parser<'_> {
         fields: &BTreeMap<&str, &Member>,
     ) -> Option<McpTransport> {
         self.misplaced(name, fields, &STDIO_FIELDS, "http");
-        let url = match fields.get("url") {
+        if let (Some(_), Some(m)) = (fields.get("url"), fields.get("serverUrl")) {
+            self.error(
+                m.key_offset,
+                format!("server `{name}` has both `url` and `serverUrl`; keep one"),
+            );
+            return None;
+        }
+        let url = match fields.get("url").or_else(|| fields.get("serverUrl")) {
             None => {
                 self.error(entry_at, format!("server `{name}` is an http server but has no `url`; add its streamable HTTP endpoint, e.g. \"url\": \"http://127.0.0.1:9000/mcp\""));
                 None
             }
-            Some(m) => self.string(m).and_then(|u| {
+            Some(m) => self.expanded_string(m).and_then(|(u, at)| {
                 let scheme_ok = u.starts_with("http://") || u.starts_with("https://");
                 if scheme_ok && u.len() > "https://".len() && !u.contains(char::is_whitespace) {
                     Some(u)
                 } else {
                     self.error(
-                        m.value.offset,
-                        format!("`url` {u:?} is not an http:// or https:// URL"),
+                        at,
+                        format!("`{}` {u:?} is not an http:// or https:// URL", m.key),
                     );
                     None
                 }
@@ -135,6 +215,74 @@ impl Parser<'_> {
             url: url?,
             headers: headers?,
         })
+    }
+
+    /// A string value with its variables expanded, and the offset of the
+    /// value.
+    fn expanded_string(&mut self, m: &Member) -> Option<(String, usize)> {
+        let raw = self.string(m)?;
+        self.expand(m.value.offset, &raw)
+            .map(|s| (s, m.value.offset))
+    }
+
+    /// `value` (a JSON string starting at `offset`) with its variables
+    /// expanded; an error points at the reference that failed.
+    fn expand(&mut self, offset: usize, value: &str) -> Option<String> {
+        let vars = super::vars::Vars {
+            env: self.env,
+            root: self.root,
+            inputs: &self.inputs,
+        };
+        match vars.expand(value) {
+            Ok(expanded) => Some(expanded),
+            Err((at, message)) => {
+                // Exact when nothing before the reference is escaped.
+                let raw = self.text.get(offset + 1..).unwrap_or("");
+                let exact = raw.get(..at).is_some_and(|before| !before.contains('\\'))
+                    && raw.get(at..).is_some_and(|r| r.starts_with('$'));
+                self.error(if exact { offset + 1 + at } else { offset }, message);
+                None
+            }
+        }
+    }
+
+    /// `env`: strings (variables expanded), numbers and booleans (written
+    /// as text); a `null` is left out with a note.
+    fn env_map(&mut self, m: &Member) -> Option<BTreeMap<String, String>> {
+        let Value::Object(members) = &m.value.value else {
+            return self.string_map(m, "environment variable", valid_env_name);
+        };
+        let mut strings = Vec::new();
+        let mut out = BTreeMap::new();
+        for entry in members {
+            match &entry.value.value {
+                Value::Number(n) if valid_env_name(&entry.key) => {
+                    out.insert(entry.key.clone(), format_number(*n));
+                }
+                Value::Bool(b) if valid_env_name(&entry.key) => {
+                    out.insert(entry.key.clone(), b.to_string());
+                }
+                Value::Null => self.warning(
+                    entry.value.offset,
+                    format!(
+                        "`{}` is null: left out of the server's environment",
+                        entry.key
+                    ),
+                ),
+                _ => strings.push(entry.clone()),
+            }
+        }
+        let only_strings = Member {
+            key: m.key.clone(),
+            key_offset: m.key_offset,
+            value: super::json::Node {
+                offset: m.value.offset,
+                value: Value::Object(strings),
+            },
+        };
+        let strings = self.string_map(&only_strings, "environment variable", valid_env_name)?;
+        out.extend(strings);
+        Some(out)
     }
 
     pub(super) fn string(&mut self, m: &Member) -> Option<String> {
@@ -166,7 +314,10 @@ impl Parser<'_> {
         let mut ok = true;
         for item in items {
             match &item.value {
-                Value::String(s) => out.push(s.clone()),
+                Value::String(s) => match self.expand(item.offset, s) {
+                    Some(value) => out.push(value),
+                    None => ok = false,
+                },
                 other => {
                     self.error(
                         item.offset,
@@ -211,9 +362,12 @@ impl Parser<'_> {
                 ok = false;
             }
             match &entry.value.value {
-                Value::String(s) => {
-                    out.insert(entry.key.clone(), s.clone());
-                }
+                Value::String(s) => match self.expand(entry.value.offset, s) {
+                    Some(value) => {
+                        out.insert(entry.key.clone(), value);
+                    }
+                    None => ok = false,
+                },
                 other => {
                     self.error(
                         entry.value.offset,
@@ -275,4 +429,18 @@ fn valid_header_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+}
+
+/// An environment variable name a process can be given.
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
+/// A JSON number as an environment value: `8080`, not `8080.0`.
+fn format_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        n.to_string()
+    }
 }

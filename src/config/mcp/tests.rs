@@ -1,5 +1,6 @@
-//! Unit tests of `mcp.json` parsing: both shapes, defaults, and one test per
-//! kind of error, each checking the reported place.
+//! Unit tests of MCP file parsing: aurad's shapes, defaults, and one test
+//! per kind of error, each checking the reported place. The editors'
+//! dialects are tested on fixtures in `tests/mcp_dialects.rs`.
 
 use super::*;
 
@@ -38,6 +39,7 @@ fn reads_the_list_shape() {
             },
             startup_timeout: Duration::from_secs(2),
             call_timeout: Duration::from_secs(5),
+            source: PathBuf::from("mcp.json"),
             line: 2,
             column: 3,
         }
@@ -100,6 +102,10 @@ fn syntax_errors_have_serde_places() {
 fn unknown_fields_list_the_valid_ones() {
     let e = only_error("{\"mcpServers\": {\"a\": {\"command\": \"x\", \"comand\": 1}}}");
     assert!(e.starts_with("mcp.json:1:39: unknown field `comand` in server `a`; valid fields: `type`, `startup_timeout`"), "{e}");
+    assert!(
+        e.ends_with("`url`, `serverUrl`, `headers`, `disabled`, `enabled`"),
+        "{e}"
+    );
     let e = only_error("{\"mcpServer\": {}}");
     assert!(
         e.starts_with("mcp.json:1:2: unknown field `mcpServer`"),
@@ -119,7 +125,7 @@ fn wrong_types_point_at_the_value() {
         e.starts_with("mcp.json:1:53: `args` must contain only strings, got a number"),
         "{e}"
     );
-    let e = only_error("{\"mcpServers\": {\"a\": {\"command\": \"x\", \"env\": {\"K\": 1}}}}");
+    let e = only_error("{\"mcpServers\": {\"a\": {\"command\": \"x\", \"env\": {\"K\": [1]}}}}");
     assert!(
         e.starts_with("mcp.json:1:52: the value of environment variable `K` must be a string"),
         "{e}"
@@ -169,13 +175,28 @@ fn missing_and_impossible_combinations() {
     );
     let e = only_error("{\"mcpServers\": {\"a\": {\"command\": \"x\", \"url\": \"http://h/\"}}}");
     assert!(e.contains("has both `command` and `url`"), "{e}");
-    let e = only_error("{\"mcpServers\": {\"a\": {\"type\": \"ws\", \"url\": \"http://h/\"}}}");
+    let e = only_error("{\"mcpServers\": {\"a\": {\"type\": \"wss\", \"url\": \"http://h/\"}}}");
     assert!(
-        e.starts_with("mcp.json:1:31: server `a`: unknown type \"ws\""),
+        e.starts_with("mcp.json:1:31: server `a`: unknown type \"wss\""),
         "{e}"
     );
     let e = only_error("{\"mcpServers\": {\"a\": {\"type\": \"sse\", \"url\": \"http://h/\"}}}");
-    assert!(e.contains("legacy `sse` transport is not supported"), "{e}");
+    assert!(e.contains("the legacy HTTP+SSE transport"), "{e}");
+    let e = only_error(
+        "{\"mcpServers\": {\"a\": {\"url\": \"http://h/\", \"serverUrl\": \"http://h/\"}}}",
+    );
+    assert!(e.contains("has both `url` and `serverUrl`"), "{e}");
+    let e = only_error(
+        "{\"mcpServers\": {\"a\": {\"type\": \"http\", \"transportType\": \"http\", \"url\": \"http://h/\"}}}",
+    );
+    assert!(e.contains("has both `type` and `transportType`"), "{e}");
+    let e = only_error(
+        "{\"context_servers\": {\"a\": {\"command\": {\"path\": \"x\", \"args\": []}, \"args\": []}}}",
+    );
+    assert!(
+        e.contains("gives `args` both inside `command` and beside it"),
+        "{e}"
+    );
     let e = only_error("{\"mcpServers\": {\"a\": {\"url\": \"ftp://h/\"}}}");
     assert!(e.contains("is not an http:// or https:// URL"), "{e}");
     let e = only_error(
@@ -192,16 +213,18 @@ fn missing_and_impossible_combinations() {
 }
 
 #[test]
-fn names_must_be_valid_and_unique() {
-    let text = "{\"servers\": [\n {\"name\": \"a\", \"command\": \"x\"},\n {\"name\": \"a\", \"command\": \"y\"},\n {\"name\": \"b.c\", \"command\": \"z\"},\n {\"command\": \"w\"}\n]}";
+fn names_must_be_usable_and_unique() {
+    let text = "{\"servers\": [\n {\"name\": \"a\", \"command\": \"x\"},\n {\"name\": \"a\", \"command\": \"y\"},\n {\"name\": \"b.c\", \"command\": \"z\"},\n {\"command\": \"w\"},\n {\"name\": \"b_c\", \"command\": \"v\"}\n]}";
     let (servers, errors) = parse(text);
-    assert_eq!(servers.len(), 1);
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b_c"]);
     assert_eq!(
         errors,
         [
             "mcp.json:3:11: server name `a` is used twice (first on line 2); rename or remove one",
-            "mcp.json:4:11: server name \"b.c\" must match [A-Za-z0-9_-]+ (it prefixes tool names); rename it",
+            "mcp.json:4:11: warning: server name \"b.c\" has characters tool names cannot: aurad calls it `b_c` (its tools are `b_c_<tool>`)",
             "mcp.json:5:2: this server has no `name`; add `\"name\": \"...\"` (letters, digits, `_`, `-`)",
+            "mcp.json:6:11: server name `b_c` is used twice (first on line 4); rename or remove one",
         ]
     );
     let text = "{\"mcpServers\": {\"a\": {\"command\": \"x\"}, \"a\": {\"command\": \"y\"}}}";
@@ -234,12 +257,12 @@ fn a_bad_server_does_not_hide_the_good_ones() {
 }
 
 #[test]
-fn interpolation_keeps_json_valid() {
+fn variables_expand_per_value_and_break_only_their_server() {
     let dir = std::env::temp_dir().join(format!("aurad-mcp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("mcp.json"),
-        "{\"mcpServers\": {\"s\": {\"url\": \"http://h/\", \"headers\": {\"Authorization\": \"Bearer ${TOKEN}\"}}}}",
+        "{\"mcpServers\": {\"s\": {\"url\": \"http://h/\", \"headers\": {\"Authorization\": \"Bearer ${TOKEN}\"}},\n \"t\": {\"command\": \"x\"}}}",
     )
     .unwrap();
     let env = |name: &str| (name == "TOKEN").then(|| "a\"b".to_string());
@@ -248,11 +271,22 @@ fn interpolation_keeps_json_valid() {
     assert!(matches!(&servers[0].transport,
         McpTransport::Http { headers, .. } if headers["Authorization"] == "Bearer a\"b"));
     let none = |_: &str| None;
-    let (_, errors) = load_mcp(&dir, &none);
-    assert!(
-        errors[0].to_string().contains("TOKEN is not set"),
-        "{errors:?}"
+    let (servers, errors) = load_mcp(&dir, &none);
+    assert_eq!(servers.len(), 1, "the other server is kept");
+    assert_eq!(
+        errors[0].to_string(),
+        "mcp.json:1:80: environment variable TOKEN is not set (`${TOKEN}`); set it, or write ${TOKEN:-default}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(load_mcp(&dir, &none), (Vec::new(), Vec::new()));
+}
+
+#[test]
+fn a_variable_cannot_change_the_structure() {
+    let text = "{\"mcpServers\": {\"s\": {\"command\": \"x\", \"args\": [\"${V}\"]}}}";
+    let env = |_: &str| Some("\", \"--evil".to_string());
+    let (servers, errors) = parse_mcp_file(Path::new("/p"), Path::new("mcp.json"), text, &env);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(matches!(&servers[0].transport,
+        McpTransport::Stdio { args, .. } if args == &["\", \"--evil"]));
 }

@@ -1,7 +1,7 @@
 //! [`ProtectedPaths`]: the one rule of which project files the file tools
 //! may not touch. The project's control files (`agents/`, `skills/`,
 //! `.agents/skills/`, `.claude/skills/`, `tools.d/`, `mcp.json`,
-//! `aurad.yaml`), the database with its `-wal`/`-shm`/`-journal`, the
+//! `.mcp.json`, `.vscode/mcp.json`, `aurad.yaml`), the database with its `-wal`/`-shm`/`-journal`, the
 //! daemon's lock file and `.env`-style files are never written, moved or
 //! deleted by a tool: an agent that could write them could give itself
 //! `bash`, a schedule or an MCP server, and the daemon would load it within
@@ -27,15 +27,16 @@ use std::path::{Component, Path, PathBuf};
 use crate::tools::ToolError;
 
 /// Directories of the project whose whole tree is control files.
-const PROTECTED_TREES: [&[&str]; 5] = [
+const PROTECTED_TREES: [&[&str]; 6] = [
     &["agents"],
+    &[".vscode", "mcp.json"],
     &["skills"],
     &[".agents", "skills"],
     &[".claude", "skills"],
     &["tools.d"],
 ];
 /// Control files at the project root.
-const PROTECTED_ROOT_FILES: [&str; 2] = ["mcp.json", "aurad.yaml"];
+const PROTECTED_ROOT_FILES: [&str; 3] = ["mcp.json", ".mcp.json", "aurad.yaml"];
 /// What SQLite keeps next to the database file.
 const DATABASE_SUFFIXES: [&str; 4] = ["", "-wal", "-shm", "-journal"];
 
@@ -228,6 +229,8 @@ mod tests {
             "tools.d/x.yaml",
             "tools.d",
             "mcp.json",
+            ".mcp.json",
+            ".vscode/mcp.json",
             "aurad.yaml",
             ".aurad.lock",
         ] {
@@ -240,6 +243,7 @@ mod tests {
             "docs/mcp.json",
             ".agents/other.md",
             ".claude/settings.json",
+            ".vscode/settings.json",
             "skillset/x",
             "out.txt",
         ] {
