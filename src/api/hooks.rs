@@ -132,17 +132,7 @@ fn delivery_id(headers: &HeaderMap) -> Result<String, ApiError> {
 
 /// Lowercase or uppercase hex to bytes; `None` if not hex.
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    text.as_bytes()
-        .chunks(2)
-        .map(|pair| {
-            let high = (pair[0] as char).to_digit(16)?;
-            let low = (pair[1] as char).to_digit(16)?;
-            Some((high * 16 + low) as u8)
-        })
-        .collect()
+    hex::decode(text).ok()
 }
 
 #[cfg(test)]
@@ -154,8 +144,7 @@ mod tests {
         let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
         mac.update(body);
         let bytes = mac.finalize().into_bytes();
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!("sha256={hex}")
+        format!("sha256={}", hex::encode(bytes))
     }
 
     fn with_signature(signature: &str) -> HeaderMap {
