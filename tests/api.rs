@@ -90,7 +90,12 @@ async fn reads_and_their_errors() {
         "{content_type}"
     );
     let text = response.text().await.unwrap();
-    assert!(text.contains("# TYPE aurad_runs_total counter"), "{text}");
+    // Families with labels appear with their first series; these have none.
+    assert!(text.contains("# TYPE aurad_runs_running gauge"), "{text}");
+    assert!(
+        text.contains("# TYPE aurad_reloads_total counter"),
+        "{text}"
+    );
 
     let (status, agents) = api.get_json("/v1/agents").await;
     assert_eq!(status, 200);

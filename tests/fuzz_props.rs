@@ -132,12 +132,7 @@ const SECRET: &[u8] = b"hook secret";
 fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
     mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = hex::encode(mac.finalize().into_bytes());
     format!("sha256={hex}")
 }
 

@@ -10,7 +10,9 @@
 
 mod support;
 
-use support::inproc::{InProc, WAIT, eventually, get, start, start_run, watching, write};
+use support::inproc::{
+    InProc, WAIT, eventually, get, metrics_text, start, start_run, watching, write,
+};
 use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
 
@@ -43,6 +45,7 @@ async fn mcp_tool_list_changes_and_server_states_are_followed() {
     let daemon = start(root, watching()).await;
     assert!(agent_tools(&daemon).await.contains(&"t_echo".to_string()));
     assert_eq!(server_state(&daemon, "t").await, "connected");
+    assert_eq!(mcp_up(&daemon, "t").await, Some(("connected".into(), 1.0)));
 
     // A run's model has the server hide `echo`; the server tells aurad.
     mock.push(Reply::tool_call("h", "t_hide", r#"{"name": "echo"}"#));
@@ -81,17 +84,17 @@ async fn mcp_tool_list_changes_and_server_states_are_followed() {
         (server_state(&daemon, "t").await == "restarting").then_some(())
     })
     .await;
+    // ... and so does the metric: the server is down, so it is 0.
+    eventually("aurad_mcp_server_up to be 0", WAIT, || async {
+        (mcp_up(&daemon, "t").await == Some(("restarting".into(), 0.0))).then_some(())
+    })
+    .await;
     daemon.stop().await.unwrap();
 }
 
 /// `aurad_reloads_total` (every attempt) and `aurad_reload_errors_total`.
 async fn reload_counts(daemon: &InProc) -> (u64, u64) {
-    let text = reqwest::get(daemon.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(daemon).await;
     let value = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
@@ -101,6 +104,17 @@ async fn reload_counts(daemon: &InProc) -> (u64, u64) {
         value("aurad_reloads_total"),
         value("aurad_reload_errors_total"),
     )
+}
+
+/// `aurad_mcp_server_up{server=name}`'s `state` label and value, if the
+/// metric has that server.
+async fn mcp_up(daemon: &InProc, name: &str) -> Option<(String, f64)> {
+    let text = metrics_text(daemon).await;
+    let prefix = format!("aurad_mcp_server_up{{server=\"{name}\",state=\"");
+    text.lines().find_map(|line| {
+        let (state, value) = line.strip_prefix(&prefix)?.split_once("\"} ")?;
+        Some((state.to_owned(), value.trim().parse().unwrap()))
+    })
 }
 
 /// The state `/healthz` shows for MCP server `name`.

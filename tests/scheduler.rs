@@ -12,7 +12,7 @@ use aurad::daemon::ManualClock;
 use aurad::store::{RunRecord, Store};
 use aurad::types::{RunState, ScheduleId};
 use chrono::{DateTime, Utc};
-use support::inproc::{InProc, Start, eventually, runs, start, try_start};
+use support::inproc::{InProc, Start, eventually, metrics_text, runs, start, try_start};
 use support::mock_llm::{MockLlm, Reply};
 use support::project::{add_settings, project_with_mock};
 
@@ -124,6 +124,12 @@ async fn five_and_six_field_expressions_fire_on_time() {
     }
     assert!(all.iter().all(|r| r.trigger == "schedule"));
     assert_eq!(mock.requests().len(), 3);
+    // Each fire is counted under its agent.
+    let metrics = metrics_text(&daemon).await;
+    assert!(
+        metrics.contains("\naurad_schedule_fires_total{agent=\"a\"} 3\n"),
+        "{metrics}"
+    );
     daemon.stop().await.unwrap();
 }
 

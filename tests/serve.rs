@@ -652,12 +652,7 @@ async fn deliver(
     use hmac::Mac;
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(HOOK_SECRET.as_bytes()).unwrap();
     mac.update(body.as_bytes());
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = hex::encode(mac.finalize().into_bytes());
     let response = client
         .post(format!("http://{addr}/hooks/a"))
         .header("content-type", "application/json")

@@ -1,15 +1,15 @@
-//! One daemon per project directory: an exclusive `flock` on
-//! `<root>/.aurad.lock`, held for the life of the process.
+//! One daemon per project directory: an exclusive lock on
+//! `<root>/.aurad.lock` (std's `File::try_lock`, which is `flock` on Linux),
+//! held for the life of the process.
 //!
-//! May depend on `libc`, std and the `config` constant of its name. The
+//! May depend on std and the `config` constant of its name. The
 //! lock belongs to the open file, so the kernel releases it when the process
 //! ends in any way (crash, `kill -9`);
 //! there is no stale lock to clean up. The file is opened close-on-exec (std
 //! does that), so tool and MCP child processes never inherit the lock.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::os::fd::AsRawFd;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -54,8 +54,9 @@ impl ProjectLock {
                     path.display()
                 )
             })?;
-        if let Err(e) = flock_exclusive_nonblocking(&file) {
-            if e.kind() == io::ErrorKind::WouldBlock {
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
                 let who = match read_pid(&mut file) {
                     Some(pid) => format!("another `aurad serve` (pid {pid})"),
                     None => "another process".to_owned(),
@@ -66,11 +67,13 @@ impl ProjectLock {
                     root.display()
                 ));
             }
-            return Err(format!(
-                "cannot lock {}: {e}; the file system may not support locks (e.g. some network \
-                 mounts): run the project from a local directory",
-                path.display()
-            ));
+            Err(TryLockError::Error(e)) => {
+                return Err(format!(
+                    "cannot lock {}: {e}; the file system may not support locks (e.g. some \
+                     network mounts): run the project from a local directory",
+                    path.display()
+                ));
+            }
         }
         file.set_len(0)
             .and_then(|()| file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0))
@@ -87,22 +90,6 @@ impl ProjectLock {
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-/// `flock(LOCK_EX | LOCK_NB)`, retried when interrupted by a signal.
-fn flock_exclusive_nonblocking(file: &File) -> io::Result<()> {
-    loop {
-        // SAFETY: flock only reads the descriptor, which `file` keeps open
-        // for the duration of the call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
     }
 }
 

@@ -116,42 +116,69 @@ fn metrics_is_send_and_sync() {
 }
 
 #[test]
-fn an_empty_registry_announces_every_family() {
+fn an_empty_registry_has_its_label_less_series_at_zero() {
     let (families, samples) = parse(&Metrics::new().render());
     let names: Vec<&str> = families.iter().map(|(n, _)| n.as_str()).collect();
+    // A family with labels appears with its first series.
     assert_eq!(
         names,
         [
-            "aurad_runs_total",
-            "aurad_run_duration_seconds",
             "aurad_runs_running",
             "aurad_runs_queued",
-            "aurad_tool_calls_total",
-            "aurad_tool_failures_total",
-            "aurad_model_tokens_total",
-            "aurad_model_cost_usd_total",
             "aurad_reloads_total",
             "aurad_reload_errors_total",
-            "aurad_mcp_server_up",
-            "aurad_schedule_fires_total",
-            "aurad_config_skipped",
         ]
     );
-    // Label-less counters and gauges have a sample from the start.
-    for name in [
-        "aurad_runs_running",
-        "aurad_runs_queued",
-        "aurad_reloads_total",
-        "aurad_reload_errors_total",
-        "aurad_schedule_fires_total",
-    ] {
+    for name in names {
         assert_eq!(value(&samples, name, &[]), 0.0, "{name}");
     }
-    assert_eq!(samples.len(), 5);
+    assert_eq!(samples.len(), 4);
 }
 
 #[test]
-fn counters_and_gauges_are_rendered_sorted_by_labels() {
+fn every_family_keeps_its_name_type_and_help() {
+    let m = Metrics::new();
+    m.run_finished("a", "succeeded", Duration::from_secs(1));
+    m.tool_call("bash", true);
+    m.model_call("a", 1, 1, Some(0.5));
+    m.set_mcp_states(&[("fs".into(), "connected".into())]);
+    m.scheduled_fire("a");
+    m.set_config_skipped(&[("agent", 2)]);
+    let text = m.render();
+    let (families, _) = parse(&text);
+    let families: Vec<(&str, &str)> = families
+        .iter()
+        .map(|(n, k)| (n.as_str(), k.as_str()))
+        .collect();
+    assert_eq!(
+        families,
+        [
+            ("aurad_runs_total", "counter"),
+            ("aurad_run_duration_seconds", "histogram"),
+            ("aurad_runs_running", "gauge"),
+            ("aurad_runs_queued", "gauge"),
+            ("aurad_tool_calls_total", "counter"),
+            ("aurad_tool_failures_total", "counter"),
+            ("aurad_model_tokens_total", "counter"),
+            ("aurad_model_cost_usd_total", "counter"),
+            ("aurad_reloads_total", "counter"),
+            ("aurad_reload_errors_total", "counter"),
+            ("aurad_mcp_server_up", "gauge"),
+            ("aurad_schedule_fires_total", "counter"),
+            ("aurad_config_skipped", "gauge"),
+        ]
+    );
+    for help in [
+        "# HELP aurad_runs_total Runs by agent and final state (including skipped and missed).\n",
+        "# HELP aurad_model_cost_usd_total US dollars spent on model calls by agent (calls whose model has a price in aurad.yaml).\n",
+        "# HELP aurad_schedule_fires_total Cron schedule fires, by agent.\n",
+    ] {
+        assert!(text.contains(help), "{help}\n{text}");
+    }
+}
+
+#[test]
+fn counters_and_gauges_are_rendered_with_their_labels() {
     let m = Metrics::new();
     m.run_recorded("zeta", "skipped");
     m.run_finished("alpha", "succeeded", Duration::from_millis(300));
@@ -166,16 +193,18 @@ fn counters_and_gauges_are_rendered_sorted_by_labels() {
     m.model_tokens("alpha", 1, 2);
     m.reload(true);
     m.reload(false);
-    m.scheduled_fire();
-    m.scheduled_fire();
+    m.scheduled_fire("alpha");
+    m.scheduled_fire("alpha");
+    m.scheduled_fire("zeta");
 
     let text = m.render();
     let (_, samples) = parse(&text);
-    let runs: Vec<_> = samples
+    let mut runs: Vec<_> = samples
         .iter()
         .filter(|s| s.name == "aurad_runs_total")
         .map(|s| (s.labels[0].1.as_str(), s.labels[1].1.as_str(), s.value))
         .collect();
+    runs.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     assert_eq!(
         runs,
         [
@@ -195,11 +224,12 @@ fn counters_and_gauges_are_rendered_sorted_by_labels() {
         1.0
     );
     assert!(find(&samples, "aurad_tool_failures_total", &[("tool", "a_tool")]).is_none());
-    let tools: Vec<_> = samples
+    let mut tools: Vec<_> = samples
         .iter()
         .filter(|s| s.name == "aurad_tool_calls_total")
         .map(|s| s.labels[0].1.as_str())
         .collect();
+    tools.sort();
     assert_eq!(tools, ["a_tool", "bash"]);
     let tokens = |d| {
         value(
@@ -211,7 +241,8 @@ fn counters_and_gauges_are_rendered_sorted_by_labels() {
     assert_eq!((tokens("input"), tokens("output")), (101.0, 22.0));
     assert_eq!(value(&samples, "aurad_reloads_total", &[]), 2.0);
     assert_eq!(value(&samples, "aurad_reload_errors_total", &[]), 1.0);
-    assert_eq!(value(&samples, "aurad_schedule_fires_total", &[]), 2.0);
+    let fires = |agent| value(&samples, "aurad_schedule_fires_total", &[("agent", agent)]);
+    assert_eq!((fires("alpha"), fires("zeta")), (2.0, 1.0));
     // A skipped run has no duration.
     assert!(
         !text.contains("aurad_run_duration_seconds_count{agent=\"zeta\"}"),
@@ -284,23 +315,33 @@ fn label_values_are_escaped() {
 }
 
 #[test]
-fn mcp_states_replace_the_previous_set() {
+fn mcp_up_is_1_only_while_connected_and_states_replace_the_previous_set() {
     let m = Metrics::new();
     m.set_mcp_states(&[
         ("search".into(), "connecting".into()),
-        ("fs".into(), "up".into()),
+        ("fs".into(), "connected".into()),
+        ("gone".into(), "connected".into()),
     ]);
     m.set_mcp_states(&[
-        ("search".into(), "up".into()),
+        ("search".into(), "connected".into()),
         ("fs".into(), "failed".into()),
+        ("web".into(), "restarting".into()),
     ]);
     let (_, samples) = parse(&m.render());
-    let up: Vec<_> = samples
+    let mut up: Vec<_> = samples
         .iter()
         .filter(|s| s.name == "aurad_mcp_server_up")
         .map(|s| (s.labels[0].1.as_str(), s.labels[1].1.as_str(), s.value))
         .collect();
-    assert_eq!(up, [("fs", "failed", 1.0), ("search", "up", 1.0)]);
+    up.sort_by(|a, b| a.0.cmp(b.0));
+    assert_eq!(
+        up,
+        [
+            ("fs", "failed", 0.0),
+            ("search", "connected", 1.0),
+            ("web", "restarting", 0.0)
+        ]
+    );
 }
 
 #[test]

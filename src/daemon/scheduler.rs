@@ -240,7 +240,7 @@ impl Scheduler {
         at: DateTime<Utc>,
         overlap: crate::config::OnOverlap,
     ) {
-        self.metrics.scheduled_fire();
+        self.metrics.scheduled_fire(&key.0);
         let agent = &snapshot.project.agents[&key.0];
         let health = self.supervisor.health(&key.0);
         if let Some(until) = health.backoff_until().filter(|u| *u > at) {

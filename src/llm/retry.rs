@@ -20,17 +20,22 @@
 //! and a tool that ran belongs to a call that already succeeded, which is
 //! never re-sent.
 //!
-//! Hand-written rather than built on the `backon` crate: backon's jitter
-//! adds `[0, delay)` on top of the delay (not full jitter), its total-delay
-//! budget counts the sleeps but not the time the attempts took (so it
-//! cannot hold a wall-clock deadline), and it cannot report why it stopped
-//! (a `Retry-After` that did not fit), which the run's error must say. The
-//! policy itself is the few lines of [`RetryPolicy::decide`]. May depend
-//! on `llm` and `types` only.
+//! The loop (attempt, classify, wait, notify, attempt again) is `backon`'s
+//! `Retryable`, the crate the daemon also retries its event batches with.
+//! Its backoff is this module's full-jitter sequence (backon's own jitter
+//! adds `[0, delay)` on top of the delay, which is not full jitter), and
+//! its `adjust` hook applies [`RetryPolicy::decide`]: the deadline and
+//! `Retry-After`, which backon's total-delay budget cannot express (it
+//! counts the sleeps, not the time the attempts took). Why a retryable
+//! error was not retried is kept beside the loop and put into the
+//! [`ProviderError::GaveUp`] it returns. May depend on `backon`, `llm` and
+//! `types` only.
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use backon::{Retryable, Sleeper};
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -102,13 +107,23 @@ impl RetryPolicy {
     /// `err`, with `time_left` before the call's deadline (`None`: no
     /// deadline, and [`MAX_RETRY_AFTER`] bounds a `Retry-After`).
     pub fn decide(&self, attempt: u32, err: &ProviderError, time_left: Option<Duration>) -> Next {
+        self.decide_with(attempt, err, self.backoff(attempt), time_left)
+    }
+
+    /// [`RetryPolicy::decide`] with the jittered backoff already drawn.
+    fn decide_with(
+        &self,
+        attempt: u32,
+        err: &ProviderError,
+        jittered: Duration,
+        time_left: Option<Duration>,
+    ) -> Next {
         if !err.is_retryable() {
             return Next::Fail;
         }
         if attempt >= self.max_attempts.max(1) {
             return Next::GiveUp(format!("gave up after {attempt} attempts"));
         }
-        let jittered = self.backoff(attempt);
         let Some(asked) = err.retry_after() else {
             return match time_left {
                 Some(left) if jittered >= left => Next::GiveUp(format!(
@@ -186,9 +201,14 @@ pub async fn stream_with_retry_until(
     on_delta: &mut (dyn FnMut(Delta) + Send),
     on_retry: &mut (dyn FnMut(&RetryNotice<'_>) + Send),
 ) -> Result<ModelTurn, ProviderError> {
-    let sleep = |d: Duration| -> BoxFuture<'static, ()> { Box::pin(tokio::time::sleep(d)) };
     retry_with_sleep(
-        provider, request, policy, deadline, on_delta, on_retry, &sleep,
+        provider,
+        request,
+        policy,
+        deadline,
+        on_delta,
+        on_retry,
+        tokio::time::sleep,
     )
     .await
 }
@@ -202,49 +222,68 @@ async fn retry_with_sleep(
     deadline: Option<Instant>,
     on_delta: &mut (dyn FnMut(Delta) + Send),
     on_retry: &mut (dyn FnMut(&RetryNotice<'_>) + Send),
-    sleep: &(dyn Fn(Duration) -> BoxFuture<'static, ()> + Sync),
+    sleep: impl Sleeper,
 ) -> Result<ModelTurn, ProviderError> {
-    let mut attempt = 1u32;
-    loop {
-        let mut delivered = false;
-        let result = {
-            let mut tracking = |d: Delta| {
-                delivered = true;
-                on_delta(d);
-            };
-            provider.stream(request, &mut tracking).await
+    // Attempts made so far, and whether the latest one delivered deltas.
+    let attempts = AtomicU32::new(0);
+    let delivered = AtomicBool::new(false);
+    // Why a retryable error was not retried, when the policy says so.
+    let gave_up: Mutex<Option<String>> = Mutex::new(None);
+    // Each attempt borrows the caller's delta sink in turn.
+    let on_delta = futures::lock::Mutex::new(on_delta);
+    let attempt = || async {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        delivered.store(false, Ordering::SeqCst);
+        let mut on_delta = on_delta.lock().await;
+        let mut tracking = |d: Delta| {
+            delivered.store(true, Ordering::SeqCst);
+            on_delta(d);
         };
-        let err = match result {
-            Ok(turn) => return Ok(turn),
-            Err(err) => err,
-        };
-        let time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let delay = match policy.decide(attempt, &err, time_left) {
-            Next::Retry(delay) => delay,
-            Next::Fail => return Err(err),
-            Next::GiveUp(why) => {
-                return Err(ProviderError::GaveUp {
-                    last: Box::new(err),
-                    why,
-                });
+        provider.stream(request, &mut tracking).await
+    };
+    // Full jitter: the n-th wait is drawn from `[0, backoff_cap(n)]`.
+    let full_jitter = (1..).map(|n| policy.backoff(n));
+    let result = attempt
+        .retry(full_jitter)
+        .sleep(sleep)
+        .when(ProviderError::is_retryable)
+        .adjust(|err, jittered| {
+            let attempt = attempts.load(Ordering::SeqCst);
+            let time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let jittered = jittered.unwrap_or_else(|| policy.backoff(attempt));
+            match policy.decide_with(attempt, err, jittered, time_left) {
+                Next::Retry(delay) => Some(delay),
+                Next::Fail => None,
+                Next::GiveUp(why) => {
+                    *gave_up.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    None
+                }
             }
-        };
-        on_retry(&RetryNotice {
-            attempt,
-            delay,
-            error: &err,
-            reason: err.retry_reason().unwrap_or_default(),
-            discarded_output: delivered,
-        });
-        sleep(delay).await;
-        attempt += 1;
-    }
+        })
+        .notify(|err, delay| {
+            on_retry(&RetryNotice {
+                attempt: attempts.load(Ordering::SeqCst),
+                delay,
+                error: err,
+                reason: err.retry_reason().unwrap_or_default(),
+                discarded_output: delivered.load(Ordering::SeqCst),
+            })
+        })
+        .await;
+    result.map_err(
+        |last| match gave_up.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(why) => ProviderError::GaveUp {
+                last: Box::new(last),
+                why,
+            },
+            None => last,
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use futures::future::BoxFuture;
 
     use super::*;
     use crate::llm::CutKind;
@@ -355,7 +394,7 @@ mod tests {
                 retries.push((n.attempt, n.delay));
                 notices.push((n.reason, n.discarded_output));
             },
-            &sleep,
+            sleep,
         )
         .await;
         let slept = slept.lock().unwrap().clone();

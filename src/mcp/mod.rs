@@ -14,7 +14,6 @@ mod supervise;
 mod tool;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -235,13 +234,7 @@ impl Inner {
     /// Best effort: SIGKILL to every process group still known.
     fn kill_all(&self) {
         for server in &self.servers {
-            let pgid = server.pgid.swap(0, Ordering::SeqCst);
-            if pgid > 0 {
-                // SAFETY: killpg has no memory-safety preconditions.
-                unsafe {
-                    libc::killpg(pgid, libc::SIGKILL);
-                }
-            }
+            crate::tools::process::kill_group_in(&server.pgid);
         }
     }
 }

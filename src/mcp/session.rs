@@ -27,6 +27,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use super::errors::{describe_init_error, describe_service_error};
 use crate::config::duration::format_duration;
 use crate::config::mcp::{McpServerConfig, McpTransport};
+use crate::tools::process::{GroupSignal, signal_group};
 
 /// How long a closing server gets to exit on its own before its process
 /// group is killed.
@@ -272,7 +273,7 @@ async fn finish(
                 if let Some(exit) = proc.exit_reason(Duration::from_millis(200)).await {
                     reason = format!("{exit} during startup{}", proc.tail_suffix().await);
                 }
-                proc.kill_group();
+                signal_group(proc.pgid, GroupSignal::Kill);
                 let _ = timeout(GRACE, proc.child.wait()).await;
             }
             return Err(reason);
@@ -356,10 +357,9 @@ impl Session {
                 // Still running after stdin closed: ask the whole group to
                 // stop (a `docker run` wrapper must get the chance to stop
                 // its container) before SIGKILL.
-                let pgid = pgid_slot.load(std::sync::atomic::Ordering::SeqCst);
+                let pgid = pgid_slot.load(Ordering::SeqCst);
                 if pgid > 0 {
-                    // SAFETY: killpg has no memory-safety preconditions.
-                    unsafe { libc::killpg(pgid, libc::SIGTERM) };
+                    signal_group(pgid, GroupSignal::Terminate);
                     let _ = tokio::time::timeout(GRACE, proc.child.wait()).await;
                 }
             }
@@ -377,18 +377,10 @@ impl ChildProc {
         }
     }
 
-    fn kill_group(&self) {
-        if self.pgid > 0 {
-            // SAFETY: killpg has no memory-safety preconditions.
-            unsafe {
-                libc::killpg(self.pgid, libc::SIGKILL);
-            }
-        }
-    }
-
-    /// Kills the process group and reaps the child.
+    /// Kills the process group and reaps the child. The slot is cleared
+    /// only if it still holds this group (not a newer session's).
     async fn kill(&mut self, pgid_slot: &AtomicI32) {
-        self.kill_group();
+        signal_group(self.pgid, GroupSignal::Kill);
         let _ = pgid_slot.compare_exchange(self.pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
         let _ = timeout(GRACE, self.child.wait()).await;
         if let Some(task) = self.stderr_task.take() {

@@ -343,20 +343,44 @@ fn keep_bytes(kept: &mut Vec<u8>, chunk: &[u8], keep: Keep) {
     }
 }
 
-/// Sends SIGKILL to the whole process group `pgid`. A group that is already
-/// empty (ESRCH) is fine.
-pub fn kill_group_now(pgid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+/// The signal [`signal_group`] sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupSignal {
+    /// SIGTERM: asks the processes to stop (a wrapper can stop what it runs).
+    Terminate,
+    /// SIGKILL.
+    Kill,
+}
+
+/// Sends `signal` to the whole process group `pgid`: the child started with
+/// `process_group(0)` and every descendant still in its group. The one place
+/// aurad signals a group (tool calls, plugins, MCP servers). An id of 0 or
+/// less (no group) does nothing; a group already gone (ESRCH) is fine; any
+/// other failure is logged.
+pub fn signal_group(pgid: i32, signal: GroupSignal) {
+    if pgid <= 0 {
         return;
+    }
+    let signo = match signal {
+        GroupSignal::Terminate => libc::SIGTERM,
+        GroupSignal::Kill => libc::SIGKILL,
     };
     // SAFETY: killpg only sends a signal; it touches no memory of ours.
-    let rc = unsafe { libc::killpg(pgid, libc::SIGKILL) };
-    if rc != 0 {
+    if unsafe { libc::killpg(pgid, signo) } != 0 {
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::ESRCH) {
-            tracing::warn!(pgid, error = %e, "could not kill the process group of a tool call");
+            tracing::warn!(pgid, ?signal, error = %e, "could not signal a child process group");
         }
     }
+}
+
+/// Takes the group id out of `slot` (leaving 0) and SIGKILLs that group:
+/// each group is killed once, and an id the kernel reuses later is never
+/// signalled. Returns whether `slot` held a group.
+pub fn kill_group_in(slot: &AtomicI32) -> bool {
+    let pgid = slot.swap(0, Ordering::SeqCst);
+    signal_group(pgid, GroupSignal::Kill);
+    pgid > 0
 }
 
 /// The process groups of tool and MCP server processes that may be alive,
@@ -386,9 +410,7 @@ pub fn kill_every_group() -> usize {
     let groups = live_groups();
     let mut killed = 0;
     for slot in groups.iter().filter_map(Weak::upgrade) {
-        let pgid = slot.swap(0, Ordering::SeqCst);
-        if pgid > 0 {
-            kill_group_now(pgid as u32);
+        if kill_group_in(&slot) {
             killed += 1;
         }
     }
@@ -406,10 +428,7 @@ impl GroupGuard {
 
     /// SIGKILLs the group, once.
     fn kill(&self) {
-        let pgid = self.0.swap(0, Ordering::SeqCst);
-        if pgid > 0 {
-            kill_group_now(pgid as u32);
-        }
+        kill_group_in(&self.0);
     }
 }
 

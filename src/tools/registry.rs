@@ -101,6 +101,13 @@ impl ToolRegistry {
 }
 
 /// Shell-style glob with `*` (any run) and `?` (one character).
+///
+/// Hand-written rather than `globset`: [`glob_could_extend`] must read the
+/// very same pattern language and globset cannot answer its question (could
+/// the pattern match some name with this prefix?), so it stays hand-written;
+/// globset here would make `[`, `{` and `\` special in allow-lists while
+/// `glob_could_extend` treats them as plain characters, and compile a regex
+/// per check.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     let (mut pi, mut ni) = (0, 0);

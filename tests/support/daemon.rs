@@ -123,12 +123,7 @@ pub async fn json_of(response: reqwest::Response) -> (u16, Value) {
 pub fn sign(secret: &str, body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
     mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = hex::encode(mac.finalize().into_bytes());
     format!("sha256={hex}")
 }
 

@@ -158,6 +158,14 @@ pub async fn get(daemon: &InProc, path: &str) -> (u16, serde_json::Value) {
     )
 }
 
+/// The daemon's `GET /metrics` text.
+pub async fn metrics_text(daemon: &InProc) -> String {
+    let response = reqwest::get(daemon.url("/metrics"))
+        .await
+        .expect("API answers");
+    response.text().await.expect("a text body")
+}
+
 /// The agent's definition hash as the API serves it (`None`: 404).
 pub async fn hash(daemon: &InProc, agent: &str) -> Option<String> {
     let (status, body) = get(daemon, &format!("/v1/agents/{agent}")).await;

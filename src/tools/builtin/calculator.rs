@@ -1,8 +1,15 @@
-//! The `calculator` tool: a hand-written arithmetic evaluator (a tokenizer
-//! and a recursive-descent parser that evaluates as it parses) over `f64`.
-//! No shell and no `eval`: only numbers, operators, a fixed set of functions
-//! and the constants `pi` and `e`. Errors name the column they occur at.
+//! The `calculator` tool: arithmetic over `f64`. `evalexpr` parses the
+//! expression into an operator tree (its tokenizer and precedence rules
+//! replace our hand-written parser); this file walks that tree itself, so
+//! that only arithmetic is evaluated (no assignments, strings, booleans or
+//! comparisons, which evalexpr also knows), every number is a float (`7 / 2`
+//! is 3.5, where evalexpr's own evaluator divides integers), `^` groups to
+//! the right (`2^3^2` is 512; evalexpr groups it to the left), and errors
+//! name the operation and say what to do. No shell and no `eval`: only
+//! numbers, operators, a fixed set of functions and the constants `pi` and
+//! `e`. Input length and nesting depth are bounded; results must be finite.
 
+use evalexpr::{DefaultNumericTypes, EvalexprError, Node, Operator, Value};
 use futures::future::BoxFuture;
 use serde_json::json;
 
@@ -12,7 +19,7 @@ use crate::types::ToolSpec;
 
 /// Longest expression accepted, in characters.
 const MAX_LEN: usize = 10_000;
-/// Deepest nesting of parentheses, unary signs and powers accepted.
+/// Deepest nesting of parentheses, signs, powers and calls accepted.
 const MAX_DEPTH: usize = 200;
 
 const CONSTANTS: &[(&str, f64)] = &[("pi", std::f64::consts::PI), ("e", std::f64::consts::E)];
@@ -71,119 +78,19 @@ fn apply(name: &str, a: &[f64]) -> f64 {
     }
 }
 
-/// Why an expression could not be evaluated. `message` already says where.
+/// Why an expression could not be evaluated.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct CalcError {
-    /// 1-based column (in characters) the problem was found at.
-    pub column: usize,
-    pub message: String,
-}
+#[error("{0}")]
+pub struct CalcError(pub String);
 
-/// Returns a `CalcError` at `column` with a formatted message.
+/// Returns a `CalcError` with a formatted message.
 macro_rules! bail {
-    ($column:expr, $($fmt:tt)+) => {
-        return Err(CalcError { column: $column, message: format!($($fmt)+) })
+    ($($fmt:tt)+) => {
+        return Err(CalcError(format!($($fmt)+)))
     };
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Kind {
-    Num(f64),
-    Ident(String),
-    Plus,
-    Minus,
-    Star,
-    Slash,
-    Percent,
-    Pow,
-    LParen,
-    RParen,
-    Comma,
-    End,
-}
-
-#[derive(Debug, Clone)]
-struct Token {
-    kind: Kind,
-    column: usize,
-    text: String,
-}
-
-fn tokenize(src: &str) -> Result<Vec<Token>, CalcError> {
-    let chars: Vec<char> = src.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let column = i + 1;
-        if c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let kind = if c.is_ascii_digit() || c == '.' {
-            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-                i += 1;
-            }
-            // An exponent only if digits follow: `2e` stays `2` then `e`.
-            if i < chars.len() && matches!(chars[i], 'e' | 'E') {
-                let mut j = i + 1;
-                if j < chars.len() && matches!(chars[j], '+' | '-') {
-                    j += 1;
-                }
-                if j < chars.len() && chars[j].is_ascii_digit() {
-                    i = j;
-                    while i < chars.len() && chars[i].is_ascii_digit() {
-                        i += 1;
-                    }
-                }
-            }
-            let text: String = chars[start..i].iter().collect();
-            match text.parse::<f64>() {
-                Ok(v) if v.is_finite() => Kind::Num(v),
-                Ok(_) => bail!(column, "number '{text}' at column {column} is too large"),
-                Err(_) => bail!(column, "malformed number '{text}' at column {column}"),
-            }
-        } else if c.is_alphabetic() || c == '_' {
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
-                i += 1;
-            }
-            Kind::Ident(chars[start..i].iter().collect::<String>().to_lowercase())
-        } else {
-            i += 1;
-            match c {
-                '+' => Kind::Plus,
-                '-' | '−' => Kind::Minus,
-                '*' if chars.get(i) == Some(&'*') => {
-                    i += 1;
-                    Kind::Pow
-                }
-                '*' | '×' => Kind::Star,
-                '/' | '÷' => Kind::Slash,
-                '%' => Kind::Percent,
-                '^' => Kind::Pow,
-                '(' => Kind::LParen,
-                ')' => Kind::RParen,
-                ',' => Kind::Comma,
-                _ => {
-                    bail!(column, "unexpected character '{c}' at column {column}");
-                }
-            }
-        };
-        out.push(Token {
-            kind,
-            column,
-            text: chars[start..i].iter().collect(),
-        });
-    }
-    out.push(Token {
-        kind: Kind::End,
-        column: chars.len() + 1,
-        text: String::new(),
-    });
-    Ok(out)
-}
+type Tree = Node<DefaultNumericTypes>;
 
 fn valid_names() -> String {
     let consts = CONSTANTS.iter().map(|(n, _)| *n);
@@ -192,250 +99,226 @@ fn valid_names() -> String {
 }
 
 /// A result must be a finite real number.
-fn checked(v: f64, column: usize, what: &str) -> Result<f64, CalcError> {
+fn checked(v: f64, what: &str) -> Result<f64, CalcError> {
     if v.is_nan() {
-        bail!(column, "{what} at column {column} is not a real number");
+        bail!("{what} is not a real number");
     }
     if v.is_infinite() {
-        bail!(column, "{what} at column {column} is infinite or too large");
+        bail!("{what} is infinite or too large");
     }
     Ok(v)
-}
-
-struct Parser {
-    tokens: Vec<Token>,
-    pos: usize,
-    depth: usize,
-}
-
-impl Parser {
-    fn peek(&self) -> &Token {
-        &self.tokens[self.pos]
-    }
-
-    fn bump(&mut self) -> Token {
-        let t = self.tokens[self.pos].clone();
-        if t.kind != Kind::End {
-            self.pos += 1;
-        }
-        t
-    }
-
-    fn unexpected<T>(&self, expected: &str) -> Result<T, CalcError> {
-        let t = self.peek();
-        let found = match t.kind {
-            Kind::End => "end of expression".to_string(),
-            _ => format!("'{}'", t.text),
-        };
-        bail!(
-            t.column,
-            "unexpected {found} at column {}; expected {expected}",
-            t.column
-        )
-    }
-
-    fn enter(&mut self) -> Result<(), CalcError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            let column = self.peek().column;
-            bail!(column, "expression nests too deeply at column {column}");
-        }
-        Ok(())
-    }
-
-    /// expr := term (('+' | '-') term)*
-    fn expr(&mut self) -> Result<f64, CalcError> {
-        let mut v = self.term()?;
-        loop {
-            let op = self.peek().clone();
-            let r = match op.kind {
-                Kind::Plus | Kind::Minus => {
-                    self.bump();
-                    self.term()?
-                }
-                _ => return Ok(v),
-            };
-            v = if op.kind == Kind::Plus { v + r } else { v - r };
-            v = checked(v, op.column, &format!("the '{}'", op.text))?;
-        }
-    }
-
-    /// term := unary (('*' | '/' | '%') unary)*
-    fn term(&mut self) -> Result<f64, CalcError> {
-        let mut v = self.unary()?;
-        loop {
-            let op = self.peek().clone();
-            if !matches!(op.kind, Kind::Star | Kind::Slash | Kind::Percent) {
-                return Ok(v);
-            }
-            self.bump();
-            let r = self.unary()?;
-            if op.kind != Kind::Star && r == 0.0 {
-                let what = if op.kind == Kind::Slash {
-                    "division"
-                } else {
-                    "remainder"
-                };
-                bail!(op.column, "{what} by zero at column {}", op.column);
-            }
-            v = match op.kind {
-                Kind::Star => v * r,
-                Kind::Slash => v / r,
-                _ => v % r,
-            };
-            v = checked(v, op.column, &format!("the '{}'", op.text))?;
-        }
-    }
-
-    /// unary := ('+' | '-') unary | power. `-2^2` is -4.
-    fn unary(&mut self) -> Result<f64, CalcError> {
-        match self.peek().kind {
-            Kind::Plus | Kind::Minus => {
-                let neg = self.bump().kind == Kind::Minus;
-                self.enter()?;
-                let v = self.unary()?;
-                self.depth -= 1;
-                Ok(if neg { -v } else { v })
-            }
-            _ => self.power(),
-        }
-    }
-
-    /// power := primary (('^' | '**') unary)?, so `2^3^2` is 2^(3^2).
-    fn power(&mut self) -> Result<f64, CalcError> {
-        let base = self.primary()?;
-        if self.peek().kind != Kind::Pow {
-            return Ok(base);
-        }
-        let op = self.bump();
-        self.enter()?;
-        let exp = self.unary()?;
-        self.depth -= 1;
-        checked(base.powf(exp), op.column, &format!("the '{}'", op.text))
-    }
-
-    /// primary := number | '(' expr ')' | constant | function '(' args ')'
-    fn primary(&mut self) -> Result<f64, CalcError> {
-        let t = self.peek().clone();
-        match t.kind {
-            Kind::Num(v) => {
-                self.bump();
-                Ok(v)
-            }
-            Kind::LParen => {
-                self.bump();
-                self.enter()?;
-                let v = self.expr()?;
-                self.depth -= 1;
-                self.close(&t)?;
-                Ok(v)
-            }
-            Kind::Ident(name) => {
-                self.bump();
-                self.name(&name, t.column)
-            }
-            _ => self.unexpected("a number, a name or '('"),
-        }
-    }
-
-    /// Consumes the ')' matching `open`.
-    fn close(&mut self, open: &Token) -> Result<(), CalcError> {
-        match self.peek().kind {
-            Kind::RParen => {
-                self.bump();
-                Ok(())
-            }
-            Kind::End => {
-                let column = self.peek().column;
-                bail!(
-                    column,
-                    "missing ')' at column {column} to close the '(' at column {}",
-                    open.column
-                )
-            }
-            _ => self.unexpected("an operator or ')'"),
-        }
-    }
-
-    fn name(&mut self, name: &str, column: usize) -> Result<f64, CalcError> {
-        let is_call = self.peek().kind == Kind::LParen;
-        if let Some((_, v)) = CONSTANTS.iter().find(|(n, _)| *n == name) {
-            if is_call {
-                bail!(
-                    column,
-                    "'{name}' at column {column} is a constant, not a function"
-                );
-            }
-            return Ok(*v);
-        }
-        let Some((_, arity)) = FUNCTIONS.iter().find(|(n, _)| *n == name) else {
-            bail!(
-                column,
-                "unknown name '{name}' at column {column}; valid names are: {}",
-                valid_names()
-            );
-        };
-        if !is_call {
-            bail!(
-                column,
-                "'{name}' at column {column} is a function; call it like {name}(x)"
-            );
-        }
-        let open = self.bump();
-        self.enter()?;
-        let mut args = Vec::new();
-        if self.peek().kind != Kind::RParen {
-            loop {
-                args.push(self.expr()?);
-                if self.peek().kind != Kind::Comma {
-                    break;
-                }
-                self.bump();
-            }
-        }
-        self.depth -= 1;
-        self.close(&open)?;
-        match *arity {
-            Arity::Exactly(n) if args.len() != n => {
-                let s = if n == 1 { "" } else { "s" };
-                bail!(
-                    column,
-                    "{name} at column {column} takes {n} argument{s}, got {}",
-                    args.len()
-                );
-            }
-            Arity::AtLeastOne if args.is_empty() => {
-                bail!(
-                    column,
-                    "{name} at column {column} needs at least one argument"
-                );
-            }
-            _ => {}
-        }
-        checked(apply(name, &args), column, &format!("the result of {name}"))
-    }
 }
 
 /// Evaluates an arithmetic expression such as `2 * (3 + 4)`.
 pub fn evaluate(expression: &str) -> Result<f64, CalcError> {
     let len = expression.chars().count();
     if len > MAX_LEN {
-        bail!(
-            1,
-            "the expression is {len} characters long; the most is {MAX_LEN}"
-        );
+        bail!("the expression is {len} characters long; the most is {MAX_LEN}");
     }
-    let tokens = tokenize(expression)?;
-    let mut parser = Parser {
-        tokens,
-        pos: 0,
-        depth: 0,
+    if expression.trim().is_empty() {
+        bail!("the expression is empty");
+    }
+    if nesting(expression) > MAX_DEPTH {
+        bail!("the expression nests too deeply (more than {MAX_DEPTH} levels)");
+    }
+    let tree =
+        evalexpr::build_operator_tree::<DefaultNumericTypes>(&spelled_for_evalexpr(expression))
+            .map_err(|e| match e {
+                EvalexprError::AppendedToLeafNode => CalcError(
+                    "cannot read the expression: two values follow each other without an operator \
+             between them"
+                        .into(),
+                ),
+                e => CalcError(format!("cannot read the expression: {e}")),
+            })?;
+    eval(&tree, 0)
+}
+
+/// The deepest nesting of parentheses and chained signs (`--(-(1))`), which
+/// evalexpr's parser (and this file's walk) descends recursively.
+fn nesting(expression: &str) -> usize {
+    let (mut deepest, mut parens, mut signs) = (0, 0usize, 0);
+    for c in expression.chars().filter(|c| !c.is_whitespace()) {
+        match c {
+            '(' => parens += 1,
+            ')' => parens = parens.saturating_sub(1),
+            '-' | '+' | '−' => signs += 1,
+            _ => signs = 0,
+        }
+        deepest = deepest.max(parens + signs);
+    }
+    deepest
+}
+
+/// Our spellings evalexpr does not know: `**` for `^`, the typographic
+/// signs, names in any case, and a unary `+` (dropped: evalexpr would read
+/// `+4` as a `+` missing its left operand, like `4 +`). A `+` is unary when
+/// it starts the expression or follows `(`, `,` or another operator.
+fn spelled_for_evalexpr(expression: &str) -> String {
+    let mut out = String::with_capacity(expression.len());
+    let mut previous = None;
+    for c in expression.replace("**", "^").chars() {
+        let c = match c {
+            '−' => '-',
+            '×' => '*',
+            '÷' => '/',
+            c => c,
+        };
+        if c == '+' && previous.is_none_or(|p| "(,+-*/%^".contains(p)) {
+            continue;
+        }
+        if !c.is_whitespace() {
+            previous = Some(c);
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+fn eval(node: &Tree, depth: usize) -> Result<f64, CalcError> {
+    // The pre-scan bounds parentheses and signs; this is the backstop.
+    if depth > 4 * MAX_DEPTH {
+        bail!("the expression nests too deeply (more than {MAX_DEPTH} levels)");
+    }
+    match node.operator() {
+        Operator::RootNode => match node.children() {
+            [] => bail!("empty parentheses: put an expression between them"),
+            [only] => eval(only, depth + 1),
+            _ => bail!("unexpected input after the expression"),
+        },
+        Operator::Add | Operator::Sub | Operator::Mul | Operator::Div | Operator::Mod => {
+            arithmetic(node, depth)
+        }
+        Operator::Neg => match node.children() {
+            [operand] => Ok(-eval(operand, depth + 1)?),
+            _ => bail!("'-' needs a number after it"),
+        },
+        Operator::Exp => power(node, depth),
+        Operator::Const { value } => match value {
+            Value::Int(i) => Ok(*i as f64),
+            Value::Float(f) => checked(*f, &format!("the number {f}")),
+            other => bail!("{other} is not a number; the calculator takes numbers only"),
+        },
+        Operator::VariableIdentifierRead { identifier } => constant(identifier),
+        Operator::FunctionIdentifier { identifier } => match node.children() {
+            [argument] => call(identifier, argument, depth),
+            _ => bail!("'{identifier}' is a function; call it like {identifier}(x)"),
+        },
+        Operator::Tuple => {
+            bail!("',' only separates the arguments of a function, as in max(1, 2)")
+        }
+        other => bail!(
+            "'{}' is not supported: use numbers, + - * / % ^ (or **), parentheses and the names {}",
+            other.to_string().trim(),
+            valid_names()
+        ),
+    }
+}
+
+fn is_arithmetic(op: &Operator<DefaultNumericTypes>) -> bool {
+    matches!(
+        op,
+        Operator::Add | Operator::Sub | Operator::Mul | Operator::Div | Operator::Mod
+    )
+}
+
+/// `+ - * / %`. evalexpr nests a chain such as `1 + 2 - 3 + ...` to the
+/// left; it is walked in a loop, so a long sum costs no stack.
+fn arithmetic(node: &Tree, depth: usize) -> Result<f64, CalcError> {
+    let mut chain = Vec::new();
+    let mut left = node;
+    while is_arithmetic(left.operator()) {
+        let [l, r] = left.children() else {
+            bail!(
+                "'{}' needs a number on each side",
+                left.operator().to_string().trim()
+            );
+        };
+        chain.push((left.operator(), r));
+        left = l;
+    }
+    let mut value = eval(left, depth + 1)?;
+    for (op, right) in chain.into_iter().rev() {
+        let r = eval(right, depth + 1)?;
+        let (v, symbol) = match op {
+            Operator::Add => (value + r, "+"),
+            Operator::Sub => (value - r, "-"),
+            Operator::Mul => (value * r, "*"),
+            Operator::Div if r == 0.0 => bail!("division by zero"),
+            Operator::Mod if r == 0.0 => bail!("remainder by zero"),
+            Operator::Div => (value / r, "/"),
+            _ => (value % r, "%"),
+        };
+        value = checked(v, &format!("the result of '{symbol}'"))?;
+    }
+    Ok(value)
+}
+
+/// `a ^ b ^ c` as `a ^ (b ^ c)`. evalexpr nests a chain of `^` to the left;
+/// a parenthesised `(a ^ b)` sits under its own root node, so only a bare
+/// left operand belongs to the chain.
+fn power(node: &Tree, depth: usize) -> Result<f64, CalcError> {
+    let mut operands = Vec::new();
+    let mut left = node;
+    while matches!(left.operator(), Operator::Exp) {
+        let [base, exponent] = left.children() else {
+            bail!("'^' needs a number on each side");
+        };
+        operands.push(exponent);
+        left = base;
+    }
+    operands.push(left);
+    // `operands` is right to left: fold from the rightmost exponent.
+    let mut value = eval(operands[0], depth + 1)?;
+    for base in &operands[1..] {
+        value = checked(eval(base, depth + 1)?.powf(value), "the result of '^'")?;
+    }
+    Ok(value)
+}
+
+fn constant(name: &str) -> Result<f64, CalcError> {
+    if let Some((_, v)) = CONSTANTS.iter().find(|(n, _)| *n == name) {
+        return Ok(*v);
+    }
+    if FUNCTIONS.iter().any(|(n, _)| *n == name) {
+        bail!("'{name}' is a function; call it like {name}(x)");
+    }
+    bail!("unknown name '{name}'; valid names are: {}", valid_names())
+}
+
+fn call(name: &str, argument: &Tree, depth: usize) -> Result<f64, CalcError> {
+    if CONSTANTS.iter().any(|(n, _)| *n == name) {
+        bail!("'{name}' is a constant, not a function");
+    }
+    let Some((_, arity)) = FUNCTIONS.iter().find(|(n, _)| *n == name) else {
+        bail!("unknown name '{name}'; valid names are: {}", valid_names());
     };
-    let v = parser.expr()?;
-    if parser.peek().kind != Kind::End {
-        return parser.unexpected("an operator or the end of the expression");
+    // evalexpr also reads `sqrt 4` as a call; ours need parentheses, which
+    // evalexpr keeps as a root node.
+    if !matches!(argument.operator(), Operator::RootNode) {
+        bail!("'{name}' is a function; call it like {name}(x)");
     }
-    Ok(v)
+    let args: Vec<f64> = match argument.children() {
+        [] => Vec::new(),
+        [tuple] if matches!(tuple.operator(), Operator::Tuple) => tuple
+            .children()
+            .iter()
+            .map(|a| eval(a, depth + 2))
+            .collect::<Result<_, _>>()?,
+        [single] => vec![eval(single, depth + 2)?],
+        _ => bail!("unexpected input in the arguments of {name}"),
+    };
+    match *arity {
+        Arity::Exactly(n) if args.len() != n => {
+            let s = if n == 1 { "" } else { "s" };
+            bail!("{name} takes {n} argument{s}, got {}", args.len());
+        }
+        Arity::AtLeastOne if args.is_empty() => {
+            bail!("{name} needs at least one argument");
+        }
+        _ => {}
+    }
+    checked(apply(name, &args), &format!("the result of {name}"))
 }
 
 /// Integral values under 1e15 print without a fraction; very large or small
@@ -568,33 +451,82 @@ mod tests {
     }
 
     #[test]
-    fn errors_say_where() {
-        assert!(fails("(1 + 2))").contains("unexpected ')' at column 8"));
-        assert!(fails("1 +").contains("unexpected end of expression at column 4"));
-        assert!(fails("1 / 0").contains("division by zero at column 3"));
-        assert!(fails("5 % (2 - 2)").contains("remainder by zero at column 3"));
-        assert!(fails("2 $ 3").contains("unexpected character '$' at column 3"));
-        assert!(fails("2 3").contains("unexpected '3' at column 3"));
-        assert!(fails("(1 + 2").contains("missing ')' at column 7"));
-        let unknown = fails("1 + foo(2)");
-        assert!(
-            unknown.contains("unknown name 'foo' at column 5"),
-            "{unknown}"
+    fn spellings_and_semantics_evalexpr_does_not_have_by_itself() {
+        // Float division and remainder, not integer ones.
+        assert_eq!(eval("7 / 2"), 3.5);
+        assert_eq!(eval("7.5 % 2"), 1.5);
+        // `^` and `**` group to the right; parentheses still win.
+        assert_eq!(eval("2 ** 3 ** 2"), 512.0);
+        assert_eq!(eval("(2 ^ 3) ^ 2"), 64.0);
+        assert_eq!(eval("2 ^ (3 ^ 2)"), 512.0);
+        assert_eq!(eval("2 ^ 3 ^ 2 ^ 0"), 8.0);
+        // Typographic signs and any case.
+        assert_eq!(eval("6 × 7 − 2 ÷ 2"), 41.0);
+        assert_eq!(eval("SQRT(16) + Pi - PI"), 4.0);
+        assert_eq!(eval("1e3 + 2E-1"), 1000.2);
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let fails_with = |s: &str, want: &str| {
+            let err = fails(s);
+            assert!(err.contains(want), "{s}: {err}");
+        };
+        fails_with("1 / 0", "division by zero");
+        fails_with("1 / (2 - 2)", "division by zero");
+        fails_with("5 % (2 - 2)", "remainder by zero");
+        fails_with(
+            "1 + foo(2)",
+            "unknown name 'foo'; valid names are: pi, e, sqrt",
         );
-        assert!(
-            unknown.contains("sqrt") && unknown.contains("pi"),
-            "{unknown}"
+        fails_with("x + 1", "unknown name 'x'");
+        fails_with("sqrt(-1)", "the result of sqrt is not a real number");
+        fails_with("pow(2)", "pow takes 2 arguments, got 1");
+        fails_with("sqrt(1, 2)", "sqrt takes 1 argument, got 2");
+        fails_with("min()", "min needs at least one argument");
+        fails_with("sqrt 4", "'sqrt' is a function; call it like sqrt(x)");
+        fails_with("sqrt + 1", "'sqrt' is a function");
+        fails_with("pi(2)", "'pi' is a constant, not a function");
+        fails_with("10 ^ 400", "too large");
+        fails_with("1e308 * 10", "too large");
+        fails_with("", "the expression is empty");
+        fails_with("  ", "the expression is empty");
+        fails_with("()", "empty parentheses");
+        fails_with("1, 2", "',' only separates the arguments");
+        fails_with("1 == 1", "'==' is not supported");
+        fails_with("a = 2", "'=' is not supported");
+        fails_with("true", "not a number");
+        fails_with("\"text\"", "not a number");
+        fails_with(&"x".repeat(10_001), "the most is 10000");
+        fails_with("1 +", "'+' needs a number on each side");
+        fails_with("* 2", "'*' needs a number on each side");
+        fails_with("2 ^", "'^' needs a number on each side");
+        fails_with("(1 + 2))", "unmatched closing parenthesis");
+        fails_with("(1 + 2", "unmatched opening parenthesis");
+        fails_with("2 3", "two values follow each other without an operator");
+        fails_with("1.2.3", "unknown name '1.2.3'");
+        fails_with("2e", "unknown name '2e'");
+        let err = fails("2 $ 3");
+        assert!(err.starts_with("cannot read the expression"), "{err}");
+        fails_with(
+            &format!("{}1{}", "(".repeat(300), ")".repeat(300)),
+            "nests too deeply",
         );
-        assert!(fails("sqrt(-1)").contains("not a real number"));
-        assert!(fails("pow(2)").contains("takes 2 arguments, got 1"));
-        assert!(fails("min()").contains("at least one argument"));
-        assert!(fails("sqrt 4").contains("is a function"));
-        assert!(fails("pi(2)").contains("is a constant"));
-        assert!(fails("10 ^ 400").contains("too large"));
-        assert!(fails("1.2.3").contains("malformed number '1.2.3' at column 1"));
-        assert!(fails("2e").contains("unexpected 'e' at column 2"));
-        assert!(fails("").contains("unexpected end of expression at column 1"));
-        assert!(fails(&"(".repeat(5000)).contains("nests too deeply"));
+        fails_with(&format!("{}1", "-".repeat(5000)), "nests too deeply");
+        fails_with(&"(".repeat(5000), "nests too deeply");
+        fails_with(&format!("{}1", "-(".repeat(2000)), "nests too deeply");
+    }
+
+    #[test]
+    fn long_inputs_cost_no_stack() {
+        // A long sum is a loop, not a nesting.
+        assert_eq!(eval(&format!("1{}", " + 1".repeat(2400))), 2401.0);
+        assert_eq!(eval(&format!("2{}", "^1".repeat(4000))), 2.0);
+        assert_eq!(eval(&format!("1{}", "*-1".repeat(3000))), 1.0);
+        // Whatever these give, they give it without overflowing the stack.
+        for shape in ["2^-", "-2*", "sqrt(", "(-", "max(1,"] {
+            let _ = evaluate(&format!("{}2", shape.repeat(9_000 / shape.len())));
+        }
     }
 
     #[test]
@@ -620,8 +552,11 @@ mod tests {
         let tool = CalculatorTool::new();
         let ok = tool.call(json!({"expression": "2 * (3 + 4)"}), &ctx).await;
         assert_eq!(ok.unwrap(), "14");
-        let bad = tool.call(json!({"expression": "2 * )"}), &ctx).await;
-        assert!(matches!(bad, Err(ToolError::Failed(m)) if m.contains("column 5")));
+        let bad = tool.call(json!({"expression": "1 / 0"}), &ctx).await;
+        assert!(
+            matches!(&bad, Err(ToolError::Failed(m)) if m == "division by zero. Fix the expression and try again."),
+            "{bad:?}"
+        );
     }
 
     proptest! {
