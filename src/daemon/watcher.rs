@@ -283,11 +283,10 @@ fn relevant(root: &Path, path: &Path) -> Option<PathBuf> {
         }
     }
     let (first, last) = (*parts.first()?, *parts.last()?);
-    let counts = if parts.len() == 1
-        && (ROOT_FILES.contains(&last) || NESTED_FILES.iter().any(|(dir, _)| *dir == last))
-    {
-        true
-    } else if parts.len() == 2 && NESTED_FILES.contains(&(first, last)) {
+    let root_file = parts.len() == 1
+        && (ROOT_FILES.contains(&last) || NESTED_FILES.iter().any(|(dir, _)| *dir == last));
+    let nested_file = parts.len() == 2 && NESTED_FILES.contains(&(first, last));
+    let counts = if root_file || nested_file {
         true
     } else {
         TREES.iter().any(|tree| {
