@@ -300,6 +300,19 @@ fn interpolate_line(
 }
 
 fn expand(expr: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    expand_variable(expr, expr, "${NAME}", lookup)
+}
+
+/// Expands `NAME`, `NAME:-default` or `NAME:?message` (the inside of a
+/// `${...}` reference) from `lookup`; an empty value counts as unset.
+/// `shown` is the reference as the file wrote it and `forms` the reference
+/// forms the file's format allows, for the error messages.
+pub(crate) fn expand_variable(
+    expr: &str,
+    shown: &str,
+    forms: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
     let (name, op, arg) = match expr.find(":-").or_else(|| expr.find(":?")) {
         Some(i) => (&expr[..i], &expr[i..i + 2], &expr[i + 2..]),
         None => (expr, "", ""),
@@ -309,18 +322,17 @@ fn expand(expr: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String,
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid {
         return Err(format!(
-            "`${{{expr}}}` is not a valid variable reference: use ${{NAME}}, ${{NAME:-default}} or ${{NAME:?message}}"
+            "`${{{shown}}}` is not a valid variable reference: use {forms}, ${{NAME:-default}} or ${{NAME:?message}}"
         ));
     }
-    let value = lookup(name).filter(|v| !v.is_empty());
-    match (value, op) {
+    match (lookup(name).filter(|v| !v.is_empty()), op) {
         (Some(v), _) => Ok(v),
         (None, ":-") => Ok(arg.to_string()),
         (None, ":?") if !arg.is_empty() => {
             Err(format!("environment variable {name} is not set: {arg}"))
         }
         (None, _) => Err(format!(
-            "environment variable {name} is not set; set it, or write ${{{name}:-default}}"
+            "environment variable {name} is not set (`${{{shown}}}`); set it, or write ${{{name}:-default}}"
         )),
     }
 }

@@ -119,28 +119,7 @@ impl Vars<'_> {
 
     /// `NAME`, `NAME:-default` or `NAME:?message`, read from the environment.
     fn variable(&self, expr: &str, shown: &str) -> Result<String, String> {
-        let (name, op, arg) = match expr.find(":-").or_else(|| expr.find(":?")) {
-            Some(i) => (&expr[..i], &expr[i..i + 2], &expr[i + 2..]),
-            None => (expr, "", ""),
-        };
-        let valid = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            return Err(format!(
-                "`${{{shown}}}` is not a valid variable reference: use ${{NAME}}, ${{env:NAME}}, ${{NAME:-default}} or ${{NAME:?message}}"
-            ));
-        }
-        match ((self.env)(name).filter(|v| !v.is_empty()), op) {
-            (Some(v), _) => Ok(v),
-            (None, ":-") => Ok(arg.to_string()),
-            (None, ":?") if !arg.is_empty() => {
-                Err(format!("environment variable {name} is not set: {arg}"))
-            }
-            (None, _) => Err(format!(
-                "environment variable {name} is not set (`${{{shown}}}`); set it, or write ${{{name}:-default}}"
-            )),
-        }
+        crate::config::interp::expand_variable(expr, shown, "${NAME}, ${env:NAME}", self.env)
     }
 
     /// VS Code's `${input:ID}`, from `AURAD_INPUT_<ID>` or the input's
