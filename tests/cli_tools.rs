@@ -223,3 +223,66 @@ fn an_mcp_tool_taking_a_plugins_name_is_reported_at_its_server() {
         "{stderr}"
     );
 }
+
+#[test]
+fn tools_lists_what_loaded_when_an_unrelated_file_is_broken() {
+    let mock = MockLlm::start_in_thread();
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nsystem: s\ntools: [calculator, greet]\n",
+    );
+    std::fs::create_dir(dir.path().join("tools.d")).unwrap();
+    std::fs::write(
+        dir.path().join("tools.d/greet.yaml"),
+        "description: Greets.\nparameters: { type: object }\ncommand: [cat]\n",
+    )
+    .unwrap();
+    // A broken plugin and a broken agent that agent `a` does not use.
+    std::fs::write(
+        dir.path().join("tools.d/weather.yaml"),
+        "description: Weather.\nparameters: { type: array }\ncommand: [cat]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("agents/b.yaml"), "model: [\n").unwrap();
+
+    // With `--agent a`: its tools, exit 0, the other errors counted.
+    let out = cargo_bin_cmd!("aurad")
+        .args(["tools", "--agent", "a", "--json", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let tools: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["calculator", "greet"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("warning: 2 error(s) in files `a` does not use"),
+        "{stderr}"
+    );
+
+    // Without `--agent`: every tool that loaded, every error, exit 2.
+    let out = cargo_bin_cmd!("aurad")
+        .args(["tools", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("greet  [plugin tools.d/greet.yaml]"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("tools.d/weather.yaml:2:"), "{stderr}");
+    assert!(stderr.contains("agents/b.yaml:"), "{stderr}");
+
+    // Agent `b` never loaded: asking for its tools is an error.
+    cargo_bin_cmd!("aurad")
+        .args(["tools", "--agent", "b", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(2);
+}

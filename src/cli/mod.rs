@@ -236,6 +236,34 @@ fn print_diagnostics(diagnostics: &[Diagnostic]) {
     }
 }
 
+/// Prints what concerns agent `name` of `diagnostics` (warnings, errors of
+/// its own file, and errors that concern every agent) and counts the other
+/// errors in one warning line. Returns whether an error concerns it. What
+/// the agent needs that has errors shows as an error of its own file
+/// (naming the skipped item), so the other errors do not stop it.
+fn print_for_agent(diagnostics: Vec<Diagnostic>, name: &str) -> bool {
+    let (shown, unrelated): (Vec<_>, Vec<_>) = diagnostics
+        .into_iter()
+        .partition(|d| !d.is_error() || concerns(d, name));
+    print_diagnostics(&shown);
+    if !unrelated.is_empty() {
+        eprintln!(
+            "warning: {} error(s) in files `{name}` does not use (`aurad validate` lists them)",
+            unrelated.len(),
+        );
+    }
+    shown.iter().any(Diagnostic::is_error)
+}
+
+/// Whether the error `d` stops agent `name`: one of its own file, or one
+/// that concerns every agent (`aurad.yaml`).
+pub(super) fn concerns(d: &Diagnostic, name: &str) -> bool {
+    let agents = Path::new("agents");
+    d.path == agents.join(format!("{name}.yaml"))
+        || d.path == agents.join(format!("{name}.yml"))
+        || !crate::registry::skipped::atomic_errors(std::slice::from_ref(d)).is_empty()
+}
+
 /// The single-threaded runtime a command needs for async work, or `None`
 /// after saying why it could not start.
 fn runtime() -> Option<tokio::runtime::Runtime> {

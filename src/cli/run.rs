@@ -10,7 +10,10 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::render::Renderer;
-use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, read_input};
+use super::{
+    EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, concerns, print_diagnostics,
+    print_for_agent, read_input,
+};
 use crate::config;
 use crate::daemon::{RunRequest, execute, prepare};
 use crate::registry;
@@ -56,20 +59,8 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         return EXIT_CONFIG;
     }
     let (mut snapshot, diagnostics) = registry::build(loaded, &config::process_env);
-    // What the agent needs that has errors shows as an error of its own
-    // file (naming the skipped item), so the other errors do not concern it.
-    let (shown, unrelated): (Vec<_>, Vec<_>) = diagnostics
-        .into_iter()
-        .partition(|d| !d.is_error() || concerns(d, &args.name));
-    print_diagnostics(&shown);
-    if !unrelated.is_empty() {
-        eprintln!(
-            "warning: {} error(s) in files `{}` does not use (`aurad validate` lists them)",
-            unrelated.len(),
-            args.name
-        );
-    }
-    if shown.iter().any(|d| d.is_error()) || !snapshot.project.agents.contains_key(&args.name) {
+    let own_errors = print_for_agent(diagnostics, &args.name);
+    if own_errors || !snapshot.project.agents.contains_key(&args.name) {
         return EXIT_CONFIG;
     }
     let Some(runtime) = super::runtime() else {
@@ -193,15 +184,6 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         RunState::Cancelled => EXIT_CANCELLED,
         _ => EXIT_FAILED,
     }
-}
-
-/// Whether the error `d` stops agent `name`: one of its own file, or one
-/// that concerns every agent (`aurad.yaml`).
-fn concerns(d: &config::Diagnostic, name: &str) -> bool {
-    let agents = Path::new("agents");
-    d.path == agents.join(format!("{name}.yaml"))
-        || d.path == agents.join(format!("{name}.yml"))
-        || !registry::skipped::atomic_errors(std::slice::from_ref(d)).is_empty()
 }
 
 /// Ctrl-C or SIGTERM cancels the run (recorded `cancelled`); a second one

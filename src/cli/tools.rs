@@ -7,7 +7,9 @@ use clap::Args;
 
 use super::mcp::{interruptible, say_mcp_file, state_reason, state_word};
 use super::render::one_line;
-use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
+use super::{
+    EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, print_for_agent,
+};
 use crate::config;
 use crate::registry;
 
@@ -24,10 +26,21 @@ pub struct ToolsArgs {
 pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
     let loaded = config::load(root, &config::process_env);
     let (mut snapshot, diagnostics) = registry::build(loaded, &config::process_env);
-    print_diagnostics(&diagnostics);
-    if diagnostics.iter().any(|d| d.is_error()) {
-        return EXIT_CONFIG;
-    }
+    // Errors elsewhere do not hide the tools that loaded: with `--agent`,
+    // only the agent's own errors stop the listing; without, every error is
+    // shown and the exit code says there were some.
+    let config_errors = match &args.agent {
+        Some(name) => {
+            if print_for_agent(diagnostics, name) {
+                return EXIT_CONFIG;
+            }
+            false
+        }
+        None => {
+            print_diagnostics(&diagnostics);
+            diagnostics.iter().any(|d| d.is_error())
+        }
+    };
     let patterns: Option<Vec<String>> = match &args.agent {
         None => None,
         Some(name) => match snapshot.project.agents.get(name) {
@@ -122,5 +135,11 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
             eprintln!("no tools");
         }
     }
-    if failed { EXIT_FAILED } else { EXIT_OK }
+    if failed {
+        EXIT_FAILED
+    } else if config_errors {
+        EXIT_CONFIG
+    } else {
+        EXIT_OK
+    }
 }
