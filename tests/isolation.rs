@@ -239,7 +239,7 @@ async fn an_unreadable_mcp_json_leaves_out_its_servers_and_their_agents_only() {
     put(
         root,
         "mcp.json",
-        "{\n  \"mcpServers\": {\n    \"t\": { \"command\": \"x\" },\n}\n",
+        "{\n  \"mcpServers\": {\n    \"t\": { \"command\": \"x\" }\n  ]\n}\n",
     );
     put(
         root,

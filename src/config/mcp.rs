@@ -6,7 +6,10 @@
 //! the dialects' variables ([`vars`]); editor-only fields are accepted and
 //! ignored with a note ([`dialect`]). Every problem is reported at its
 //! `file:line:column`, and a broken entry only leaves out that server.
-//! Depends on `types` only (and its `config` siblings).
+//! The files may be JSONC, as VS Code and Zed write them: comments and
+//! trailing commas are blanked out first ([`blank_jsonc`]).
+//! Depends on `types` only (and its `config` siblings) and
+//! `json-strip-comments`.
 
 mod dialect;
 mod envfile;
@@ -137,6 +140,18 @@ pub fn parse_mcp(root: &Path, text: &str) -> (Vec<McpServerConfig>, Vec<Diagnost
     parse_mcp_file(root, Path::new(MCP_FILES[0]), text, &|_| None)
 }
 
+/// `text` with its JSONC comments (`//`, `/* */`) and trailing commas
+/// replaced by spaces, byte for byte, so every place in the file stays
+/// where it was; plain JSON comes back unchanged. A text the stripper
+/// refuses is returned as it is, for the JSON reader to report.
+pub fn blank_jsonc(text: &str) -> String {
+    let mut blanked = text.to_string();
+    match json_strip_comments::strip(&mut blanked) {
+        Ok(()) => blanked,
+        Err(_) => text.to_string(),
+    }
+}
+
 /// Parses the text of the MCP file `file` (relative to `root`), reading
 /// variables with `env`.
 pub fn parse_mcp_file(
@@ -145,6 +160,11 @@ pub fn parse_mcp_file(
     text: &str,
     env: EnvLookup,
 ) -> (Vec<McpServerConfig>, Vec<Diagnostic>) {
+    if let Err(d) = check_text(file, text, Syntax::Json, 1) {
+        return (Vec::new(), vec![d]);
+    }
+    let blanked = blank_jsonc(text);
+    let text = blanked.as_str();
     let mut p = Parser {
         text,
         root,
@@ -153,9 +173,6 @@ pub fn parse_mcp_file(
         inputs: BTreeMap::new(),
         diags: Vec::new(),
     };
-    if let Err(d) = check_text(file, text, Syntax::Json, 1) {
-        return (Vec::new(), vec![d]);
-    }
     if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
         let message = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());
@@ -163,7 +180,7 @@ pub fn parse_mcp_file(
         let hint = if text.trim().is_empty() {
             "; write `{\"mcpServers\": {}}` or delete the file"
         } else {
-            "; fix the JSON syntax (no trailing commas or comments)"
+            "; fix the JSON syntax"
         };
         p.diags.push(Diagnostic::error(
             file,

@@ -271,6 +271,8 @@ impl McpEntries {
 /// lines from its name (or its `{`) to its closing `}`. Unreadable JSON
 /// has none.
 fn server_entries(text: &str) -> Vec<Entry> {
+    let blanked = crate::config::mcp::blank_jsonc(text);
+    let text = blanked.as_str();
     let Ok(serde_json::Value::Object(top)) = serde_json::from_str::<serde_json::Value>(text) else {
         return Vec::new();
     };

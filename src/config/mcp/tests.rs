@@ -89,9 +89,9 @@ fn empty_document_has_no_servers() {
 
 #[test]
 fn syntax_errors_have_serde_places() {
-    let e = only_error("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}");
+    let e = only_error("{\n  \"mcpServers\": {\n    \"a\": {\"command\" \"x\"}\n  }\n}");
     assert!(
-        e.starts_with("mcp.json:3:26: invalid JSON: trailing comma"),
+        e.starts_with("mcp.json:3:21: invalid JSON: expected `:`"),
         "{e}"
     );
     let e = only_error("");
@@ -289,4 +289,18 @@ fn a_variable_cannot_change_the_structure() {
     assert!(errors.is_empty(), "{errors:?}");
     assert!(matches!(&servers[0].transport,
         McpTransport::Stdio { args, .. } if args == &["\", \"--evil"]));
+}
+
+#[test]
+fn jsonc_comments_and_trailing_commas_are_read_and_places_stay() {
+    // VS Code's and Zed's files are JSONC.
+    let text = "{\n  // servers of this workspace\n  \"servers\": {\n    /* the good one */ \"a\": {\"command\": \"x\",},\n    \"b\": {\"command\": 5},\n  },\n}\n";
+    let (servers, errors) = parse(text);
+    assert_eq!(servers.len(), 1, "{errors:?}");
+    assert_eq!(servers[0].name, "a");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    // The error of `b` is placed on its own line of the original text.
+    assert!(errors[0].starts_with("mcp.json:5:22:"), "{}", errors[0]);
+    // Plain JSON is left as it is, `//` inside strings included.
+    assert_eq!(blank_jsonc("{\"a\": \"//x\"}"), "{\"a\": \"//x\"}");
 }
