@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 
 use aurad::config::mcp::{McpServerConfig, McpTransport, load_mcp};
 use aurad::mcp::{McpManager, ServerState, ServerStatus};
-use aurad::tools::{DEFAULT_OUTPUT_CAP, Tool, ToolContext, ToolError};
+use aurad::tools::{Tool, ToolError};
 use serde_json::json;
 use support::mcp_server::HttpServer;
-use tokio_util::sync::CancellationToken;
 
 fn stdio(name: &str, args: &[&str]) -> McpServerConfig {
     McpServerConfig {
@@ -50,15 +49,6 @@ fn http(name: &str, url: &str, headers: &[(&str, &str)]) -> McpServerConfig {
 /// The header the HTTP test server requires.
 const TEST_HEADER: &str = "X-Test-Token: s3cret";
 
-fn ctx() -> ToolContext {
-    ToolContext {
-        root: std::env::temp_dir(),
-        cancel: CancellationToken::new(),
-        output_cap: DEFAULT_OUTPUT_CAP,
-        sandbox: Default::default(),
-    }
-}
-
 fn tool(manager: &McpManager, name: &str) -> Arc<dyn Tool> {
     let tools = manager.tools();
     let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
@@ -73,7 +63,7 @@ async fn call(
     name: &str,
     args: serde_json::Value,
 ) -> Result<String, ToolError> {
-    tool(manager, name).call(args, &ctx()).await
+    tool(manager, name).call(args, &support::tool_ctx()).await
 }
 
 fn status(manager: &McpManager, name: &str) -> ServerStatus {
@@ -286,7 +276,7 @@ async fn a_slow_call_times_out_and_the_server_keeps_working() {
         Ok("still here".into())
     );
 
-    let ctx = ctx();
+    let ctx = support::tool_ctx();
     let sleep = tool(&manager, "t_sleep");
     let cancel = ctx.cancel.clone();
     let started = Instant::now();
@@ -342,7 +332,10 @@ async fn a_crashed_server_is_restarted_and_calls_fail_fast_meanwhile() {
     assert!(!alive(first));
     assert!(manager.tools().iter().all(|t| t.spec().name != "t_echo"));
     // A tool the server no longer has: a JSON-RPC error (-32602).
-    match old_echo.call(json!({"text": "x"}), &ctx()).await {
+    match old_echo
+        .call(json!({"text": "x"}), &support::tool_ctx())
+        .await
+    {
         Err(ToolError::Failed(text)) => {
             assert!(
                 text.starts_with("MCP server `t` refused the call to `echo`: "),

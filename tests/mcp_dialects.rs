@@ -16,10 +16,8 @@ use std::time::Duration;
 use aurad::config::mcp::{McpServerConfig, McpTransport, load_mcp};
 use aurad::config::{Diagnostic, Severity};
 use aurad::mcp::{McpManager, ServerState};
-use aurad::tools::{DEFAULT_OUTPUT_CAP, ToolContext};
 use serde_json::json;
 use support::mcp_server::HttpServer;
-use tokio_util::sync::CancellationToken;
 
 const FIXTURES: &str = "tests/fixtures/mcp-dialects";
 
@@ -447,15 +445,6 @@ fn project_with(place: &str, text: &str) -> tempfile::TempDir {
     dir
 }
 
-fn ctx() -> ToolContext {
-    ToolContext {
-        root: std::env::temp_dir(),
-        cancel: CancellationToken::new(),
-        output_cap: DEFAULT_OUTPUT_CAP,
-        sandbox: Default::default(),
-    }
-}
-
 /// Loads each (place, text), starts every server, and checks each answers
 /// `echo` through its namespaced tool.
 async fn connect_all(files: &[(&str, &str)], env: &dyn Fn(&str) -> Option<String>) {
@@ -488,7 +477,7 @@ async fn connect_all(files: &[(&str, &str)], env: &dyn Fn(&str) -> Option<String
             .find(|t| t.spec().name == format!("{name}_echo"))
             .unwrap_or_else(|| panic!("no {name}_echo"));
         let answer = tool
-            .call(json!({"text": format!("hi {name}")}), &ctx())
+            .call(json!({"text": format!("hi {name}")}), &support::tool_ctx())
             .await;
         assert_eq!(answer, Ok(format!("hi {name}")));
     }

@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aurad::daemon::{PreparedRun, RunRequest, execute, prepare};
+use aurad::daemon::{PreparedRun, execute};
 use aurad::engine::RunOutcome;
 use aurad::llm::anthropic::AnthropicProvider;
 use aurad::llm::gemini::GeminiProvider;
@@ -21,6 +21,7 @@ use aurad::store::Store;
 use aurad::types::{Message, RetryReason, RunEvent, RunState};
 use serde_json::Value;
 use support::mock_llm::{Fault, FaultPlan, MockLlm, Recorded, Reply, RetryAfter};
+use support::project::prepare_agent;
 use tokio_util::sync::CancellationToken;
 
 /// The answer of every run of the fault mix.
@@ -41,21 +42,6 @@ fn project(mock: &MockLlm, kind: &str, agent: &str) -> tempfile::TempDir {
     .unwrap();
     std::fs::write(dir.path().join("agents/a.yaml"), agent).unwrap();
     dir
-}
-
-/// Agent `a` of the project at `root`, prepared with `input` as `aurad
-/// run` prepares it (the production retry policy included).
-fn prepared(root: &std::path::Path, input: &str) -> PreparedRun {
-    let loaded = aurad::config::load(root, &|_| None);
-    let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
-    assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
-    let request = RunRequest {
-        agent: "a".into(),
-        input: Some(input.into()),
-        trigger: "test".into(),
-        ..RunRequest::default()
-    };
-    prepare(&snapshot, request, &|_| None).unwrap()
 }
 
 /// Runs `prepared` to its end: the outcome, its events, how long it took.
@@ -121,7 +107,7 @@ async fn thirty_runs_all_succeed_through_500s_and_429s() {
     );
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
     let runs = (0..RUNS).map(|i| {
-        let prepared = prepared(dir.path(), &format!("add 40 and 2 (run {i})"));
+        let prepared = prepare_agent(dir.path(), &format!("add 40 and 2 (run {i})"));
         assert_eq!(prepared.retry, RetryPolicy::default());
         let store = store.clone();
         async move { run(prepared, &store).await }
@@ -186,7 +172,7 @@ async fn retry_after_in_seconds_and_as_a_date_is_waited_for() {
     );
     let dir = project(&mock, "openai", "model: mock/m\nsystem: s\n");
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-    let (outcome, events, _) = run(prepared(dir.path(), "x"), &store).await;
+    let (outcome, events, _) = run(prepare_agent(dir.path(), "x"), &store).await;
     assert_eq!(outcome.state, RunState::Succeeded, "{:?}", outcome.reason);
     assert_eq!(outcome.output.as_deref(), Some("waited"));
     let sent = mock.requests();
@@ -230,7 +216,7 @@ async fn a_retry_after_beyond_the_timeout_fails_at_once_with_the_providers_messa
             "model: mock/m\nsystem: s\nlimits: { timeout: 5s }\n",
         );
         let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-        let (outcome, events, _) = run(prepared(dir.path(), "x"), &store).await;
+        let (outcome, events, _) = run(prepare_agent(dir.path(), "x"), &store).await;
         // Failed, not timed out: it did not sit out the 5 s.
         assert_eq!(
             outcome.state,
@@ -261,7 +247,7 @@ async fn a_client_error_fails_at_once_after_one_request() {
             mock.set_faults(FaultPlan::new(3).at(1, Fault::Status(status)));
             let dir = project(&mock, kind, "model: mock/m\nsystem: s\n");
             let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-            let (outcome, events, _) = run(prepared(dir.path(), "x"), &store).await;
+            let (outcome, events, _) = run(prepare_agent(dir.path(), "x"), &store).await;
             assert_eq!(outcome.state, RunState::Failed, "{kind} {status}");
             let reason = outcome.reason.unwrap();
             assert!(
@@ -277,7 +263,7 @@ async fn a_client_error_fails_at_once_after_one_request() {
             mock.set_faults(FaultPlan::new(4).at(1, Fault::Status(status)));
             let dir = project(&mock, kind, "model: mock/m\nsystem: s\n");
             let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-            let (outcome, _, _) = run(prepared(dir.path(), "x"), &store).await;
+            let (outcome, _, _) = run(prepare_agent(dir.path(), "x"), &store).await;
             assert_eq!(
                 outcome.output.as_deref(),
                 Some("after a retry"),
@@ -325,7 +311,7 @@ async fn a_cut_stream_is_retried_and_the_answer_is_not_duplicated() {
             mock.set_faults(FaultPlan::new(5).at(1, fault.clone()));
             let dir = project(&mock, kind, "model: mock/m\nsystem: s\n");
             let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-            let (outcome, events, _) = run(prepared(dir.path(), "x"), &store).await;
+            let (outcome, events, _) = run(prepare_agent(dir.path(), "x"), &store).await;
             let what = format!("{kind} {fault:?}");
             assert_eq!(
                 outcome.state,
@@ -370,7 +356,7 @@ async fn a_cut_after_a_tool_ran_re_sends_the_model_call_not_the_tool() {
     mock.set_faults(FaultPlan::new(6).at(2, Fault::Cut));
     let dir = project(&mock, "openai", "model: mock/m\nsystem: s\ntools: [bash]\n");
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-    let (outcome, events, _) = run(prepared(dir.path(), "log it"), &store).await;
+    let (outcome, events, _) = run(prepare_agent(dir.path(), "log it"), &store).await;
     assert_eq!(outcome.state, RunState::Succeeded, "{:?}", outcome.reason);
     assert_eq!(outcome.output.as_deref(), Some("Logged it once."));
     let log = std::fs::read_to_string(dir.path().join("side_effects.log")).unwrap();
@@ -491,7 +477,7 @@ async fn a_hanging_provider_is_cut_after_the_idle_timeout_and_retried() {
         "model: mock/m\nsystem: s\nlimits: { timeout: 20s }\n",
     );
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-    let mut prepared = prepared(dir.path(), "x");
+    let mut prepared = prepare_agent(dir.path(), "x");
     prepared.provider = idle_provider("openai", &mock, idle);
     let (outcome, events, _) = run(prepared, &store).await;
     assert_eq!(outcome.state, RunState::Succeeded, "{:?}", outcome.reason);
@@ -514,7 +500,7 @@ async fn retries_stop_within_the_run_timeout_with_the_providers_message() {
         "model: mock/m\nsystem: s\nlimits: { timeout: 3s }\n",
     );
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-    let (outcome, events, took) = run(prepared(dir.path(), "x"), &store).await;
+    let (outcome, events, took) = run(prepare_agent(dir.path(), "x"), &store).await;
     assert!(
         matches!(outcome.state, RunState::Failed | RunState::TimedOut),
         "{:?}",

@@ -26,3 +26,14 @@ pub fn mcp_test_server() -> std::path::PathBuf {
     );
     server
 }
+
+/// A tool context for calling tools directly: the temporary directory as
+/// root, no cancellation, the default output cap, no sandbox.
+pub fn tool_ctx() -> aurad::tools::ToolContext {
+    aurad::tools::ToolContext {
+        root: std::env::temp_dir(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        output_cap: aurad::tools::DEFAULT_OUTPUT_CAP,
+        sandbox: Default::default(),
+    }
+}

@@ -65,6 +65,21 @@ impl Project {
     }
 }
 
+/// Agent `a` of the project at `root`, prepared with `input` as `aurad
+/// run` prepares it (the production retry policy included).
+pub fn prepare_agent(root: &std::path::Path, input: &str) -> aurad::daemon::PreparedRun {
+    let loaded = aurad::config::load(root, &|_| None);
+    let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
+    assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+    let request = RunRequest {
+        agent: "a".into(),
+        input: Some(input.into()),
+        trigger: "test".into(),
+        ..RunRequest::default()
+    };
+    prepare(&snapshot, request, &|_| None).unwrap()
+}
+
 /// Runs agent `a` of the project at `root` with `input` through the shared
 /// runner (`prepare` + `execute`), as `aurad run` does, with fast retries.
 pub async fn run_agent(
@@ -72,17 +87,7 @@ pub async fn run_agent(
     input: &str,
     cancel: CancellationToken,
 ) -> (RunOutcome, Vec<RunEvent>, Store) {
-    let loaded = aurad::config::load(root, &|_| None);
-    let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
-    assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
-    let request = RunRequest {
-        agent: "a".into(),
-        input: Some(input.into()),
-        model: None,
-        trigger: "test".into(),
-        ..RunRequest::default()
-    };
-    let mut prepared = prepare(&snapshot, request, &|_| None).unwrap();
+    let mut prepared = prepare_agent(root, input);
     prepared.retry = RetryPolicy {
         max_attempts: 3,
         base_delay: Duration::from_millis(5),
