@@ -37,6 +37,8 @@ struct RawAgent {
     on_interrupt: Option<Value>,
     output_schema: Option<Value>,
     webhook: Option<Value>,
+    after: Option<Value>,
+    watch: Option<Value>,
     sandbox: Option<Value>,
 }
 
@@ -170,6 +172,8 @@ pub fn parse_agent(
             catch_up: raw.catch_up.as_ref(),
             on_interrupt: raw.on_interrupt.as_ref(),
             webhook: raw.webhook.as_ref(),
+            after: raw.after.as_ref(),
+            watch: raw.watch.as_ref(),
         },
         path,
         text,

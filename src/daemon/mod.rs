@@ -8,6 +8,8 @@
 
 mod backend;
 pub mod clock;
+mod file_triggers;
+mod follow_ups;
 pub mod hub;
 pub mod lock;
 pub mod metrics;
