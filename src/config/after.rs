@@ -13,6 +13,7 @@ use serde_yaml::Value;
 
 use super::agent::{Agent, valid_name};
 use super::diag::{Diagnostic, locate, locate_item};
+use super::triggers::item_places;
 use super::yaml_value::describe_value;
 use crate::types::RunState;
 
@@ -78,8 +79,10 @@ pub(super) fn parse_after(
         other => vec![other],
     };
     let mut out: Vec<AfterTrigger> = Vec::new();
+    let places = item_places(text, "after");
     for (i, item) in items.into_iter().enumerate() {
         let place = match item {
+            _ if places.len() > i => places[i],
             Value::String(name) => locate_item(text, &["after"], name),
             Value::Mapping(map) => match map.get("agent").and_then(Value::as_str) {
                 Some(name) => locate_item(text, &["after"], name),
@@ -338,7 +341,7 @@ mod tests {
         assert_eq!(d.len(), 4, "{d:?}");
         assert!(
             d[0].starts_with(
-                "agents/me.yaml:2:12: after[0]: `on` is \"sometimes\": expected `succeeded`"
+                "agents/me.yaml:2:5: after[0]: `on` is \"sometimes\": expected `succeeded`"
             ),
             "{d:?}"
         );
@@ -351,6 +354,32 @@ mod tests {
             d[3].starts_with("agents/me.yaml:6:5: after[3]: \"Bad_Name\" is not an agent name"),
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn a_cycle_leaves_out_each_agent_in_it_and_names_it_at_each_place() {
+        let files: Vec<String> = ["p", "q", "r", "s"].map(String::from).to_vec();
+        let mut agents = BTreeMap::new();
+        for (name, after) in [("p", "q"), ("q", "r"), ("r", "p"), ("s", "p")] {
+            let path = std::path::PathBuf::from(format!("agents/{name}.yaml"));
+            let text = format!("model: test\nprompt: hi\nafter: {after}\n");
+            let (agent, d) = super::super::agent::parse_agent(name, &path, &text, "h".into());
+            assert!(d.is_empty(), "{d:?}");
+            agents.insert(name.to_string(), agent.unwrap());
+        }
+        let mut diags = Vec::new();
+        check_after(&mut agents, &files, &mut diags);
+        let d: Vec<String> = diags.iter().map(ToString::to_string).collect();
+        assert_eq!(d.len(), 3, "{d:?}");
+        for (i, (name, follows)) in [("p", "q"), ("q", "r"), ("r", "p")].into_iter().enumerate() {
+            assert!(
+                d[i].starts_with(&format!(
+                    "agents/{name}.yaml:3:8: `after:` makes a cycle: p -> q -> r -> p (each runs after the next), so one run would start the others forever; remove `{follows}`"
+                )),
+                "{d:?}"
+            );
+        }
+        assert_eq!(agents.keys().collect::<Vec<_>>(), ["s"]);
     }
 
     #[test]

@@ -316,7 +316,7 @@ pub(super) fn parse_triggers(
 
 /// Where each item of the block sequence under the top-level `key` starts,
 /// in order; none when the sequence is not in block style.
-fn item_places(text: &str, key: &str) -> Vec<(usize, usize)> {
+pub(super) fn item_places(text: &str, key: &str) -> Vec<(usize, usize)> {
     let (key_line, _) = locate(text, &[key]);
     let mut indent = None;
     let mut places = Vec::new();

@@ -109,7 +109,7 @@ pub async fn run(
                 for path in paths {
                     let Ok(relative) = path.strip_prefix(&canonical) else { continue };
                     for (agent, set) in &sets {
-                        if set.matches(relative) {
+                        if files.wanted(set, relative) {
                             files.pending.insert((agent.clone(), relative.to_path_buf()), now);
                         }
                     }
@@ -187,6 +187,35 @@ struct Files {
 }
 
 impl Files {
+    /// Whether `relative` is a file of `set` and not the database, its
+    /// journal, the lock file or a `.env` file (which no glob written is
+    /// let to match, but the database may be anywhere).
+    fn wanted(&self, set: &WatchTrigger, relative: &Path) -> bool {
+        if !set.matches(relative) {
+            return false;
+        }
+        let project = &self.snapshot.project;
+        let full = project.root.join(relative);
+        let database = project.settings.database.as_os_str();
+        let name = relative.file_name().unwrap_or_default().to_string_lossy();
+        let control = [
+            database.to_owned(),
+            {
+                let mut wal = database.to_owned();
+                wal.push("-wal");
+                wal
+            },
+            {
+                let mut shm = database.to_owned();
+                shm.push("-shm");
+                shm
+            },
+        ];
+        !(control.iter().any(|c| *c == full.as_os_str())
+            || relative == Path::new(crate::config::settings::LOCK_FILE)
+            || name.starts_with(".env"))
+    }
+
     /// When the next pending file is due.
     fn next_due(&self, sets: &WatchSets) -> Option<Instant> {
         self.pending
@@ -232,7 +261,7 @@ impl Files {
         found.dedup();
         for relative in found {
             for (agent, set) in sets {
-                if set.matches(&relative) {
+                if self.wanted(set, &relative) {
                     self.file_changed(agent, &relative).await;
                 }
             }
