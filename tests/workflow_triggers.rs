@@ -20,7 +20,7 @@ use std::time::Duration;
 use assert_cmd::cargo::cargo_bin_cmd;
 use aurad::store::Store;
 use aurad::types::RunState;
-use support::inproc::{WAIT, eventually, get, runs, start};
+use support::inproc::{WAIT, eventually, get, hash, runs, start, wait_hash, watching};
 use support::mock_llm::{MockLlm, Recorded, Reply};
 use support::project::project_with_mock;
 use support::serve::{Serve, poll, write_settings};
@@ -37,10 +37,14 @@ fn last_user_text(request: &Recorded) -> String {
         .to_string()
 }
 
+/// Writes `file` under `root` as files should be dropped: written aside,
+/// then renamed into place, so no watcher sees it half written.
 fn write(root: &Path, file: &str, text: &str) {
     let path = root.join(file);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+    let aside = root.join(format!(".{}.part", file.replace('/', "_")));
+    std::fs::write(&aside, text).unwrap();
+    std::fs::rename(aside, path).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,10 +275,18 @@ fn dropped_files_run_exactly_once_each_across_a_kill_9_and_a_changed_file_runs_a
     for i in 5..12 {
         write(root, &format!("inbox/f{i:02}.md"), &format!("file {i}"));
     }
+    // Killed with some files done and some runs in flight: those become
+    // `interrupted` and their files are run again after the restart.
     poll(
-        "some files to be processed",
+        "some files to be processed and others in flight",
         || serve.log(),
-        || (succeeded_per_file(&db).len() >= 6).then_some(()),
+        || {
+            let running = file_runs(&db, "inbox")
+                .iter()
+                .filter(|(_, s)| s == "running")
+                .count();
+            (succeeded_per_file(&db).len() >= 4 && running >= 1).then_some(())
+        },
     );
     serve.kill_now();
     // Dropped while the daemon is down.
@@ -297,6 +309,14 @@ fn dropped_files_run_exactly_once_each_across_a_kill_9_and_a_changed_file_runs_a
         let path = format!("inbox/f{i:02}.md");
         assert_eq!(all.get(&path), Some(&1), "{path}: {all:?}");
     }
+    let states: Vec<String> = file_runs(&db, "inbox")
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    assert!(
+        states.iter().any(|s| s == "interrupted"),
+        "the kill cut no run: {states:?}"
+    );
 
     // A changed file is a new version: it runs again, once.
     write(root, "inbox/f03.md", "file 3, edited");
@@ -348,5 +368,69 @@ async fn a_processed_file_is_moved_and_not_processed_again() {
     })
     .await;
     assert_eq!(runs(&store, "a").await.len(), 3);
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(&mock, "model: test\nprompt: p\n");
+    let root = dir.path();
+    let daemon = start(root, watching()).await;
+    let store = Store::open(&root.join("aurad.db")).unwrap();
+    write(root, "drop/early.txt", "there before the watch");
+    write(
+        root,
+        "agents/a.yaml",
+        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"drop/*.txt\", debounce: 50ms }\n",
+    );
+    // The file there before the reload is found by the look at the folder.
+    eventually("the file there before the watch to run", WAIT, || async {
+        runs(&store, "a")
+            .await
+            .into_iter()
+            .find(|r| r.input == "Read drop/early.txt" && r.state.is_final())
+    })
+    .await;
+    write(root, "drop/late.txt", "dropped after");
+    eventually("the dropped file to run", WAIT, || async {
+        runs(&store, "a")
+            .await
+            .into_iter()
+            .find(|r| r.input == "Read drop/late.txt" && r.state.is_final())
+    })
+    .await;
+    // Watching another folder instead: drop/ is not followed any more. A
+    // file dropped there first and one in the new folder after: once the
+    // second has run, the first would have (same debounce, earlier).
+    let old = hash(&daemon, "a").await;
+    write(
+        root,
+        "agents/a.yaml",
+        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"other/*.txt\", debounce: 50ms }\n",
+    );
+    wait_hash(&daemon, "a", old.as_deref()).await;
+    write(root, "drop/ignored.txt", "nobody watches");
+    write(root, "other/seen.txt", "watched");
+    eventually("the file of the new folder to run", WAIT, || async {
+        runs(&store, "a")
+            .await
+            .into_iter()
+            .find(|r| r.input == "Read other/seen.txt" && r.state.is_final())
+    })
+    .await;
+    let inputs: Vec<String> = runs(&store, "a")
+        .await
+        .into_iter()
+        .map(|r| r.input)
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            "Read drop/early.txt",
+            "Read drop/late.txt",
+            "Read other/seen.txt"
+        ]
+    );
     daemon.stop().await.unwrap();
 }
