@@ -147,6 +147,7 @@ mod tests {
         assert_eq!(
             filter,
             RunFilter {
+                parent: None,
                 agent: None,
                 state: None,
                 limit: 50
@@ -156,6 +157,7 @@ mod tests {
         assert_eq!(
             filter,
             RunFilter {
+                parent: None,
                 agent: None,
                 state: None,
                 limit: 50
@@ -174,6 +176,7 @@ mod tests {
         assert_eq!(
             filter,
             RunFilter {
+                parent: None,
                 agent: Some("a".into()),
                 state: Some(RunState::TimedOut),
                 limit: 1000

@@ -65,6 +65,7 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         }
     };
     let filter = RunFilter {
+        parent: None,
         agent: args.agent,
         state,
         limit: args.limit,

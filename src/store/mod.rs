@@ -60,7 +60,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use fires::Recovered;
 pub use memory::score as memory_score;
-pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
+pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 use worker::{Role, Worker};
 
 /// How long a statement waits for another process's lock before failing.
