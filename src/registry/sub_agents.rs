@@ -73,8 +73,12 @@ pub fn check_sub_agents(
         }
     }
     // Unknown names, then whoever calls a left-out agent, until none is left.
-    let known: Vec<String> = agents.keys().cloned().collect();
     loop {
+        let known: Vec<&str> = agents
+            .keys()
+            .filter(|name| !out.contains(*name))
+            .map(String::as_str)
+            .collect();
         let mut more = Vec::new();
         for agent in agents.values().filter(|a| !out.contains(&a.name)) {
             for sub in &agent.agents {
