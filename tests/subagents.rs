@@ -405,3 +405,109 @@ async fn the_tool_offered_carries_the_sub_agents_description() {
     assert_eq!(function["description"], "The research-bot agent.");
     assert_eq!(function["parameters"]["required"], json!(["input"]));
 }
+
+/// Under `aurad serve` with one run slot, the parent holds it and its
+/// sub-runs still run (they take no slot); the API shows the link.
+#[tokio::test]
+async fn under_serve_sub_runs_take_no_slot_and_the_api_shows_the_link() {
+    let mock = MockLlm::start().await;
+    fan_out(&mock, Duration::ZERO);
+    let project = fan_out_project(&mock, "");
+    add_settings(project.dir.path(), "max_concurrent_runs: 1\n");
+    let api = support::daemon::Api::start(project.dir.path(), &[]).await;
+    let (status, run) = api
+        .post_json("/v1/agents/a/runs", &json!({ "input": "go" }))
+        .await;
+    assert_eq!(status, 202, "{run}");
+    let parent = run["id"].as_str().unwrap().to_string();
+    let done = api.wait_run(&parent).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["parent_run_id"], Value::Null);
+    assert_eq!(done["output"], "merged: answer-from-r + answer-from-s");
+    let (status, listed) = api.get_json(&format!("/v1/runs?parent={parent}")).await;
+    assert_eq!(status, 200, "{listed}");
+    let kids = listed["runs"].as_array().unwrap();
+    assert_eq!(kids.len(), 2, "{listed}");
+    for kid in kids {
+        assert_eq!(kid["parent_run_id"], parent.as_str());
+        assert_eq!(kid["depth"], 1);
+        let (_, shown) = api
+            .get_json(&format!("/v1/runs/{}", kid["id"].as_str().unwrap()))
+            .await;
+        assert_eq!(shown["parent_run_id"], parent.as_str());
+        assert_eq!(shown["trigger"], "agent");
+    }
+    api.stop().await;
+}
+
+/// `aurad run` (one shot, the `test` model) runs the sub-agents; `aurad
+/// logs` shows them nested under the parent and `aurad runs` marks them.
+#[test]
+fn aurad_run_runs_sub_agents_and_logs_shows_them_nested() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("agents")).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(root.join(name), text).unwrap();
+    write(
+        "agents/lead.yaml",
+        "description: Plans.\nmodel: test\nprompt: plan\nagents: [helper]\n",
+    );
+    write(
+        "agents/helper.yaml",
+        "description: Helps.\nmodel: test\nprompt: help\nagents: [leaf]\n",
+    );
+    write(
+        "agents/leaf.yaml",
+        "description: Leaf.\nmodel: test\nprompt: leaf\n",
+    );
+    let run = support::serve::aurad(root)
+        .args(["run", "lead"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout).to_string();
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(out.contains("agent_helper"), "{out}");
+    let listed = support::serve::aurad(root)
+        .args(["runs", "--json"])
+        .output()
+        .unwrap();
+    let runs: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    let id_of = |agent: &str| {
+        runs.iter().find(|r| r["agent"] == agent).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (lead, helper, leaf) = (id_of("lead"), id_of("helper"), id_of("leaf"));
+    let logs = support::serve::aurad(root)
+        .args(["logs", &lead])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&logs.stdout).to_string();
+    assert!(logs.status.success(), "{text}");
+    let helper_line = text
+        .lines()
+        .find(|l| l.contains(&helper))
+        .unwrap_or_else(|| panic!("{text}"));
+    let leaf_line = text
+        .lines()
+        .find(|l| l.contains(&leaf))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        helper_line.starts_with("  ↳ ") && helper_line.contains("helper  succeeded"),
+        "{text}"
+    );
+    assert!(
+        leaf_line.starts_with("    ↳ ") && leaf_line.contains("leaf  succeeded"),
+        "{text}"
+    );
+    let table = support::serve::aurad(root).arg("runs").output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    let marked = table.lines().filter(|l| l.contains("↳ ")).count();
+    assert_eq!(marked, 2, "{table}");
+}
