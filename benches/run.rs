@@ -221,6 +221,7 @@ fn engine_bench() {
                 retry: RetryPolicy::default(),
                 spending: None,
                 redactor: &aurad::redact::Redactor::default(),
+                sub_runs: None,
             };
             let start = Instant::now();
             let outcome = aurad::engine::run(&spec, parts, CancellationToken::new(), tx).await;

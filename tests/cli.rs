@@ -281,6 +281,7 @@ fn events_of_a_killed_run_survive() {
         if db.exists()
             && let Ok(store) = Store::open(&db)
             && let Ok(runs) = store.list_runs_blocking(&RunFilter {
+                parent: None,
                 agent: None,
                 state: None,
                 limit: 1,
@@ -334,6 +335,7 @@ fn ctrl_c_cancels_the_run_and_records_it() {
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
     let runs = store
         .list_runs_blocking(&RunFilter {
+            parent: None,
             agent: None,
             state: None,
             limit: 1,

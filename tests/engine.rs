@@ -296,6 +296,7 @@ async fn cancellation_ends_the_run_as_cancelled() {
     assert_eq!(outcome.state, RunState::Cancelled);
     let runs = store
         .list_runs(&aurad::store::RunFilter {
+            parent: None,
             agent: None,
             state: None,
             limit: 5,

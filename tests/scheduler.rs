@@ -506,6 +506,7 @@ async fn runs_of_a_dead_process_are_interrupted_and_retried_once_when_asked() {
     let store = open_store(&dir);
     store
         .claim_run(aurad::store::NewRun {
+            parent: None,
             id: aurad::store::new_run_id(),
             agent: "a".into(),
             trigger: "api".into(),

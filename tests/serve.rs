@@ -263,6 +263,7 @@ fn record_run(store: &Store, agent: &str, state: RunState) {
     let rt = runtime();
     let id = aurad::store::new_run_id();
     rt.block_on(store.claim_run(NewRun {
+        parent: None,
         id: id.clone(),
         agent: agent.into(),
         trigger: "cli".into(),
@@ -369,6 +370,7 @@ fn logs_follow_waits_for_a_run_written_by_another_process() {
     let rt = runtime();
     let id = aurad::store::new_run_id();
     rt.block_on(store.claim_run(NewRun {
+        parent: None,
         id: id.clone(),
         agent: "a".into(),
         trigger: "api".into(),

@@ -1,4 +1,4 @@
-//! `GET /v1/runs` (filtered by agent and state, newest first), `GET
+//! `GET /v1/runs` (filtered by agent, state and parent run, newest first), `GET
 //! /v1/runs/{id}` (an id or a unique prefix of one) and `POST
 //! /v1/runs/{id}/cancel`. Also [`find_run`], the run lookup the event
 //! stream shares.
@@ -32,7 +32,8 @@ pub(super) async fn list(
     Ok(axum::Json(json!({ "runs": runs })).into_response())
 }
 
-/// The filter of `?agent=&state=&limit=`; empty values mean "any".
+/// The filter of `?agent=&state=&parent=&limit=` (`parent`: the children
+/// of that run id); empty values mean "any".
 fn run_filter(pairs: &[(String, String)]) -> Result<RunFilter, ApiError> {
     let mut filter = RunFilter {
         limit: DEFAULT_LIMIT,
@@ -42,6 +43,7 @@ fn run_filter(pairs: &[(String, String)]) -> Result<RunFilter, ApiError> {
         let value = value.trim();
         match key.as_str() {
             "agent" => filter.agent = Some(value.to_string()).filter(|v| !v.is_empty()),
+            "parent" => filter.parent = Some(value.to_string()).filter(|v| !v.is_empty()),
             "state" if value.is_empty() => filter.state = None,
             "state" => {
                 let Some(state) = RunState::parse(value) else {
@@ -67,7 +69,7 @@ fn run_filter(pairs: &[(String, String)]) -> Result<RunFilter, ApiError> {
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unknown query parameter `{other}`: GET /v1/runs takes agent, state and limit"
+                    "unknown query parameter `{other}`: GET /v1/runs takes agent, state, parent and limit"
                 )));
             }
         }
@@ -147,6 +149,7 @@ mod tests {
         assert_eq!(
             filter,
             RunFilter {
+                parent: None,
                 agent: None,
                 state: None,
                 limit: 50
@@ -156,6 +159,7 @@ mod tests {
         assert_eq!(
             filter,
             RunFilter {
+                parent: None,
                 agent: None,
                 state: None,
                 limit: 50
@@ -164,9 +168,10 @@ mod tests {
     }
 
     #[test]
-    fn filters_read_agent_state_and_limit() {
+    fn filters_read_agent_state_parent_and_limit() {
         let filter = run_filter(&pairs(&[
             ("agent", "a"),
+            ("parent", "run-1"),
             ("state", "timed_out"),
             ("limit", "1000"),
         ]))
@@ -174,6 +179,7 @@ mod tests {
         assert_eq!(
             filter,
             RunFilter {
+                parent: Some("run-1".into()),
                 agent: Some("a".into()),
                 state: Some(RunState::TimedOut),
                 limit: 1000

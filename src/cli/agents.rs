@@ -131,6 +131,7 @@ fn last_failure(store: &Store, agent: &str) -> Result<Option<DateTime<Utc>>, Str
     let mut newest: Option<DateTime<Utc>> = None;
     for state in [RunState::Failed, RunState::TimedOut, RunState::Interrupted] {
         let filter = RunFilter {
+            parent: None,
             agent: Some(agent.to_string()),
             state: Some(state),
             limit: 1,

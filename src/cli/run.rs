@@ -66,8 +66,14 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
     let Some(runtime) = super::runtime() else {
         return EXIT_FAILED;
     };
-    // Only the MCP servers this agent's allow-list can reach are started.
-    let patterns = snapshot.project.agents[&args.name].tools.clone();
+    // Only the MCP servers the allow-lists of this agent and of the agents
+    // it calls (the only ones loaded) can reach are started.
+    let patterns: Vec<String> = snapshot
+        .project
+        .agents
+        .values()
+        .flat_map(|a| a.tools.iter().cloned())
+        .collect();
     let servers = registry::servers_for(&patterns, &snapshot.project.mcp_servers);
     let mcp = if servers.is_empty() {
         None

@@ -65,6 +65,7 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         }
     };
     let filter = RunFilter {
+        parent: None,
         agent: args.agent,
         state,
         limit: args.limit,
@@ -93,6 +94,13 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
     );
     for r in runs {
         let started = r.started_at.unwrap_or(r.created_at);
+        // A sub-run (an agent called as a tool) is marked: `aurad logs` of
+        // its parent shows it in place.
+        let agent = if r.parent_run_id.is_some() {
+            format!("↳ {}", r.agent)
+        } else {
+            r.agent.clone()
+        };
         let duration = match (r.started_at, r.finished_at) {
             (Some(s), Some(f)) => duration_between(s, f),
             _ => "-".into(),
@@ -104,7 +112,7 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         println!(
             "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {:>12}  {}",
             r.id,
-            r.agent,
+            agent,
             r.state.as_str(),
             r.trigger,
             started.format("%Y-%m-%d %H:%M:%S").to_string(),
@@ -232,7 +240,58 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
         &run.usage,
         run.cost_usd,
     );
+    let mut tree = Vec::new();
+    if let Err(e) = sub_runs(&store, &run.id, 1, &mut tree) {
+        eprintln!("error: cannot read the sub-runs of {}: {e}", run.id);
+        return EXIT_FAILED;
+    }
+    if !tree.is_empty() {
+        println!("sub-runs (usage included above):");
+        for line in tree {
+            println!("{line}");
+        }
+    }
     follow_code(args.follow, run.state)
+}
+
+/// One line per run started by `parent` (agents called as tools, oldest
+/// first), each followed by its own, indented one step deeper per level:
+/// its id, agent, state, time, tokens and cost.
+fn sub_runs(
+    store: &crate::store::Store,
+    parent: &str,
+    level: usize,
+    lines: &mut Vec<String>,
+) -> Result<(), crate::store::StoreError> {
+    let mut children = store.list_runs_blocking(&RunFilter {
+        parent: Some(parent.to_string()),
+        ..RunFilter::default()
+    })?;
+    children.reverse();
+    for r in children {
+        let time = match (r.started_at, r.finished_at) {
+            (Some(s), Some(f)) => duration_between(s, f),
+            _ => "-".into(),
+        };
+        let (cost, tokens) = match format_usage(&r.usage) {
+            Some(tokens) => (format_cost(r.cost_usd), tokens),
+            None => ("-".into(), "-".into()),
+        };
+        lines.push(format!(
+            "{:indent$}↳ {}  {}  {}  {}  {}  {}{}",
+            "",
+            r.id,
+            r.agent,
+            r.state,
+            time,
+            tokens,
+            cost,
+            r.error.map(|e| format!("  ({e})")).unwrap_or_default(),
+            indent = level * 2,
+        ));
+        sub_runs(store, &r.id, level + 1, lines)?;
+    }
+    Ok(())
 }
 
 /// `logs` exits 0; `logs --follow` exits like the run: 0 only on success.

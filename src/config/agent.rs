@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::bounds::{Syntax, check_text};
-use super::diag::{Diagnostic, locate};
+use super::diag::{Diagnostic, locate, locate_item};
 pub use super::limits::Limits;
 use super::limits::{RawLimits, parse_limits};
 use super::schema::json_schema;
@@ -24,6 +24,8 @@ struct RawAgent {
     prompt: Option<String>,
     #[serde(default)]
     tools: Vec<String>,
+    #[serde(default)]
+    agents: Vec<String>,
     #[serde(default)]
     limits: RawLimits,
     temperature: Option<f32>,
@@ -91,6 +93,9 @@ pub struct Agent {
     pub prompt: Option<String>,
     /// Allow-list of tool names; `*` and `?` globs.
     pub tools: Vec<String>,
+    /// Other agents this one may call as tools (`agent_<name>`), each run
+    /// as a sub-run linked to the caller's run.
+    pub agents: Vec<String>,
     pub limits: Limits,
     pub temperature: Option<f32>,
     /// The most tokens one model answer may have; `None`: the provider's
@@ -237,6 +242,22 @@ pub fn parse_agent(
             ));
         }
     }
+    for (i, sub) in raw.agents.iter().enumerate() {
+        let place = locate_item(text, &["agents"], sub);
+        if !valid_name(sub) {
+            diags.push(Diagnostic::error(
+                path,
+                place,
+                format!("agents[{i}]: {sub:?} is not an agent name (the file stem of agents/NAME.yaml: lowercase letters, digits, `_`, `-`)"),
+            ));
+        } else if raw.agents[..i].contains(sub) {
+            diags.push(Diagnostic::error(
+                path,
+                place,
+                format!("agents[{i}]: {sub:?} is listed twice; remove one"),
+            ));
+        }
+    }
     let limits = parse_limits(&raw.limits, &err, &mut diags);
     if let Some(t) = raw.temperature
         && !(0.0..=2.0).contains(&t)
@@ -338,6 +359,7 @@ pub fn parse_agent(
         system: raw.system,
         prompt: raw.prompt,
         tools: raw.tools,
+        agents: raw.agents,
         limits,
         temperature: raw.temperature,
         max_tokens: raw.max_tokens,

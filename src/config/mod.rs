@@ -91,8 +91,8 @@ fn load_all(root: &Path, env: EnvLookup) -> Loaded {
     with_tools(root, settings, agents, diagnostics, env)
 }
 
-/// Loads `aurad.yaml` and the one agent `name`, for commands that need only
-/// it. The agent is absent from the project when it has errors or no file.
+/// Loads `aurad.yaml` and the one agent `name` (with the agents it calls
+/// through `agents:`), for commands that need only it. The agent is absent from the project when it has errors or no file.
 pub fn load_one(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     let recording = interp::RecordingLookup::new(env);
     let mut loaded = load_agent(root, name, &|name| recording.lookup(name));
@@ -100,18 +100,28 @@ pub fn load_one(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     loaded
 }
 
+/// Loads agent `name` and the agents it calls through `agents:`, theirs in
+/// turn, and so on (its sub-runs need them).
 fn load_agent(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     let (settings, mut diagnostics) = load_settings(root, env);
     let mut agents = BTreeMap::new();
-    for ext in ["yaml", "yml"] {
-        let file = root.join("agents").join(format!("{name}.{ext}"));
-        if file.is_file() {
-            let (agent, diags) = load_agent_file(root, &file, name, env);
-            diagnostics.extend(diags);
-            if let Some(agent) = agent {
-                agents.insert(name.to_string(), agent);
+    let mut wanted = vec![name.to_string()];
+    let mut tried = std::collections::BTreeSet::new();
+    while let Some(name) = wanted.pop() {
+        if !tried.insert(name.clone()) {
+            continue;
+        }
+        for ext in ["yaml", "yml"] {
+            let file = root.join("agents").join(format!("{name}.{ext}"));
+            if file.is_file() {
+                let (agent, diags) = load_agent_file(root, &file, &name, env);
+                diagnostics.extend(diags);
+                if let Some(agent) = agent {
+                    wanted.extend(agent.agents.iter().cloned());
+                    agents.insert(name.clone(), agent);
+                }
+                break;
             }
-            break;
         }
     }
     with_tools(root, settings, agents, diagnostics, env)

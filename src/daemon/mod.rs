@@ -6,6 +6,7 @@
 //!
 //! May depend on `registry`, `engine`, `store`, `scheduler`, `api`.
 
+pub mod agent_tool;
 mod backend;
 pub mod clock;
 mod file_triggers;

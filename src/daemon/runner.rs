@@ -14,17 +14,20 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::EnvLookup;
 use crate::config::{MemoryConfig, SkillsChoice};
-use crate::engine::{self, ActiveSkills, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec};
+use crate::engine::{
+    self, ActiveSkills, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec, SharedSpend,
+};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
 use crate::redact::Redactor;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
-use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, TriggerClaim, new_run_id};
+use crate::store::{Fire, NewRun, RunEnd, RunParent, Store, StoreError, TriggerClaim, new_run_id};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
 use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 
+use super::agent_tool::SubAgents;
 use super::recorder::Recorder;
 use super::template::{RequestVars, TriggerVars, render};
 
@@ -69,6 +72,9 @@ pub struct RunRequest {
     /// What the run is for, remembered in the transaction that claims it,
     /// so it happens at most once (a follow-up, a file version).
     pub claim: Option<TriggerClaim>,
+    /// The run that starts this one (an agent called as a tool, a pipeline
+    /// step) and the new run's depth; `None` for a run started by a trigger.
+    pub parent: Option<RunParent>,
 }
 
 /// A run resolved and ready to start.
@@ -94,11 +100,34 @@ pub struct PreparedRun {
     pub template_context: Option<String>,
     /// The run's end or file that started it.
     pub origin: Option<TriggerVars>,
+    /// The run that started this one, and this one's depth.
+    pub parent: Option<RunParent>,
+    /// The agents it may call as tools (its `agents:`).
+    pub sub_agents: Option<SubAgents>,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
 pub fn prepare(
     snapshot: &Snapshot,
+    request: RunRequest,
+    env: EnvLookup,
+) -> Result<PreparedRun, String> {
+    // Only an agent that calls others keeps the snapshot for its sub-runs.
+    prepare_with(snapshot, &|| Arc::new(snapshot.clone()), request, env)
+}
+
+/// [`prepare`] on a snapshot already shared (a sub-run's).
+pub fn prepare_shared(
+    snapshot: &Arc<Snapshot>,
+    request: RunRequest,
+    env: EnvLookup,
+) -> Result<PreparedRun, String> {
+    prepare_with(snapshot, &|| snapshot.clone(), request, env)
+}
+
+fn prepare_with(
+    snapshot: &Snapshot,
+    shared: &dyn Fn() -> Arc<Snapshot>,
     request: RunRequest,
     env: EnvLookup,
 ) -> Result<PreparedRun, String> {
@@ -160,6 +189,10 @@ pub fn prepare(
     let template_context =
         (!vars.is_empty()).then(|| snapshot.redactor.redact(&vars.to_stored()).into_owned());
     let run_id = request.run_id.unwrap_or_else(new_run_id);
+    let depth = request.parent.as_ref().map_or(0, |p| p.depth);
+    let sub_agents = (!agent.agents.is_empty())
+        .then(|| SubAgents::resolve(&shared(), agent, depth, env))
+        .flatten();
     let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id);
     let spec = RunSpec {
         run_id,
@@ -194,6 +227,8 @@ pub fn prepare(
         redactor: snapshot.redactor.clone(),
         template_context,
         origin: request.origin,
+        parent: request.parent,
+        sub_agents,
     })
 }
 
@@ -391,6 +426,7 @@ impl<F: FnMut(&RunEvent) + Send> RunSink for OnEvent<F> {
 pub fn new_run(prepared: &PreparedRun, state: RunState) -> NewRun {
     let spec = &prepared.spec;
     NewRun {
+        parent: prepared.parent.clone(),
         id: spec.run_id.clone(),
         agent: spec.agent.clone(),
         trigger: spec.trigger.clone(),
@@ -441,6 +477,8 @@ pub async fn run_claimed(
         redactor,
         template_context: _,
         origin: _,
+        parent: _,
+        sub_agents,
     } = prepared;
     spec.memory = recall(store, &memory, &spec).await;
     let day = AgentDay {
@@ -460,6 +498,12 @@ pub async fn run_claimed(
             tools.add(tool);
         }
     }
+    let sub_runs = SharedSpend::default();
+    if let Some(sub_agents) = sub_agents {
+        for tool in sub_agents.tools(&spec.run_id, store, &sub_runs) {
+            tools.add(tool);
+        }
+    }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let parts = Parts {
         provider: provider.as_ref(),
@@ -467,6 +511,7 @@ pub async fn run_claimed(
         retry,
         spending: Some(&day),
         redactor: &redactor,
+        sub_runs: Some(&sub_runs),
     };
     let engine = engine::run(&spec, parts, cancel, tx);
     let record = async {

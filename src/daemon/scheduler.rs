@@ -288,6 +288,7 @@ impl Scheduler {
         reason: String,
     ) {
         let run = NewRun {
+            parent: None,
             id: crate::store::new_run_id(),
             agent: key.0.clone(),
             trigger: "schedule".into(),

@@ -432,6 +432,7 @@ async fn last_failure(store: &Store, agent: &str) -> Option<chrono::DateTime<chr
     let mut newest = None;
     for state in [RunState::Failed, RunState::TimedOut] {
         let filter = crate::store::RunFilter {
+            parent: None,
             agent: Some(agent.to_string()),
             state: Some(state),
             limit: 1,

@@ -227,6 +227,7 @@ impl Supervisor {
                     .map(|a| a.hash.clone())
                     .unwrap_or_default();
                 let run = NewRun {
+                    parent: None,
                     id: crate::store::new_run_id(),
                     agent,
                     trigger,

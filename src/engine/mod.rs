@@ -7,6 +7,7 @@
 
 pub mod context;
 pub mod output;
+pub mod sub_runs;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Usage};
 use output::OutputCheck;
+pub use sub_runs::{SharedSpend, SubRunSpend};
 
 /// Everything about one run that the engine needs, already resolved.
 #[derive(Debug, Clone)]
@@ -95,6 +97,10 @@ pub struct Parts<'a> {
     /// Replaces known secrets in tool results before the model (or an
     /// event) sees them.
     pub redactor: &'a Redactor,
+    /// Shared with the run's sub-run tools (agents called as tools): what
+    /// their sub-runs spent is added to this run's usage and cost; `None`
+    /// when the run has none.
+    pub sub_runs: Option<&'a SharedSpend>,
 }
 
 /// How a run ended.
@@ -161,9 +167,13 @@ pub async fn run(
         token: token.clone(),
         events: &events,
         usage: Usage::default(),
+        own_usage: Usage::default(),
+        sub_runs_cost: None,
         iterations: 0,
     };
     let end = state.run_loop().await;
+    // Sub-runs that ended while the run was being stopped still count.
+    state.take_sub_runs();
     let (usage, iterations) = (state.usage, state.iterations);
     let cost_usd = state.cost();
     token.cancel();
@@ -220,7 +230,12 @@ struct LoopState<'a> {
     parts: &'a Parts<'a>,
     token: CancellationToken,
     events: &'a UnboundedSender<RunEvent>,
+    /// The run's tokens: its own model calls and its finished sub-runs.
     usage: Usage,
+    /// Its own model calls only (priced at its model's price).
+    own_usage: Usage,
+    /// What its sub-runs cost, at their own models' prices.
+    sub_runs_cost: Option<f64>,
     iterations: u32,
 }
 
@@ -334,6 +349,10 @@ impl LoopState<'_> {
                 Err(e) => return End::Failed(format!("model call failed: {e}")),
             };
             self.usage.add(&turn.usage);
+            self.own_usage.add(&turn.usage);
+            if let Some(shared) = self.parts.sub_runs {
+                shared.set_counted(self.usage.total_tokens());
+            }
             self.emit(RunEvent::Usage {
                 iteration: self.iterations,
                 usage: turn.usage,
@@ -386,6 +405,7 @@ impl LoopState<'_> {
                 // Tools see the token and stop; give them a moment to clean up.
                 _ = async { self.token.cancelled().await; tokio::time::sleep(Duration::from_secs(5)).await } => return End::Stopped,
             };
+            self.take_sub_runs();
             // Results are recorded even when the run was stopped meanwhile:
             // a tool that finished may have had effects.
             let stopped = self.token.is_cancelled();
@@ -433,9 +453,35 @@ impl LoopState<'_> {
         let _ = self.events.send(event);
     }
 
-    /// The run's cost so far, where the price and the counts are known.
+    /// Adds what the sub-runs that ended since the last call spent to the
+    /// run's usage and cost, each with a `usage` event (so the stored run
+    /// counts it as it goes).
+    fn take_sub_runs(&mut self) {
+        let Some(shared) = self.parts.sub_runs else {
+            return;
+        };
+        for spend in shared.take() {
+            self.usage.add(&spend.usage);
+            if let Some(cost) = spend.cost_usd {
+                self.sub_runs_cost = Some(self.sub_runs_cost.unwrap_or(0.0) + cost);
+            }
+            self.emit(RunEvent::Usage {
+                iteration: self.iterations,
+                usage: spend.usage,
+                cost_usd: spend.cost_usd,
+            });
+        }
+        shared.set_counted(self.usage.total_tokens());
+    }
+
+    /// The run's cost so far (its sub-runs' included), where the prices and
+    /// the counts are known.
     fn cost(&self) -> Option<f64> {
-        self.spec.price.and_then(|p| p.cost(&self.usage))
+        let own = self.spec.price.and_then(|p| p.cost(&self.own_usage));
+        match (own, self.sub_runs_cost) {
+            (None, None) => None,
+            (own, subs) => Some(own.unwrap_or(0.0) + subs.unwrap_or(0.0)),
+        }
     }
 
     /// What the agent's other runs have spent today; 0 when the agent has

@@ -9,6 +9,7 @@
 
 pub mod secrets;
 pub mod skipped;
+pub mod sub_agents;
 
 use std::sync::{Arc, OnceLock};
 
@@ -122,6 +123,7 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     for name in broken {
         project.agents.remove(&name);
     }
+    diagnostics.extend(sub_agents::check_sub_agents(&mut project.agents, &tools));
     let skipped = skipped::skipped_items(&project.root, &diagnostics, &loaded_names(&project));
     let redactor = secrets::redactor(&project, env, &secrets::process_env());
     // Log lines are redacted process-wide, so with every snapshot's secrets.

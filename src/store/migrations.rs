@@ -214,6 +214,16 @@ CREATE TABLE watched_files (
 );
 "#,
     },
+    Migration {
+        name: "runs started by another run",
+        sql: r#"
+-- The run that started this one (a sub-agent call, a pipeline step), and how
+-- deep it is below a run nobody started (0 for those).
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+ALTER TABLE runs ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

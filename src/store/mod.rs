@@ -61,7 +61,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use fires::Recovered;
 pub use memory::score as memory_score;
-pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
+pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use watched_files::TriggerClaim;
 use worker::{Role, Worker};
 

@@ -136,7 +136,7 @@ impl Store {
 
 const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
     created_at, started_at, finished_at, error, output, input_tokens, output_tokens,
-    schedule_id, scheduled_for, cached_input_tokens, cost_usd, result"#;
+    schedule_id, scheduled_for, cached_input_tokens, cost_usd, result, parent_run_id, depth"#;
 
 /// A `runs` row as stored, before its values are checked.
 struct RawRun {
@@ -174,6 +174,8 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
             result: None,        // set by `check`
             schedule_id: None,   // set by `check`
             scheduled_for: None, // set by `check`
+            parent_run_id: row.get(20)?,
+            depth: row.get(21)?,
         },
         state: row.get(2)?,
         input_tokens: row.get(13)?,
@@ -252,6 +254,10 @@ fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreEr
     if let Some(state) = filter.state {
         values.push(Value::Text(state.as_str().to_owned()));
         clauses.push(format!("state = ?{}", values.len()));
+    }
+    if let Some(parent) = &filter.parent {
+        values.push(Value::Text(parent.clone()));
+        clauses.push(format!("parent_run_id = ?{}", values.len()));
     }
     let limit = match filter.limit {
         0 => -1, // SQLite: no limit

@@ -45,6 +45,18 @@ pub struct NewRun {
     /// daemon taking it over after a crash can render its templates
     /// ([`Store::queued_template_context`]); ignored for other states.
     pub template_context: Option<String>,
+    /// The run that started this one (a sub-agent call, a pipeline step);
+    /// `None` for a run started by a trigger.
+    pub parent: Option<RunParent>,
+}
+
+/// The run a child run belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunParent {
+    pub run_id: String,
+    /// The child's depth: its parent's depth + 1 (a run nobody started is
+    /// at depth 0).
+    pub depth: u32,
 }
 
 /// A stored run. Times are shown as RFC 3339 UTC with milliseconds
@@ -82,6 +94,12 @@ pub struct RunRecord {
     /// That fire's instant (scheduled runs only).
     #[serde(default, serialize_with = "timestamp::millis_opt")]
     pub scheduled_for: Option<DateTime<Utc>>,
+    /// The run that started this one (a sub-agent call, a pipeline step).
+    #[serde(default)]
+    pub parent_run_id: Option<String>,
+    /// 0 for a run started by a trigger, its parent's depth + 1 otherwise.
+    #[serde(default)]
+    pub depth: u32,
 }
 
 /// How a run ended, as [`Store::finish_run_as`] records it.
@@ -114,6 +132,8 @@ impl RunEnd {
 pub struct RunFilter {
     pub agent: Option<String>,
     pub state: Option<RunState>,
+    /// Only the children of this run (by exact id).
+    pub parent: Option<String>,
     /// At most this many; 0 means no limit.
     pub limit: usize,
 }
@@ -291,8 +311,10 @@ pub(super) fn insert_run(
         .prepare_cached(
             r#"INSERT INTO runs (id, agent, state, "trigger", input, model, definition_hash,
                                  owner, created_at, started_at, finished_at, error,
-                                 schedule_id, scheduled_for, template_context)
-               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"#,
+                                 schedule_id, scheduled_for, template_context,
+                                 parent_run_id, depth)
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
+                       ?16, ?17)"#,
         )
         .and_then(|mut insert| {
             insert.execute(params![
@@ -313,6 +335,8 @@ pub(super) fn insert_run(
                 run.template_context
                     .as_deref()
                     .filter(|_| row.state == RunState::Queued),
+                run.parent.as_ref().map(|p| p.run_id.as_str()),
+                run.parent.as_ref().map_or(0, |p| p.depth),
             ])
         });
     let Err(e) = result else {

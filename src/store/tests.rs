@@ -17,6 +17,7 @@ pub(super) fn db() -> (TempDir, PathBuf) {
 
 pub(super) fn new_run(agent: &str) -> NewRun {
     NewRun {
+        parent: None,
         id: new_run_id(),
         agent: agent.into(),
         trigger: "cli".into(),
@@ -367,6 +368,7 @@ async fn list_filters_limit_and_order() {
         .unwrap();
     let list = |agent: Option<&str>, state: Option<RunState>, limit: usize| {
         let filter = RunFilter {
+            parent: None,
             agent: agent.map(String::from),
             state,
             limit,

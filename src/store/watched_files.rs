@@ -156,6 +156,7 @@ mod tests {
             fire: None,
             state: RunState::Running,
             template_context: None,
+            parent: None,
         }
     }
 
