@@ -378,6 +378,13 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
     let root = dir.path();
     let daemon = start(root, watching()).await;
     let store = Store::open(&root.join("aurad.db")).unwrap();
+    // The config watcher starts just after the API listens: written until
+    // seen, a probe agent says it is on.
+    eventually("hot reload to be on", WAIT, || async {
+        write(root, "agents/probe.yaml", "model: test\nprompt: p\n");
+        (get(&daemon, "/v1/agents/probe").await.0 == 200).then_some(())
+    })
+    .await;
     write(root, "drop/early.txt", "there before the watch");
     write(
         root,
@@ -432,5 +439,28 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
             "Read other/seen.txt"
         ]
     );
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_created_after_the_start_is_followed() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(
+        &mock,
+        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"deep/er/*.txt\", debounce: 20ms }\n",
+    );
+    let root = dir.path();
+    let daemon = start(root, Default::default()).await;
+    let store = Store::open(&root.join("aurad.db")).unwrap();
+    std::fs::create_dir(root.join("deep")).unwrap();
+    std::fs::create_dir(root.join("deep/er")).unwrap();
+    write(root, "deep/er/x.txt", "hello");
+    eventually("the file in the new folder to run", WAIT, || async {
+        runs(&store, "a")
+            .await
+            .into_iter()
+            .find(|r| r.input == "Read deep/er/x.txt" && r.state.is_final())
+    })
+    .await;
     daemon.stop().await.unwrap();
 }
