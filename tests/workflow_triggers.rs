@@ -225,6 +225,17 @@ fn bad_trigger_fields_are_located() {
     );
 }
 
+/// Waits until a run of agent `a` with `input` has ended.
+async fn ended(store: &Store, input: &str, what: &str) {
+    eventually(what, WAIT, || async {
+        runs(store, "a")
+            .await
+            .into_iter()
+            .find(|r| r.input == input && r.state.is_final())
+    })
+    .await;
+}
+
 /// (path, state) of every run of `agent` in the database at `db`.
 fn file_runs(db: &Path, agent: &str) -> Vec<(String, String)> {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -378,6 +389,13 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
     let root = dir.path();
     let daemon = start(root, watching()).await;
     let store = Store::open(&root.join("aurad.db")).unwrap();
+    // The config watcher starts just after the API listens: written until
+    // seen, a probe agent says it is on.
+    eventually("hot reload to be on", WAIT, || async {
+        write(root, "agents/probe.yaml", "model: test\nprompt: p\n");
+        (get(&daemon, "/v1/agents/probe").await.0 == 200).then_some(())
+    })
+    .await;
     write(root, "drop/early.txt", "there before the watch");
     write(
         root,
@@ -385,21 +403,14 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
         "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"drop/*.txt\", debounce: 50ms }\n",
     );
     // The file there before the reload is found by the look at the folder.
-    eventually("the file there before the watch to run", WAIT, || async {
-        runs(&store, "a")
-            .await
-            .into_iter()
-            .find(|r| r.input == "Read drop/early.txt" && r.state.is_final())
-    })
+    ended(
+        &store,
+        "Read drop/early.txt",
+        "the file there before the watch to run",
+    )
     .await;
     write(root, "drop/late.txt", "dropped after");
-    eventually("the dropped file to run", WAIT, || async {
-        runs(&store, "a")
-            .await
-            .into_iter()
-            .find(|r| r.input == "Read drop/late.txt" && r.state.is_final())
-    })
-    .await;
+    ended(&store, "Read drop/late.txt", "the dropped file to run").await;
     // Watching another folder instead: drop/ is not followed any more. A
     // file dropped there first and one in the new folder after: once the
     // second has run, the first would have (same debounce, earlier).
@@ -412,12 +423,11 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
     wait_hash(&daemon, "a", old.as_deref()).await;
     write(root, "drop/ignored.txt", "nobody watches");
     write(root, "other/seen.txt", "watched");
-    eventually("the file of the new folder to run", WAIT, || async {
-        runs(&store, "a")
-            .await
-            .into_iter()
-            .find(|r| r.input == "Read other/seen.txt" && r.state.is_final())
-    })
+    ended(
+        &store,
+        "Read other/seen.txt",
+        "the file of the new folder to run",
+    )
     .await;
     let inputs: Vec<String> = runs(&store, "a")
         .await
@@ -432,5 +442,27 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
             "Read other/seen.txt"
         ]
     );
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_created_after_the_start_is_followed() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(
+        &mock,
+        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"deep/er/*.txt\", debounce: 20ms }\n",
+    );
+    let root = dir.path();
+    let daemon = start(root, Default::default()).await;
+    let store = Store::open(&root.join("aurad.db")).unwrap();
+    std::fs::create_dir(root.join("deep")).unwrap();
+    std::fs::create_dir(root.join("deep/er")).unwrap();
+    write(root, "deep/er/x.txt", "hello");
+    ended(
+        &store,
+        "Read deep/er/x.txt",
+        "the file in the new folder to run",
+    )
+    .await;
     daemon.stop().await.unwrap();
 }

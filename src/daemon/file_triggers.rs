@@ -100,8 +100,19 @@ pub async fn run(
                 while let Ok(more) = events.try_recv() {
                     paths.push(more);
                 }
-                // A glob's folder created since: watch it and look inside.
-                if watched.len() < base_dirs(&sets).len() {
+                // A glob's folder (or a folder above it) created since:
+                // watch it and look inside. Other events at the root (the
+                // database's journal, say) cost nothing more.
+                let missing: Vec<PathBuf> = base_dirs(&sets)
+                    .into_iter()
+                    .filter(|d| !watched.contains(&canonical.join(d)))
+                    .collect();
+                let appeared = paths.iter().any(|p| {
+                    p.strip_prefix(&canonical).is_ok_and(|rel| {
+                        !rel.as_os_str().is_empty() && missing.iter().any(|d| d.starts_with(rel))
+                    })
+                });
+                if appeared {
                     rewatch(&mut watcher, &canonical, &sets, &mut watched);
                     files.scan(&sets).await;
                 }
@@ -158,7 +169,21 @@ fn rewatch(
     }
     for dir in base_dirs(sets) {
         let full = root.join(&dir);
-        if dir.as_os_str().is_empty() || !full.is_dir() {
+        if dir.as_os_str().is_empty() {
+            continue;
+        }
+        if !full.is_dir() {
+            // Not there yet: its nearest folder that is (below the root)
+            // is watched, so each level is seen when it is created.
+            if let Some(parent) = full
+                .ancestors()
+                .skip(1)
+                .take_while(|a| *a != root)
+                .find(|a| a.is_dir())
+                && watcher.watch(parent, RecursiveMode::NonRecursive).is_ok()
+            {
+                watched.push(parent.to_path_buf());
+            }
             continue;
         }
         match watcher.watch(&full, RecursiveMode::Recursive) {

@@ -119,6 +119,9 @@ async fn start_followers(
             Err(SubmitError::AlreadyTriggered) => {
                 tracing::debug!(run = %run_id, agent = %follower.name, "follow-up started already")
             }
+            Err(SubmitError::ShuttingDown) => {
+                tracing::warn!(run = %run_id, agent = %follower.name, "run ended during shutdown: its follow-up (after:) is not started")
+            }
             Err(e) => {
                 tracing::error!(run = %run_id, agent = %follower.name, "cannot start the follow-up run (after:): {e}")
             }

@@ -40,7 +40,8 @@ pub struct RunRequest {
     pub input: Option<String>,
     /// Overrides the agent's model (`--model`).
     pub model: Option<String>,
-    /// What started the run: `cli`, `schedule`, `api`, `webhook`.
+    /// What started the run: `cli`, `schedule`, `api`, `webhook`, `retry`,
+    /// `after` (another run ended), `watch` (a file).
     pub trigger: String,
     /// `{{ vars.X }}` in the templates.
     pub vars: serde_json::Map<String, serde_json::Value>,

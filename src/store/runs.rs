@@ -26,7 +26,8 @@ pub struct Fire {
 pub struct NewRun {
     pub id: String,
     pub agent: String,
-    /// What started it: `cli`, `schedule`, `api`, `webhook`.
+    /// What started it: `cli`, `schedule`, `api`, `webhook`, `retry`, `after`,
+    /// `watch`.
     pub trigger: String,
     pub input: String,
     /// `<provider>/<model>` as resolved for this run.
