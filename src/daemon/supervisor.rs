@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::clock::Clock;
 use super::hub::Hub;
 use super::metrics::Metrics;
-use super::runner::{PreparedRun, RunRequest, RunSink, new_run, prepare_shared, run_claimed};
+use super::runner::{PreparedRun, RunRequest, RunSink, new_run, prepare, run_claimed};
 use super::template::RequestVars;
 use crate::config::OnOverlap;
 use crate::registry::Snapshot;
@@ -189,7 +189,7 @@ impl Supervisor {
         let fire = request.fire.clone();
         let schedule = schedule_of(&request);
         let delivery = request.delivery.clone();
-        let prepared = match prepare_shared(&snapshot, request, &*self.env) {
+        let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) if fire.is_some() => {
                 // A scheduled fire that cannot start is recorded, not lost.
@@ -292,7 +292,7 @@ impl Supervisor {
             run_id: Some(queued.id.clone()),
             ..RunRequest::default()
         };
-        let prepared = match prepare_shared(&snapshot, request, &*self.env) {
+        let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) => {
                 let reason = format!(
