@@ -101,14 +101,7 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         } else {
             r.agent.clone()
         };
-        let duration = match (r.started_at, r.finished_at) {
-            (Some(s), Some(f)) => duration_between(s, f),
-            _ => "-".into(),
-        };
-        let (cost, tokens) = match format_usage(&r.usage) {
-            Some(tokens) => (format_cost(r.cost_usd), tokens),
-            None => ("-".into(), "-".into()),
-        };
+        let (duration, cost, tokens) = time_cost_tokens(&r);
         println!(
             "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {:>12}  {}",
             r.id,
@@ -122,6 +115,20 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         );
     }
     EXIT_OK
+}
+
+/// A run's duration, cost and tokens as `aurad runs` shows them (`-` where
+/// unknown).
+fn time_cost_tokens(r: &crate::store::RunRecord) -> (String, String, String) {
+    let time = match (r.started_at, r.finished_at) {
+        (Some(s), Some(f)) => duration_between(s, f),
+        _ => "-".into(),
+    };
+    let (cost, tokens) = match format_usage(&r.usage) {
+        Some(tokens) => (format_cost(r.cost_usd), tokens),
+        None => ("-".into(), "-".into()),
+    };
+    (time, cost, tokens)
 }
 
 fn duration_between(
@@ -269,14 +276,7 @@ fn sub_runs(
     })?;
     children.reverse();
     for r in children {
-        let time = match (r.started_at, r.finished_at) {
-            (Some(s), Some(f)) => duration_between(s, f),
-            _ => "-".into(),
-        };
-        let (cost, tokens) = match format_usage(&r.usage) {
-            Some(tokens) => (format_cost(r.cost_usd), tokens),
-            None => ("-".into(), "-".into()),
-        };
+        let (time, cost, tokens) = time_cost_tokens(&r);
         lines.push(format!(
             "{:indent$}↳ {}  {}  {}  {}  {}  {}{}",
             "",

@@ -25,8 +25,6 @@ struct RawAgent {
     #[serde(default)]
     tools: Vec<String>,
     #[serde(default)]
-    agents: Vec<String>,
-    #[serde(default)]
     limits: RawLimits,
     temperature: Option<f32>,
     max_tokens: Option<u32>,
@@ -42,6 +40,8 @@ struct RawAgent {
     after: Option<Value>,
     watch: Option<Value>,
     sandbox: Option<Value>,
+    #[serde(default)]
+    agents: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

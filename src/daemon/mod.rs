@@ -164,8 +164,14 @@ impl Daemon {
         let mut tools = snapshot.tools.names_matching(&agent.tools);
         if agent.memory.tools {
             tools.extend(crate::memory::memory_tool_names());
-            tools.sort();
         }
+        tools.extend(
+            agent
+                .agents
+                .iter()
+                .map(|a| crate::registry::sub_agents::agent_tool_name(a)),
+        );
+        tools.sort();
         Ok(AgentInfo {
             tools: Some(tools),
             ..AgentInfo::new(
