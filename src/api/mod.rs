@@ -14,6 +14,7 @@
 //! record and error types) and `types`.
 
 mod agents;
+mod approvals;
 mod backend;
 mod guard;
 mod hooks;
@@ -93,6 +94,7 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(sse::events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
+        .route("/v1/runs/{id}/approval", post(approvals::decide))
         .route("/v1/status", get(status::show))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_token));
     // Everything but the webhooks (signed instead) refuses what a web page

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use super::approval::{ApprovalConfig, RawApproval, parse_approval};
 use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate};
 pub use super::limits::Limits;
@@ -38,6 +39,9 @@ struct RawAgent {
     output_schema: Option<Value>,
     webhook: Option<Value>,
     sandbox: Option<Value>,
+    approve: Option<Value>,
+    approval_timeout: Option<Value>,
+    notify: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -103,6 +107,8 @@ pub struct Agent {
     /// What the processes of its tools (`bash`, `tools.d` commands) may
     /// write; enforced with Linux Landlock.
     pub sandbox: SandboxMode,
+    /// `approve:`, `approval_timeout:` and `notify:`.
+    pub approval: ApprovalConfig,
     /// SHA-256 of the file as written (before interpolation), hex.
     pub hash: String,
     /// The interpolated text, for locating later diagnostics.
@@ -323,6 +329,15 @@ pub fn parse_agent(
             }
         },
     };
+    let approval = parse_approval(
+        RawApproval {
+            approve: raw.approve.as_ref(),
+            approval_timeout: raw.approval_timeout.as_ref(),
+            notify: raw.notify.as_ref(),
+        },
+        &err,
+        &mut diags,
+    );
     if diags.iter().any(Diagnostic::is_error) {
         return (None, diags);
     }
@@ -342,6 +357,7 @@ pub fn parse_agent(
         memory,
         triggers,
         sandbox,
+        approval,
         hash,
         text: text.to_string(),
     };

@@ -4,6 +4,7 @@
 //! problem reported. Depends on `types` only.
 
 pub mod agent;
+pub mod approval;
 pub mod bounds;
 pub mod diag;
 pub mod duration;

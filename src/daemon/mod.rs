@@ -6,11 +6,13 @@
 //!
 //! May depend on `registry`, `engine`, `store`, `scheduler`, `api`.
 
+pub mod approvals;
 mod backend;
 pub mod clock;
 pub mod hub;
 pub mod lock;
 pub mod metrics;
+pub mod notify;
 pub mod owner;
 pub mod recorder;
 pub mod reload;

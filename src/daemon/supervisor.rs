@@ -6,7 +6,10 @@
 //! cancellation token and live event hub, and tracks consecutive failures
 //! for the schedule backoff (a run cut off by a crash is not one). A webhook
 //! delivery is claimed with its run; queued runs a dead daemon left are
-//! taken over with [`Supervisor::resume`].
+//! taken over with [`Supervisor::resume`]. A run waiting for a person's
+//! approval holds no slot: it gives it back while it waits and takes one
+//! again (waiting `queued` if need be) once decided; runs a dead daemon
+//! left waiting are taken over with [`Supervisor::resume_waiting`].
 //!
 //! State is one `std::sync::Mutex`, never held across an `.await`.
 
@@ -18,15 +21,20 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::approvals::{Approvals, Slots};
 use super::clock::Clock;
 use super::hub::Hub;
 use super::metrics::Metrics;
-use super::runner::{PreparedRun, RunRequest, RunSink, new_run, prepare, run_claimed};
+use super::notify::Notifier;
+use super::runner::{
+    PreparedRun, RunRequest, RunServices, RunSink, new_run, prepare, run_claimed_with,
+};
 use super::template::RequestVars;
 use crate::config::OnOverlap;
+use crate::engine::approval::Checkpoint;
 use crate::registry::Snapshot;
 use crate::scheduler::failure_backoff;
-use crate::store::{NewRun, RunRecord, Store, StoreError};
+use crate::store::{NewRun, RunRecord, Store, StoreError, WaitingRun};
 use crate::types::{RunEvent, RunState, ScheduleId};
 
 /// The process environment (or a test's), shared with runs.
@@ -69,6 +77,9 @@ pub struct Supervisor {
     state: Mutex<State>,
     /// Signalled whenever a run ends or a slot frees.
     changed: Notify,
+    /// Where runs wait for and get approval decisions.
+    approvals: Approvals,
+    notifier: Notifier,
 }
 
 struct State {
@@ -91,6 +102,10 @@ struct Live {
     hub: Arc<Hub>,
     /// Held by `on_overlap: queue`: waits until the agent's earlier runs end.
     held: bool,
+    /// It holds one of the `limit` slots.
+    slot: bool,
+    /// It waits for a person's approval (holding no slot, not queued).
+    waiting_approval: bool,
 }
 
 /// What identifies a schedule of an agent for `on_overlap: replace`: what
@@ -123,6 +138,7 @@ impl Supervisor {
         limit: usize,
     ) -> Supervisor {
         Supervisor {
+            approvals: Approvals::new(store.clone()),
             store,
             metrics,
             clock,
@@ -138,7 +154,13 @@ impl Supervisor {
                 health: HashMap::new(),
             }),
             changed: Notify::new(),
+            notifier: Notifier::default(),
         }
+    }
+
+    /// Where approval decisions are recorded and waited for.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -324,6 +346,77 @@ impl Supervisor {
         Ok(RunState::Queued)
     }
 
+    /// Takes over `waiting`, a run left `waiting_approval` by a process
+    /// that is gone: it goes on from its stored checkpoint, still waiting
+    /// for the decision (holding no slot), and when decided runs to its end
+    /// like any run. One that cannot be prepared any more (its agent was
+    /// removed, say) or has no usable checkpoint is recorded `interrupted`
+    /// with the reason. Returns the run's state now.
+    pub async fn resume_waiting(
+        self: &Arc<Self>,
+        snapshot: Arc<Snapshot>,
+        waiting: &WaitingRun,
+    ) -> Result<RunState, SubmitError> {
+        if !self.lock().accepting {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let run = &waiting.run;
+        let checkpoint = self
+            .store
+            .approval_checkpoint(&run.id)
+            .await?
+            .ok_or_else(|| "its checkpoint is missing".to_string())
+            .and_then(|text| {
+                serde_json::from_str::<Checkpoint>(&text)
+                    .map_err(|e| format!("its checkpoint cannot be read: {e}"))
+            });
+        let request = RunRequest {
+            agent: run.agent.clone(),
+            input: Some(run.input.clone()),
+            model: Some(run.model.clone()).filter(|m| !m.is_empty()),
+            trigger: run.trigger.clone(),
+            run_id: Some(run.id.clone()),
+            ..RunRequest::default()
+        };
+        let prepared = checkpoint.and_then(|checkpoint| {
+            let mut prepared = prepare(&snapshot, request, &*self.env)?;
+            prepared.spec.resume = Some(checkpoint);
+            Ok(prepared)
+        });
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            Err(message) => {
+                let reason = format!(
+                    "interrupted: waiting for approval when the daemon stopped, and it cannot go on: {message}"
+                );
+                self.store
+                    .finish_run(
+                        &run.id,
+                        RunState::Interrupted,
+                        Some(reason),
+                        None,
+                        Default::default(),
+                    )
+                    .await?;
+                return Ok(RunState::Interrupted);
+            }
+        };
+        let hub = Arc::new(Hub::default());
+        {
+            let mut state = self.lock();
+            let mut live = self.live(&run.agent, None, &hub, false);
+            live.waiting_approval = true;
+            state.insert(&run.id, live);
+        }
+        self.publish_counts();
+        let this = self.clone();
+        // Driven as claimed (no wait for a slot, no start in the store): the
+        // engine goes straight back to waiting, which needs no slot.
+        self.tracker
+            .spawn(async move { this.drive(prepared, hub, true).await });
+        Ok(RunState::WaitingApproval)
+    }
+
     /// Decides overlap and enters the run under one lock, so two fires
     /// cannot both see the agent idle: `(Some(reason), _)` when it is to be
     /// recorded skipped (not entered), else whether it took a slot.
@@ -380,7 +473,9 @@ impl Supervisor {
         if slot {
             state.running += 1;
         }
-        state.insert(id, self.live(agent, schedule, hub, held));
+        let mut live = self.live(agent, schedule, hub, held);
+        live.slot = slot;
+        state.insert(id, live);
         Ok((None, slot))
     }
 
@@ -407,6 +502,8 @@ impl Supervisor {
             cancel: self.root.child_token(),
             hub: hub.clone(),
             held,
+            slot: false,
+            waiting_approval: false,
         }
     }
 
@@ -507,6 +604,8 @@ impl Supervisor {
                     s.running += 1;
                     if let Some(live) = s.runs.get_mut(id) {
                         live.held = false;
+                        live.slot = true;
+                        live.waiting_approval = false;
                     }
                     return true;
                 }
@@ -543,7 +642,12 @@ impl Supervisor {
                     metrics: self.metrics.clone(),
                     agent: agent.clone(),
                 };
-                match run_claimed(prepared, &self.store, cancel, &mut sink).await {
+                let services = RunServices {
+                    approvals: &self.approvals,
+                    notifier: &self.notifier,
+                    slots: Some(self),
+                };
+                match run_claimed_with(prepared, &self.store, cancel, &mut sink, services).await {
                     Ok(outcome) => Some(outcome.state),
                     Err(e) => {
                         tracing::error!(run = %id, "the run's record is incomplete: {e}");
@@ -557,7 +661,7 @@ impl Supervisor {
                 None
             }
         };
-        self.release_slot();
+        self.release_slot_of(&id, false);
         result
     }
 
@@ -569,10 +673,31 @@ impl Supervisor {
         self.changed.notify_waiters();
     }
 
+    /// Gives back the slot run `id` holds, if it holds one; `waiting`: it
+    /// now waits for approval.
+    fn release_slot_of(&self, id: &str, waiting: bool) {
+        let mut s = self.lock();
+        let held = s.runs.get_mut(id).is_some_and(|live| {
+            live.waiting_approval = waiting;
+            std::mem::take(&mut live.slot)
+        });
+        if held {
+            s.running = s.running.saturating_sub(1);
+        }
+        drop(s);
+        self.changed.notify_waiters();
+        self.publish_counts();
+    }
+
     fn publish_counts(&self) {
-        let (running, queued) = self.counts();
+        let (running, queued, waiting) = {
+            let s = self.lock();
+            let (running, queued) = s.counts();
+            (running, queued, s.waiting_approval())
+        };
         self.metrics.set_runs_in_flight(running);
         self.metrics.set_runs_queued(queued);
+        self.metrics.set_runs_waiting_approval(waiting);
     }
 
     /// Removes a run that was entered but not claimed, and gives back its
@@ -616,12 +741,41 @@ impl Supervisor {
     }
 }
 
+impl Slots for Supervisor {
+    fn release(&self, run_id: &str) {
+        self.release_slot_of(run_id, true);
+    }
+
+    fn acquire<'a>(&'a self, run_id: &'a str) -> futures::future::BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let Some(cancel) = self.lock().runs.get(run_id).map(|l| l.cancel.clone()) else {
+                return false;
+            };
+            let took = self.wait_turn(run_id, &cancel).await;
+            self.publish_counts();
+            took
+        })
+    }
+}
+
 impl State {
     /// (running, queued): runs holding a slot, and the other runs in
     /// flight. Saturating, so a moment where a slot is counted for a run
     /// already gone reads as none queued, never as an overflow.
     fn counts(&self) -> (usize, usize) {
-        (self.running, self.runs.len().saturating_sub(self.running))
+        let waiting = self.waiting_approval();
+        (
+            self.running,
+            self.runs
+                .len()
+                .saturating_sub(self.running)
+                .saturating_sub(waiting),
+        )
+    }
+
+    /// Runs waiting for a person's approval.
+    fn waiting_approval(&self) -> usize {
+        self.runs.values().filter(|l| l.waiting_approval).count()
     }
 
     fn insert(&mut self, id: &str, live: Live) {
