@@ -63,10 +63,11 @@ pub struct Decision {
 impl Decision {
     /// The tool result the model gets for a denied call.
     pub fn denial_text(&self) -> String {
-        format!(
-            "denied by a person: {}",
-            self.reason.as_deref().unwrap_or("no reason given")
-        )
+        let reason = self.reason.as_deref().unwrap_or("no reason given");
+        match self.by {
+            DecidedBy::Timeout => format!("denied: {reason}"),
+            DecidedBy::Cli | DecidedBy::Api => format!("denied by a person: {reason}"),
+        }
     }
 }
 
