@@ -260,6 +260,11 @@ fn a_waiting_run_survives_a_sigkill_and_completes_when_approved_after_restart() 
     let mut serve = Serve::start(root, addr, &[]);
     let id = start_run(&serve, "gated", "gated: survive");
     wait_state(&serve, &id, "waiting_approval");
+    // A graceful stop leaves it waiting too (not cancelled).
+    serve.signal(libc::SIGTERM);
+    assert!(serve.wait_exit().success(), "{}", serve.log());
+    let mut serve = Serve::start(root, addr, &[]);
+    wait_state(&serve, &id, "waiting_approval");
     serve.kill_now();
     // The CLI works with no daemon: the decision waits in the store.
     let listed = approve(root, &[]);

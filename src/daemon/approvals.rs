@@ -14,11 +14,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use super::notify::{Notice, Notifier};
 use crate::config::approval::{ApprovalConfig, NotifyEvent};
 use crate::config::duration::format_duration;
-use crate::engine::approval::{ApprovalGate, Checkpoint};
+use crate::engine::approval::{ApprovalGate, Checkpoint, NoDecision};
 use crate::store::{Store, StoreError};
 use crate::tools::registry::glob_match;
 use crate::types::RunState;
@@ -153,6 +154,9 @@ pub struct RunGate<'a> {
     pub run_id: &'a str,
     pub agent: &'a str,
     pub slots: Option<&'a dyn Slots>,
+    /// Cancelled when the daemon stops: the run stops waiting here and
+    /// stays `waiting_approval` in the store.
+    pub closing: Option<&'a CancellationToken>,
 }
 
 impl ApprovalGate for RunGate<'_> {
@@ -201,23 +205,39 @@ impl ApprovalGate for RunGate<'_> {
     fn decision<'a>(
         &'a self,
         request: &'a ApprovalRequest,
-    ) -> BoxFuture<'a, Result<Decision, String>> {
+    ) -> BoxFuture<'a, Result<Decision, NoDecision>> {
         Box::pin(async move {
-            let decision = self
-                .approvals
-                .wait(self.run_id, request)
-                .await
-                .map_err(|e| e.to_string())?;
-            if let Some(slots) = self.slots
-                && !slots.acquire(self.run_id).await
-            {
-                return Err("cancelled while waiting for a slot after the decision".into());
-            }
+            let closing = async {
+                match self.closing {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let decided = async {
+                let decision = self
+                    .approvals
+                    .wait(self.run_id, request)
+                    .await
+                    .map_err(|e| NoDecision::Failed(e.to_string()))?;
+                if let Some(slots) = self.slots
+                    && !slots.acquire(self.run_id).await
+                {
+                    return Err(NoDecision::Failed(
+                        "cancelled while waiting for a slot after the decision".into(),
+                    ));
+                }
+                Ok(decision)
+            };
+            let decision = tokio::select! {
+                biased;
+                _ = closing => return Err(NoDecision::Suspended),
+                decision = decided => decision?,
+            };
             let resumed = self
                 .store
                 .resume_after_approval(self.run_id, super::owner::this_process())
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| NoDecision::Failed(e.to_string()))?;
             if !resumed {
                 let state = self
                     .store
@@ -226,9 +246,9 @@ impl ApprovalGate for RunGate<'_> {
                     .ok()
                     .flatten()
                     .map_or(RunState::WaitingApproval, |r| r.state);
-                return Err(format!(
+                return Err(NoDecision::Failed(format!(
                     "the run is {state}, no longer waiting for approval"
-                ));
+                )));
             }
             Ok(decision)
         })

@@ -409,6 +409,7 @@ pub async fn run_claimed(
         approvals: &approvals,
         notifier: &Notifier::default(),
         slots: None,
+        closing: None,
     };
     run_claimed_with(prepared, store, cancel, sink, services).await
 }
@@ -420,6 +421,9 @@ pub struct RunServices<'a> {
     pub approvals: &'a Approvals,
     pub notifier: &'a Notifier,
     pub slots: Option<&'a dyn Slots>,
+    /// Cancelled when the daemon stops: a run waiting for approval then
+    /// stops here and stays `waiting_approval` in the store.
+    pub closing: Option<&'a CancellationToken>,
 }
 
 /// [`run_claimed`] with the daemon's `services`. A run resumed from an
@@ -477,6 +481,7 @@ pub async fn run_claimed_with(
         run_id: &spec.run_id,
         agent: &spec.agent,
         slots: services.slots,
+        closing: services.closing,
     };
     let parts = Parts {
         provider: provider.as_ref(),
@@ -518,6 +523,12 @@ pub async fn run_claimed_with(
     let (mut outcome, last_batch) = tokio::join!(engine, record);
     redact_outcome(&redactor, &mut outcome);
     let state = outcome.state;
+    if state == RunState::WaitingApproval {
+        // Suspended: no end yet; the run waits on in the store.
+        let last_seq = append_retrying(store, &spec.run_id, &last_batch).await?;
+        sink.committed(last_seq);
+        return Ok(outcome);
+    }
     debug_assert!(state != RunState::Running);
     let end = RunEnd {
         state,

@@ -74,6 +74,9 @@ pub struct Supervisor {
     tracker: TaskTracker,
     /// Parent of every run's token: cancelled at the end of the grace period.
     root: CancellationToken,
+    /// Cancelled when the daemon stops accepting runs: runs waiting for
+    /// approval stop there and stay waiting in the store.
+    closing: CancellationToken,
     state: Mutex<State>,
     /// Signalled whenever a run ends or a slot frees.
     changed: Notify,
@@ -145,6 +148,7 @@ impl Supervisor {
             env,
             tracker: TaskTracker::new(),
             root: CancellationToken::new(),
+            closing: CancellationToken::new(),
             state: Mutex::new(State {
                 accepting: true,
                 limit: limit.max(1),
@@ -575,7 +579,7 @@ impl Supervisor {
                 }
             }
         }
-        if let Some(state) = state {
+        if let Some(state) = state.filter(|s| s.is_final()) {
             self.metrics
                 .run_finished(&agent, state.as_str(), started.elapsed());
         }
@@ -646,6 +650,7 @@ impl Supervisor {
                     approvals: &self.approvals,
                     notifier: &self.notifier,
                     slots: Some(self),
+                    closing: Some(&self.closing),
                 };
                 match run_claimed_with(prepared, &self.store, cancel, &mut sink, services).await {
                     Ok(outcome) => Some(outcome.state),
@@ -727,6 +732,7 @@ impl Supervisor {
     /// Stops accepting runs (shutdown).
     pub fn close(&self) {
         self.lock().accepting = false;
+        self.closing.cancel();
         self.tracker.close();
     }
 

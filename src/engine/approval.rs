@@ -38,7 +38,18 @@ pub trait ApprovalGate: Send + Sync {
     fn decision<'a>(
         &'a self,
         request: &'a ApprovalRequest,
-    ) -> BoxFuture<'a, Result<Decision, String>>;
+    ) -> BoxFuture<'a, Result<Decision, NoDecision>>;
+}
+
+/// Why [`ApprovalGate::decision`] returned without a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoDecision {
+    /// The daemon is stopping: the run stays `waiting_approval` in the
+    /// store, to go on after the restart. The engine ends without a final
+    /// state.
+    Suspended,
+    /// Waiting failed (the store, say); the run fails with this.
+    Failed(String),
 }
 
 /// One tool call's result, kept in a checkpoint.

@@ -26,7 +26,7 @@ use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::approval::ApprovalRequest;
 use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Usage};
-use approval::{ApprovalGate, CallResult, Checkpoint, RunClock};
+use approval::{ApprovalGate, CallResult, Checkpoint, NoDecision, RunClock};
 use output::OutputCheck;
 
 /// Everything about one run that the engine needs, already resolved.
@@ -122,7 +122,9 @@ pub struct RunOutcome {
 
 /// Runs the loop to its end. `cancel` ends it as `cancelled`; the run's own
 /// timeout ends it as `timed_out`. The last event sent is always
-/// [`RunEvent::Finished`], with the same state and reason as the outcome.
+/// [`RunEvent::Finished`], with the same state and reason as the outcome,
+/// except for a run suspended while it waits for approval (the daemon
+/// stops): its outcome is `waiting_approval`, and it has no end yet.
 pub async fn run(
     spec: &RunSpec,
     parts: Parts<'_>,
@@ -185,6 +187,19 @@ pub async fn run(
             None,
         ),
         End::Stopped => (RunState::Cancelled, Some("cancelled".into()), None),
+        End::Suspended => {
+            // Not an end: the run waits on in the store, and a later
+            // process goes on from its checkpoint.
+            return RunOutcome {
+                state: RunState::WaitingApproval,
+                reason: None,
+                output: None,
+                usage,
+                cost_usd,
+                result: None,
+                iterations,
+            };
+        }
     };
     let _ = events.send(RunEvent::Finished {
         state: run_state,
@@ -237,6 +252,9 @@ enum End {
     OverBudget(String),
     /// The run's token fired: cancelled or timed out.
     Stopped,
+    /// The daemon stops while the run waits for approval: it stays
+    /// waiting in the store.
+    Suspended,
 }
 
 struct LoopState<'a> {
@@ -559,7 +577,10 @@ impl LoopState<'_> {
             remaining_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
         };
         let asked = async {
-            let timeout_at = gate.request(&request, &checkpoint).await?;
+            let timeout_at = gate
+                .request(&request, &checkpoint)
+                .await
+                .map_err(NoDecision::Failed)?;
             if turn.waiting != Some(i) {
                 self.emit(RunEvent::ApprovalRequested {
                     id: call.id.clone(),
@@ -576,11 +597,12 @@ impl LoopState<'_> {
             decision = asked => decision,
         };
         self.clock.restart(left);
-        let decision = decision.map_err(|e| {
-            End::Failed(format!(
+        let decision = decision.map_err(|e| match e {
+            NoDecision::Suspended => End::Suspended,
+            NoDecision::Failed(e) => End::Failed(format!(
                 "cannot wait for the approval of `{}`: {e}",
                 call.name
-            ))
+            )),
         })?;
         self.emit(RunEvent::ApprovalDecided {
             id: call.id.clone(),
