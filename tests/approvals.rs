@@ -194,9 +194,11 @@ fn a_gated_call_waits_without_its_slot_and_runs_once_approved_by_the_cli() {
 #[test]
 fn a_denial_through_the_api_reaches_the_model_and_the_run_goes_on() {
     let mock = mock();
-    let (dir, addr) = project(&mock, &[("gated", &gated(""))], "");
+    // The time spent waiting does not count against limits.timeout.
+    let (dir, addr) = project(&mock, &[("gated", &gated("limits: { timeout: 1s }\n"))], "");
     let root = dir.path();
     let serve = Serve::start(root, addr, &[]);
+    let started = Instant::now();
     let id = start_run(&serve, "gated", "gated: deploy");
     wait_state(&serve, &id, "waiting_approval");
     let path = format!("/v1/runs/{id}/approval");
@@ -217,6 +219,10 @@ fn a_denial_through_the_api_reaches_the_model_and_the_run_goes_on() {
     assert_eq!(not_json.0, 415, "{not_json:?}");
     assert_eq!(run_of(&serve, &id).unwrap()["state"], "waiting_approval");
 
+    poll("the run's own timeout to pass", String::new, || {
+        (started.elapsed() > Duration::from_millis(1500)).then_some(())
+    });
+    assert_eq!(run_of(&serve, &id).unwrap()["state"], "waiting_approval");
     let (status, answer) = http_post_json(addr, &path, &body).unwrap();
     assert_eq!(status, 200, "{answer}");
     let answer: Value = serde_json::from_str(&answer).unwrap();
