@@ -4,7 +4,8 @@
 //! auth, request logging, the 1 MiB body limit, and the JSON error shape
 //! every handler answers with (`{"error": "<what to do>"}`). The handlers live in
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
-//! runs), `sse` (a run's events as server-sent events), `status` (what the
+//! runs), `approvals` (a person's decision on a run waiting for approval),
+//! `sse` (a run's events as server-sent events), `status` (what the
 //! configuration loaded and left out), `hooks` (signed webhooks) and
 //! `signatures` (the webhook signing schemes).
 //!

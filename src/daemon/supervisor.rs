@@ -320,19 +320,9 @@ impl Supervisor {
         let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) => {
-                let reason = format!(
+                return self.interrupt(&queued.id, format!(
                     "interrupted: queued when the daemon that accepted it stopped, and it cannot be started again: {message}"
-                );
-                self.store
-                    .finish_run(
-                        &queued.id,
-                        RunState::Interrupted,
-                        Some(reason),
-                        None,
-                        Default::default(),
-                    )
-                    .await?;
-                return Ok(RunState::Interrupted);
+                )).await;
             }
         };
         let hub = Arc::new(Hub::default());
@@ -390,19 +380,9 @@ impl Supervisor {
         let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(message) => {
-                let reason = format!(
+                return self.interrupt(&run.id, format!(
                     "interrupted: waiting for approval when the daemon stopped, and it cannot go on: {message}"
-                );
-                self.store
-                    .finish_run(
-                        &run.id,
-                        RunState::Interrupted,
-                        Some(reason),
-                        None,
-                        Default::default(),
-                    )
-                    .await?;
-                return Ok(RunState::Interrupted);
+                )).await;
             }
         };
         let hub = Arc::new(Hub::default());
@@ -419,6 +399,21 @@ impl Supervisor {
         self.tracker
             .spawn(async move { this.drive(prepared, hub, true).await });
         Ok(RunState::WaitingApproval)
+    }
+
+    /// Records a run left by a process that is gone, which this one cannot
+    /// take over, `interrupted` for `reason`.
+    async fn interrupt(&self, id: &str, reason: String) -> Result<RunState, SubmitError> {
+        self.store
+            .finish_run(
+                id,
+                RunState::Interrupted,
+                Some(reason),
+                None,
+                Default::default(),
+            )
+            .await?;
+        Ok(RunState::Interrupted)
     }
 
     /// Decides overlap and enters the run under one lock, so two fires

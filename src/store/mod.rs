@@ -32,6 +32,8 @@
 //! (waiting for each thread unless dropped on that thread itself).
 
 mod approvals;
+#[cfg(test)]
+mod approvals_tests;
 mod fires;
 #[cfg(test)]
 mod fires_tests;
