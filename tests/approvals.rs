@@ -39,10 +39,19 @@ fn mock() -> MockLlm {
             .and_then(|m| m["content"].as_str())
             .unwrap_or_default()
             .to_string();
-        if last["role"] == "tool" {
+        if last["role"] == "tool" && !first_user.contains("mixed") {
             Reply::Text(format!("done: {}", last["content"].as_str().unwrap_or("")))
         } else if first_user.contains("fail") {
             Reply::error(400, "the mock refuses this request")
+        } else if first_user.contains("mixed") && last["role"] != "tool" {
+            Reply::ToolCalls(vec![
+                ("call_1".into(), "bash".into(), CALL.into()),
+                (
+                    "call_2".into(),
+                    "calculator".into(),
+                    r#"{"expression":"6*7"}"#.into(),
+                ),
+            ])
         } else if first_user.contains("gated") {
             Reply::tool_call("call_1", "bash", CALL)
         } else {
@@ -381,6 +390,12 @@ fn notify_tells_a_webhook_of_approvals_and_failures() {
         &[
             ("gated", &gated(notify)),
             ("failing", &format!("model: mock/m\nprompt: hi\n{notify}")),
+            (
+                "spender",
+                &format!(
+                    "model: mock/m\nprompt: hi\ntools: [calculator]\nlimits: {{ max_tokens_per_run: 10 }}\n{notify}"
+                ),
+            ),
         ],
         "",
     );
@@ -412,8 +427,14 @@ fn notify_tells_a_webhook_of_approvals_and_failures() {
             .contains("the mock refuses"),
         "{message}"
     );
+    let spent = start_run(&serve, "spender", "mixed: spend");
+    wait_state(&serve, &spent, "budget_exceeded");
+    let message = received.recv_timeout(DEADLINE).expect("a budget notice");
+    assert_eq!(message["event"], "budget_exceeded", "{message}");
+    assert_eq!(message["run_id"], spent.as_str());
+    assert_eq!(message["state"], "budget_exceeded");
     // The URL is a secret: it never reaches the stored events.
-    for run in [&id, &failed] {
+    for run in [&id, &failed, &spent] {
         let text = serde_json::to_string(&events(root, run)).unwrap();
         assert!(!text.contains(&url), "{text}");
     }
@@ -452,4 +473,46 @@ fn validate_reports_bad_approval_fields_with_their_place() {
         text.contains("notify.on[1]: \"paged\" is not one of"),
         "{text}"
     );
+}
+
+#[test]
+fn calls_of_the_same_turn_that_need_no_approval_run_and_results_keep_call_order() {
+    let mock = mock();
+    let agent = "model: mock/m\nprompt: hi\ntools: [bash, calculator]\napprove: [bash]\n";
+    let (dir, addr) = project(&mock, &[("mixed", agent)], "");
+    let root = dir.path();
+    let serve = Serve::start(root, addr, &[]);
+    let id = start_run(&serve, "mixed", "mixed: both");
+    wait_state(&serve, &id, "waiting_approval");
+    let (code, out, err) = approve(root, &[&id, "--deny", "no shell"]);
+    assert_eq!(code, 0, "{out}{err}");
+    wait_state(&serve, &id, "succeeded");
+    let last = mock.requests().last().cloned().expect("a model request");
+    let tools: Vec<(String, String)> = last
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            (
+                "call_1".to_string(),
+                "denied by a person: no shell".to_string()
+            ),
+            ("call_2".to_string(), "42".to_string()),
+        ],
+        "{:?}",
+        last.messages()
+    );
+    let events = events(root, &id);
+    let requested = of_type(&events, "approval_requested");
+    assert_eq!(requested.len(), 1, "only bash waits: {events:?}");
+    assert_eq!(requested[0]["name"], "bash");
 }
