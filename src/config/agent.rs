@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_yaml::Value;
 
-use super::approval::{ApprovalConfig, RawApproval, parse_approval};
+use super::approval::{ApprovalConfig, RawApproval, is_tool_glob, parse_approval};
 use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate};
 pub use super::limits::Limits;
@@ -228,11 +228,7 @@ pub fn parse_agent(
         }
     }
     for (i, pattern) in raw.tools.iter().enumerate() {
-        if pattern.is_empty()
-            || !pattern
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?'))
-        {
+        if !is_tool_glob(pattern) {
             diags.push(err(
                 &["tools"],
                 format!("tools[{i}]: {pattern:?} is not a tool name or glob (letters, digits, `_`, `-`, `*`, `?`)"),

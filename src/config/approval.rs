@@ -79,6 +79,15 @@ impl Default for ApprovalConfig {
     }
 }
 
+/// Is `pattern` a tool name or glob (letters, digits, `_`, `-`, `*`, `?`),
+/// as `tools:` and `approve:` take?
+pub(super) fn is_tool_glob(pattern: &str) -> bool {
+    !pattern.is_empty()
+        && pattern
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?'))
+}
+
 /// The raw fields, as written.
 pub struct RawApproval<'a> {
     pub approve: Option<&'a Value>,
@@ -99,14 +108,7 @@ pub fn parse_approval(
         Some(Value::Sequence(items)) => {
             for (i, item) in items.iter().enumerate() {
                 match item.as_str() {
-                    Some(p)
-                        if !p.is_empty()
-                            && p.chars().all(|c| {
-                                c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?')
-                            }) =>
-                    {
-                        config.approve.push(p.to_string())
-                    }
+                    Some(p) if is_tool_glob(p) => config.approve.push(p.to_string()),
                     _ => diags.push(err(
                         &["approve"],
                         format!(
