@@ -96,9 +96,11 @@ pub(super) fn trigger_error(e: TriggerError) -> ApiError {
         TriggerError::Submit(e @ SubmitError::ShuttingDown) => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
-        TriggerError::Submit(e @ (SubmitError::AlreadyFired | SubmitError::DuplicateDelivery)) => {
-            ApiError::new(StatusCode::CONFLICT, e.to_string())
-        }
+        TriggerError::Submit(
+            e @ (SubmitError::AlreadyFired
+            | SubmitError::DuplicateDelivery
+            | SubmitError::AlreadyTriggered),
+        ) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
         TriggerError::Submit(SubmitError::Store(e)) => {
             ApiError::internal(format!("cannot record the run: {e}"))
         }

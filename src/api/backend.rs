@@ -131,6 +131,10 @@ pub enum SubmitError {
     /// The webhook delivery started a run before (within a day).
     #[error("this webhook delivery started a run already")]
     DuplicateDelivery,
+    /// The run's end (`after:`) or file version (`watch:`) started a run
+    /// before.
+    #[error("this run's end or file version started a run already")]
+    AlreadyTriggered,
     #[error("aurad is shutting down and accepts no new runs")]
     ShuttingDown,
     #[error("{0}")]

@@ -3,6 +3,7 @@
 //! Loading never stops at the first problem: every file is read and every
 //! problem reported. Depends on `types` only.
 
+pub mod after;
 pub mod agent;
 pub mod approval;
 pub mod bounds;
@@ -16,6 +17,7 @@ mod prices;
 mod schema;
 pub mod settings;
 pub mod triggers;
+pub mod watch;
 pub mod yaml_value;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,12 +25,14 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+pub use after::{AfterOutcome, AfterTrigger};
 pub use agent::{Agent, Limits, MemoryConfig, SkillsChoice};
 pub use diag::{Diagnostic, Severity};
 pub use settings::{ProviderConfig, ProviderKind, Settings};
 pub use triggers::{
     OnInterrupt, OnOverlap, ScheduleEntry, Triggers, WebhookConfig, WebhookSignature,
 };
+pub use watch::WatchTrigger;
 
 /// Looks up an environment variable; passed in so tests need no global state.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -84,6 +88,7 @@ fn load_all(root: &Path, env: EnvLookup) -> Loaded {
             agents.insert(name, agent);
         }
     }
+    after::check_after(&mut agents, &agent_names(root), &mut diagnostics);
     with_tools(root, settings, agents, diagnostics, env)
 }
 

@@ -1,6 +1,7 @@
 //! What starts an agent besides `aurad run`: its `schedule` entries with
 //! `on_overlap`, `on_missed`, `catch_up`, `on_interrupt`, and its `webhook`
-//! (DESIGN.md 2 and 3). Parsed from the raw YAML values of an agent file
+//! (DESIGN.md 2 and 3), its `after:` (`after.rs`) and `watch:` (`watch.rs`).
+//! Parsed from the raw YAML values of an agent file
 //! into a validated [`Triggers`], with every problem placed.
 //!
 //! Parses cron expressions with `types::CronSchedule` (pure time math, no
@@ -12,8 +13,10 @@ use std::time::Duration;
 
 use serde_yaml::Value;
 
+use super::after::{AfterTrigger, parse_after};
 use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate};
 use super::duration::duration_value;
+use super::watch::{WatchTrigger, parse_watch};
 use super::yaml_value::describe_value;
 use crate::types::{CronSchedule, OnMissed, ScheduleId};
 
@@ -118,6 +121,10 @@ pub struct Triggers {
     pub catch_up: Option<Duration>,
     pub on_interrupt: OnInterrupt,
     pub webhook: Option<WebhookConfig>,
+    /// `after:`: the agents whose runs' ends start this one.
+    pub after: Vec<AfterTrigger>,
+    /// `watch:`: the files that start a run each.
+    pub watch: Option<WatchTrigger>,
 }
 
 impl Triggers {
@@ -152,6 +159,8 @@ pub(super) struct RawTriggers<'a> {
     pub catch_up: Option<&'a Value>,
     pub on_interrupt: Option<&'a Value>,
     pub webhook: Option<&'a Value>,
+    pub after: Option<&'a Value>,
+    pub watch: Option<&'a Value>,
 }
 
 /// Validates the trigger fields of agent `agent`'s file at `path`
@@ -281,6 +290,12 @@ pub(super) fn parse_triggers(
             Err(msg) => diags.push(err(&["webhook"], format!("webhook: {msg}"))),
         }
     }
+    if let Some(v) = raw.after {
+        triggers.after = parse_after(agent, v, path, text, diags);
+    }
+    if let Some(v) = raw.watch {
+        triggers.watch = parse_watch(v, path, text, diags);
+    }
     if triggers.schedules.is_empty() {
         for (field, present) in [
             ("on_overlap", raw.on_overlap.is_some()),
@@ -301,7 +316,7 @@ pub(super) fn parse_triggers(
 
 /// Where each item of the block sequence under the top-level `key` starts,
 /// in order; none when the sequence is not in block style.
-fn item_places(text: &str, key: &str) -> Vec<(usize, usize)> {
+pub(super) fn item_places(text: &str, key: &str) -> Vec<(usize, usize)> {
     let (key_line, _) = locate(text, &[key]);
     let mut indent = None;
     let mut places = Vec::new();
@@ -445,6 +460,8 @@ mod tests {
             catch_up: map.get("catch_up"),
             on_interrupt: map.get("on_interrupt"),
             webhook: map.get("webhook"),
+            after: map.get("after"),
+            watch: map.get("watch"),
         };
         let mut diags = Vec::new();
         let t = parse_triggers("a", raw, Path::new("agents/a.yaml"), yaml, &mut diags);

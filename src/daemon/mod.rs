@@ -9,6 +9,8 @@
 pub mod approvals;
 mod backend;
 pub mod clock;
+mod file_triggers;
+mod follow_ups;
 pub mod hub;
 pub mod lock;
 pub mod metrics;

@@ -21,7 +21,7 @@ use crate::llm::retry::RetryPolicy;
 use crate::redact::Redactor;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
-use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, new_run_id};
+use crate::store::{Fire, NewRun, RunEnd, Store, StoreError, TriggerClaim, new_run_id};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
 use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
@@ -29,7 +29,7 @@ use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 use super::approvals::{Approvals, RunGate, Slots};
 use super::notify::{Notice, Notifier};
 use super::recorder::Recorder;
-use super::template::{RequestVars, render};
+use super::template::{RequestVars, TriggerVars, render};
 
 /// A request to run an agent.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +65,13 @@ pub struct RunRequest {
     /// The id of a run already claimed (`queued`) that this request takes
     /// over after a crash; `None`: a new run with a new id.
     pub run_id: Option<String>,
+    /// The run's end or the file that started it (`after:`, `watch:`):
+    /// `{{ trigger }}` in the templates, and the entry whose `input`
+    /// renders when `input` is `None`.
+    pub origin: Option<TriggerVars>,
+    /// What the run is for, remembered in the transaction that claims it,
+    /// so it happens at most once (a follow-up, a file version).
+    pub claim: Option<TriggerClaim>,
 }
 
 /// A run resolved and ready to start.
@@ -90,6 +97,8 @@ pub struct PreparedRun {
     pub template_context: Option<String>,
     /// The agent's `approve:`, `approval_timeout:` and `notify:`.
     pub approval: ApprovalConfig,
+    /// The run's end or file that started it.
+    pub origin: Option<TriggerVars>,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -119,18 +128,20 @@ pub fn prepare(
         payload: request.payload,
         event: request.event,
         headers: request.headers,
+        trigger: request.origin.clone(),
     };
     let render = |template: &str, input: &str| render(template, &agent.name, &now, input, &vars);
     let schedule_input = request
         .schedule_id
         .as_ref()
         .and_then(|id| agent.triggers.schedule(id))
-        .and_then(|s| s.input.as_deref());
+        .and_then(|s| s.input.as_deref())
+        .or_else(|| trigger_input(agent, request.origin.as_ref()));
     let input = match (request.input, schedule_input, &agent.prompt) {
         (Some(input), _, _) => input,
         (None, Some(template), _) => render(template, "").map_err(|e| {
             format!(
-                "{}: cannot render the schedule's `input`: {e}",
+                "{}: cannot render the `input` of the schedule, `after` or `watch` entry: {e}",
                 agent.path.display()
             )
         })?,
@@ -189,7 +200,29 @@ pub fn prepare(
         redactor: snapshot.redactor.clone(),
         template_context,
         approval: agent.approval.clone(),
+        origin: request.origin,
     })
+}
+
+/// The `input` template of the `after:` or `watch:` entry of `agent` that
+/// `origin` stands for, if it has one.
+fn trigger_input<'a>(
+    agent: &'a crate::config::Agent,
+    origin: Option<&TriggerVars>,
+) -> Option<&'a str> {
+    match origin? {
+        TriggerVars::After {
+            agent: ended,
+            state,
+            ..
+        } => agent
+            .triggers
+            .after
+            .iter()
+            .find(|a| a.agent == *ended && a.on.matches(*state))
+            .and_then(|a| a.input.as_deref()),
+        TriggerVars::Watch { .. } => agent.triggers.watch.as_ref()?.input.as_deref(),
+    }
 }
 
 /// The agent's spending today outside one run, read from the store: runs
@@ -446,6 +479,7 @@ pub async fn run_claimed_with(
         redactor,
         template_context: _,
         approval,
+        origin: _,
     } = prepared;
     // Events already stored: a resumed run numbers its own after them.
     let stored_seq = match spec.resume {

@@ -5,7 +5,7 @@
 //! part of the project: what a file with errors defines is left out and
 //! logged, one located line per item; only an error in `aurad.yaml` or an
 //! unreadable directory refuses to start), start
-//! the scheduler, the watcher, the API and the sweep that interrupts runs
+//! the scheduler, the `watch:` file triggers, the watcher, the API and the sweep that interrupts runs
 //! of other processes (`aurad run`) that died, and on the shutdown signal
 //! stop accepting, let runs finish for the grace period, cancel the rest
 //! and flush the store.
@@ -140,6 +140,7 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
     let (snapshot_tx, snapshot_rx) = watch::channel(snapshot.clone());
+    supervisor.follow(snapshot_rx.clone());
     let daemon = Arc::new(Daemon {
         root: root.clone(),
         store: store.clone(),
@@ -166,6 +167,11 @@ pub async fn serve(
         options.clock.clone(),
         metrics.clone(),
     );
+    let files_task = tokio::spawn(super::file_triggers::run(
+        supervisor.clone(),
+        snapshot_rx.clone(),
+        stop.child_token(),
+    ));
     let scheduler_task = tokio::spawn(scheduler.run(snapshot_rx, stop.child_token()));
     let sweep_task = tokio::spawn(sweep_dead_owners(store.clone(), stop.child_token()));
     let api_stop = CancellationToken::new();
@@ -203,6 +209,7 @@ pub async fn serve(
     stop.cancel();
     supervisor.close();
     let _ = scheduler_task.await;
+    let _ = files_task.await;
     let _ = sweep_task.await;
     let mut reloader = reload_task.await.ok();
     let grace = daemon.snapshot().project.settings.shutdown_grace;
@@ -412,7 +419,11 @@ async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
         let Some(agent) = snapshot.project.agents.get(&run.agent) else {
             continue;
         };
-        if agent.triggers.on_interrupt != OnInterrupt::Retry || run.trigger == "retry" {
+        // A file's run cut off is run again when the files are looked at.
+        if agent.triggers.on_interrupt != OnInterrupt::Retry
+            || run.trigger == "retry"
+            || run.trigger == "watch"
+        {
             continue;
         }
         let since = run

@@ -11,13 +11,18 @@
 //! again (waiting `queued` if need be) once decided; runs a dead daemon
 //! left waiting are taken over with [`Supervisor::resume_waiting`].
 //!
+//! A run started by another run's end or by a file is claimed with what it
+//! is for ([`crate::store::TriggerClaim`]), so it happens once; when a run ends, the runs
+//! it starts (`after:`) and the move of its file (`watch:`) are in
+//! `follow_ups`.
+//!
 //! State is one `std::sync::Mutex`, never held across an `.await`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -83,6 +88,9 @@ pub struct Supervisor {
     /// Where runs wait for and get approval decisions.
     approvals: Approvals,
     notifier: Notifier,
+    /// The daemon's current snapshot, once [`Supervisor::follow`] was
+    /// called (`aurad serve`): what a run's end starts is looked up in it.
+    snapshots: OnceLock<watch::Receiver<Arc<Snapshot>>>,
 }
 
 struct State {
@@ -159,7 +167,25 @@ impl Supervisor {
             }),
             changed: Notify::new(),
             notifier: Notifier::default(),
+            snapshots: OnceLock::new(),
         }
+    }
+
+    /// From now on, a run's end starts the runs whose `after:` it matches
+    /// in the snapshot `snapshots` holds then, and moves its file
+    /// (`watch.move_to`). Without it (tests of the supervisor alone), runs
+    /// end without follow-ups.
+    pub fn follow(&self, snapshots: watch::Receiver<Arc<Snapshot>>) {
+        let _ = self.snapshots.set(snapshots);
+    }
+
+    /// The current snapshot, if [`Supervisor::follow`] was called.
+    pub(super) fn current_snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.snapshots.get().map(|rx| rx.borrow().clone())
+    }
+
+    pub(super) fn store(&self) -> &Store {
+        &self.store
     }
 
     /// Where approval decisions are recorded and waited for.
@@ -215,6 +241,7 @@ impl Supervisor {
         let fire = request.fire.clone();
         let schedule = schedule_of(&request);
         let delivery = request.delivery.clone();
+        let trigger_claim = request.claim.clone();
         let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) if fire.is_some() => {
@@ -260,19 +287,28 @@ impl Supervisor {
             RunState::Queued
         };
         let run = new_run(&prepared, claimed_as);
-        let claimed = match &delivery {
-            None => self.store.claim_run(run).await.map(Some),
-            Some(delivery) => {
+        let claimed = match (&delivery, trigger_claim) {
+            (Some(delivery), _) => {
                 self.store
                     .claim_run_for_delivery(run, delivery, self.clock.now())
                     .await
             }
+            (None, Some(what)) => {
+                self.store
+                    .claim_run_for_trigger(run, what, self.clock.now())
+                    .await
+            }
+            (None, None) => self.store.claim_run(run).await.map(Some),
         };
         let record = match claimed {
             Ok(Some(record)) => record,
             Ok(None) => {
                 self.forget(&id, slot);
-                return Err(SubmitError::DuplicateDelivery);
+                return Err(if delivery.is_some() {
+                    SubmitError::DuplicateDelivery
+                } else {
+                    SubmitError::AlreadyTriggered
+                });
             }
             Err(e) => {
                 self.forget(&id, slot);
@@ -314,6 +350,7 @@ impl Supervisor {
             payload: stored.payload,
             event: stored.event,
             headers: stored.headers,
+            origin: stored.trigger,
             run_id: Some(queued.id.clone()),
             ..RunRequest::default()
         };
@@ -537,6 +574,7 @@ impl Supervisor {
             return;
         };
         let started = std::time::Instant::now();
+        let origin = prepared.origin.clone();
         let state = if claimed_running || self.wait_turn(&id, &cancel).await {
             self.run(prepared, &hub, cancel, claimed_running).await
         } else {
@@ -580,6 +618,10 @@ impl Supervisor {
         }
         self.changed.notify_waiters();
         self.publish_counts();
+        // A run suspended while waiting for approval has not ended.
+        if let Some(state) = state.filter(|s| s.is_final()) {
+            super::follow_ups::run_ended(&self, &id, &agent, state, origin).await;
+        }
     }
 
     /// Waits until the run may start: (held runs) the agent's earlier runs

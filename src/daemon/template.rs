@@ -1,20 +1,42 @@
 //! What a run's templates (`system`, `prompt`, a schedule's `input`) see and
-//! how they are rendered (minijinja): `agent`, `now`, `input`, `vars`, and
-//! for webhook runs `payload`, `event` and `headers`. A mapping or a list
+//! how they are rendered (minijinja): `agent`, `now`, `input`, `vars`,
+//! for webhook runs `payload`, `event` and `headers`, and for runs started
+//! by another run's end or by a file, `trigger` ([`TriggerVars`]). A mapping or a list
 //! prints as JSON (`{{ payload }}` gives `{"action":"opened",...}`), not in
 //! minijinja's own Python-like form (`{"action": "opened", "x": none}`);
 //! `headers` is looked up ignoring case. Also the JSON form of these
 //! variables kept with a queued run, so a run taken over after a crash
 //! renders as it would have.
 //!
-//! Depends on minijinja and serde_json only.
+//! Depends on minijinja, serde and `types` only.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use minijinja::value::{Enumerator, Object, ObjectRepr, Serde, ValueKind};
 use minijinja::{Error, ErrorKind, Output, State, Value};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
+
+use crate::types::RunState;
+
+/// `{{ trigger.* }}`: what started a run besides a person, a clock or a
+/// webhook. `{{ trigger.kind }}` says which.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TriggerVars {
+    /// `after:`: run `run_id` of `agent` ended in `state` with `output`
+    /// (its final answer; empty when it had none).
+    After {
+        agent: String,
+        run_id: String,
+        state: RunState,
+        output: String,
+    },
+    /// `watch:`: the file `path`, relative to the project root, whose
+    /// content had SHA-256 `content_hash` (hex) when its run was started.
+    Watch { path: String, content_hash: String },
+}
 
 /// The variables a request brings to the templates, besides `agent`, `now`
 /// and `input`.
@@ -28,6 +50,8 @@ pub struct RequestVars {
     pub event: Option<String>,
     /// `{{ headers.X }}`: a webhook's request headers, names in lowercase.
     pub headers: BTreeMap<String, String>,
+    /// `{{ trigger.X }}`: the run's end or file that started it.
+    pub trigger: Option<TriggerVars>,
 }
 
 impl RequestVars {
@@ -37,6 +61,7 @@ impl RequestVars {
             && self.payload.is_none()
             && self.event.is_none()
             && self.headers.is_empty()
+            && self.trigger.is_none()
     }
 
     /// The JSON kept with a queued run (`{"vars": ..., "payload": ...,
@@ -47,6 +72,7 @@ impl RequestVars {
             "payload": self.payload,
             "event": self.event,
             "headers": self.headers,
+            "trigger": self.trigger,
         })
         .to_string()
     }
@@ -79,6 +105,9 @@ impl RequestVars {
                 _ => None,
             },
             headers,
+            trigger: context
+                .remove("trigger")
+                .and_then(|t| serde_json::from_value(t).ok()),
         }
     }
 }
@@ -105,6 +134,7 @@ pub fn render(
             payload => request.payload.as_ref().map(Serde),
             event => request.event.as_deref(),
             headers => Value::from_object(Headers(request.headers.clone())),
+            trigger => request.trigger.as_ref().map(Serde),
         },
     )
     .map_err(|e| e.to_string())
@@ -233,6 +263,40 @@ mod tests {
                 &none
             ),
             "[][]"
+        );
+    }
+
+    #[test]
+    fn trigger_variables_render_and_round_trip() {
+        let after = RequestVars {
+            trigger: Some(TriggerVars::After {
+                agent: "triage".into(),
+                run_id: "r1".into(),
+                state: RunState::Succeeded,
+                output: "3 issues".into(),
+            }),
+            ..RequestVars::default()
+        };
+        assert_eq!(
+            render_one(
+                "{{ trigger.kind }} {{ trigger.agent }} {{ trigger.run_id }} {{ trigger.state }}: {{ trigger.output }}",
+                &after
+            ),
+            "after triage r1 succeeded: 3 issues"
+        );
+        assert_eq!(RequestVars::stored(Some(&after.to_stored())), after);
+        let watch = RequestVars {
+            trigger: Some(TriggerVars::Watch {
+                path: "inbox/a.md".into(),
+                content_hash: "ab12".into(),
+            }),
+            ..RequestVars::default()
+        };
+        assert_eq!(render_one("{{ trigger.path }}", &watch), "inbox/a.md");
+        assert_eq!(RequestVars::stored(Some(&watch.to_stored())), watch);
+        assert_eq!(
+            render_one("[{{ trigger.path }}]", &RequestVars::default()),
+            "[]"
         );
     }
 

@@ -190,6 +190,31 @@ ALTER TABLE runs ADD COLUMN template_context TEXT;
 "#,
     },
     Migration {
+        name: "runs started by another run's end or by a file",
+        sql: r#"
+-- The follow-up run `run_id` of agent `agent` started because run
+-- `after_run_id` ended (`after:`): at most one per (agent, after_run_id),
+-- recorded in the transaction that claims the follow-up.
+CREATE TABLE after_runs (
+    agent        TEXT NOT NULL,
+    after_run_id TEXT NOT NULL,
+    run_id       TEXT NOT NULL,
+    PRIMARY KEY (agent, after_run_id)
+);
+-- The run `run_id` of agent `agent` for the file `path` (relative to the
+-- project) with content `content_hash` (SHA-256, hex) (`watch:`): one per
+-- file version, recorded in the transaction that claims the run.
+CREATE TABLE watched_files (
+    agent        TEXT NOT NULL,
+    path         TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    run_id       TEXT NOT NULL,
+    claimed_at   TEXT NOT NULL,
+    PRIMARY KEY (agent, path, content_hash)
+);
+"#,
+    },
+    Migration {
         name: "tool calls waiting for a person's approval",
         sql: r#"
 -- One row per tool call a run waited on (`approve:` in its agent file): the

@@ -49,6 +49,7 @@ mod runs;
 mod runs_tests;
 #[cfg(test)]
 mod tests;
+mod watched_files;
 mod watches;
 mod worker;
 #[cfg(test)]
@@ -66,6 +67,7 @@ pub use approvals::WaitingRun;
 pub use fires::Recovered;
 pub use memory::score as memory_score;
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
+pub use watched_files::TriggerClaim;
 use worker::{Role, Worker};
 
 /// How long a statement waits for another process's lock before failing.
