@@ -209,6 +209,7 @@ fn engine_bench() {
         root: std::env::temp_dir(),
         skills: None,
         memory: None,
+        resume: None,
     };
     let runs = 5000;
     let mut per_iteration = Vec::new();
@@ -222,6 +223,7 @@ fn engine_bench() {
                 spending: None,
                 redactor: &aurad::redact::Redactor::default(),
                 sub_runs: None,
+                approvals: None,
             };
             let start = Instant::now();
             let outcome = aurad::engine::run(&spec, parts, CancellationToken::new(), tx).await;

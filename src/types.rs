@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod approval;
 pub mod cron;
 #[cfg(test)]
 mod cron_tests;
@@ -152,6 +153,9 @@ impl Price {
 pub enum RunState {
     Queued,
     Running,
+    /// Paused before a tool call matching the agent's `approve:` until a
+    /// person (or `approval_timeout`) decides; holds no concurrency slot.
+    WaitingApproval,
     Succeeded,
     Failed,
     Cancelled,
@@ -163,9 +167,10 @@ pub enum RunState {
 }
 
 impl RunState {
-    pub const ALL: [RunState; 10] = [
+    pub const ALL: [RunState; 11] = [
         RunState::Queued,
         RunState::Running,
+        RunState::WaitingApproval,
         RunState::Succeeded,
         RunState::Failed,
         RunState::Cancelled,
@@ -180,6 +185,7 @@ impl RunState {
         match self {
             RunState::Queued => "queued",
             RunState::Running => "running",
+            RunState::WaitingApproval => "waiting_approval",
             RunState::Succeeded => "succeeded",
             RunState::Failed => "failed",
             RunState::Cancelled => "cancelled",
@@ -197,7 +203,10 @@ impl RunState {
 
     /// True once the run can no longer change.
     pub fn is_final(self) -> bool {
-        !matches!(self, RunState::Queued | RunState::Running)
+        !matches!(
+            self,
+            RunState::Queued | RunState::Running | RunState::WaitingApproval
+        )
     }
 }
 
@@ -350,6 +359,24 @@ pub enum RunEvent {
         is_error: bool,
         duration_ms: u64,
     },
+    /// A tool call waits for a person's decision (`approve:`); the run is
+    /// `waiting_approval` until [`RunEvent::ApprovalDecided`].
+    ApprovalRequested {
+        id: String,
+        name: String,
+        arguments: String,
+        /// When it is denied if nobody decides (`approval_timeout`).
+        timeout_at: chrono::DateTime<chrono::Utc>,
+    },
+    /// The decision on a tool call that waited for approval.
+    ApprovalDecided {
+        id: String,
+        name: String,
+        approved: bool,
+        by: approval::DecidedBy,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// The last event of every run.
     Finished {
         state: RunState,
@@ -381,6 +408,8 @@ impl RunEvent {
             RunEvent::Usage { .. } => "usage",
             RunEvent::ToolCall { .. } => "tool_call",
             RunEvent::ToolResult { .. } => "tool_result",
+            RunEvent::ApprovalRequested { .. } => "approval_requested",
+            RunEvent::ApprovalDecided { .. } => "approval_decided",
             RunEvent::Finished { .. } => "finished",
         }
     }

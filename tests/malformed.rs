@@ -14,8 +14,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,7 +21,7 @@ use std::time::{Duration, Instant};
 use aurad::config::{self, Diagnostic};
 use aurad::registry;
 use support::mock_llm::{MockLlm, Reply};
-use support::serve::{Serve, http_get, poll, write_settings};
+use support::serve::{Serve, http_get, http_post_json, poll, write_settings};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/malformed");
 
@@ -356,25 +354,6 @@ fn bom_and_crlf_files_load_and_keep_their_places() {
         "{}",
         shown(&diags)
     );
-}
-
-/// `POST path` with a JSON body: the status and body.
-fn http_post_json(addr: SocketAddr, path: &str, body: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).ok()?;
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
 }
 
 /// How many times the log mentions `needle`.

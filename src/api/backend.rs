@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
 use crate::store::{RunFilter, RunRecord, StoreError};
+use crate::types::approval::ApprovalRecord;
 use crate::types::{RunEvent, ScheduleId};
 
 /// The running daemon, as the HTTP API sees it.
@@ -51,6 +52,14 @@ pub trait Backend: Send + Sync + 'static {
         run_id: &'a str,
         after: i64,
     ) -> BoxFuture<'a, Result<BoxStream<'static, (i64, RunEvent)>, StoreError>>;
+    /// Decides the tool call run `run_id` (a whole id) waits on; `Conflict`
+    /// when it is not waiting or was decided already.
+    fn decide_approval<'a>(
+        &'a self,
+        run_id: &'a str,
+        approve: bool,
+        reason: Option<String>,
+    ) -> BoxFuture<'a, Result<ApprovalRecord, StoreError>>;
     /// Cancels a queued or running run.
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<CancelAnswer, StoreError>>;
     /// The webhook of `agent`: its signing scheme and secret; `Ok(None)` if

@@ -4,7 +4,8 @@
 //! auth, request logging, the 1 MiB body limit, and the JSON error shape
 //! every handler answers with (`{"error": "<what to do>"}`). The handlers live in
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
-//! runs), `sse` (a run's events as server-sent events), `status` (what the
+//! runs), `approvals` (a person's decision on a run waiting for approval),
+//! `sse` (a run's events as server-sent events), `status` (what the
 //! configuration loaded and left out), `hooks` (signed webhooks) and
 //! `signatures` (the webhook signing schemes).
 //!
@@ -14,6 +15,7 @@
 //! record and error types) and `types`.
 
 mod agents;
+mod approvals;
 mod backend;
 mod guard;
 mod hooks;
@@ -93,6 +95,7 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(sse::events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
+        .route("/v1/runs/{id}/approval", post(approvals::decide))
         .route("/v1/status", get(status::show))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_token));
     // Everything but the webhooks (signed instead) refuses what a web page

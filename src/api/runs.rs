@@ -192,7 +192,9 @@ mod tests {
         let error = run_filter(&pairs(&[("state", "done")])).unwrap_err();
         assert_eq!(error.status, StatusCode::BAD_REQUEST);
         assert!(
-            error.message.contains("queued, running, succeeded"),
+            error
+                .message
+                .contains("queued, running, waiting_approval, succeeded"),
             "{}",
             error.message
         );

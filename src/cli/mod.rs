@@ -3,6 +3,7 @@
 //! prints.
 
 mod agents;
+mod approve;
 mod completions;
 mod mcp;
 mod memory;
@@ -102,6 +103,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// Replay a stored run's events; `--follow` waits for the rest.
     Logs(runs::LogsArgs),
+    /// Approve (or --deny) the tool call a run waits on; no run: list them.
+    Approve(approve::ApproveArgs),
     /// Connect the MCP servers of mcp.json and show their state and tools.
     Mcp(mcp::McpArgs),
     /// List every tool (built-in, tools.d, MCP) with its source and schema.
@@ -191,6 +194,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Validate => validate::run(&root),
         Command::Runs(args) => runs::list(&root, args),
         Command::Logs(args) => runs::logs(&root, args),
+        Command::Approve(args) => approve::run(&root, args),
         Command::Mcp(args) => mcp::mcp(&root, args),
         Command::Tools(args) => tools::tools(&root, args),
         Command::Memory(args) => memory::run(&root, args),

@@ -135,6 +135,34 @@ impl Renderer {
                 self.meta(self.paint("2", &line));
             }
             RunEvent::Usage { .. } => {}
+            RunEvent::ApprovalRequested {
+                name,
+                arguments,
+                timeout_at,
+                ..
+            } => {
+                let line = format!(
+                    "⏸ {name} {} waits for approval (until {}): aurad approve <run> [--deny \"reason\"]",
+                    one_line(arguments, 120),
+                    timeout_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                );
+                self.meta(self.paint("33", &line));
+            }
+            RunEvent::ApprovalDecided {
+                name,
+                approved,
+                by,
+                reason,
+                ..
+            } => {
+                let verdict = if *approved { "approved" } else { "denied" };
+                let why = reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                let line = format!("… {name} {verdict} by {by}{why}");
+                self.meta(self.paint("33", &line));
+            }
             RunEvent::ToolCall {
                 name, arguments, ..
             } => {

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use super::approval::{ApprovalConfig, RawApproval, is_tool_glob, parse_approval};
 use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate, locate_item};
 pub use super::limits::Limits;
@@ -42,6 +43,9 @@ struct RawAgent {
     sandbox: Option<Value>,
     #[serde(default)]
     agents: Vec<String>,
+    approve: Option<Value>,
+    approval_timeout: Option<Value>,
+    notify: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,6 +114,8 @@ pub struct Agent {
     /// What the processes of its tools (`bash`, `tools.d` commands) may
     /// write; enforced with Linux Landlock.
     pub sandbox: SandboxMode,
+    /// `approve:`, `approval_timeout:` and `notify:`.
+    pub approval: ApprovalConfig,
     /// SHA-256 of the file as written (before interpolation), hex.
     pub hash: String,
     /// The interpolated text, for locating later diagnostics.
@@ -231,11 +237,7 @@ pub fn parse_agent(
         }
     }
     for (i, pattern) in raw.tools.iter().enumerate() {
-        if pattern.is_empty()
-            || !pattern
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?'))
-        {
+        if !is_tool_glob(pattern) {
             diags.push(err(
                 &["tools"],
                 format!("tools[{i}]: {pattern:?} is not a tool name or glob (letters, digits, `_`, `-`, `*`, `?`)"),
@@ -348,6 +350,15 @@ pub fn parse_agent(
             }
         },
     };
+    let approval = parse_approval(
+        RawApproval {
+            approve: raw.approve.as_ref(),
+            approval_timeout: raw.approval_timeout.as_ref(),
+            notify: raw.notify.as_ref(),
+        },
+        &err,
+        &mut diags,
+    );
     if diags.iter().any(Diagnostic::is_error) {
         return (None, diags);
     }
@@ -368,6 +379,7 @@ pub fn parse_agent(
         memory,
         triggers,
         sandbox,
+        approval,
         hash,
         text: text.to_string(),
     };

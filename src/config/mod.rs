@@ -5,6 +5,7 @@
 
 pub mod after;
 pub mod agent;
+pub mod approval;
 pub mod bounds;
 pub mod diag;
 pub mod duration;

@@ -13,6 +13,7 @@ use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
 use crate::store::{RunFilter, RunRecord, StoreError};
 use crate::types::RunEvent;
+use crate::types::approval::{ApprovalRecord, DecidedBy};
 
 impl Backend for Daemon {
     fn listen(&self) -> SocketAddr {
@@ -68,6 +69,19 @@ impl Backend for Daemon {
         after: i64,
     ) -> BoxFuture<'a, Result<BoxStream<'static, (i64, RunEvent)>, StoreError>> {
         Box::pin(Daemon::events(self, run_id, after))
+    }
+
+    fn decide_approval<'a>(
+        &'a self,
+        run_id: &'a str,
+        approve: bool,
+        reason: Option<String>,
+    ) -> BoxFuture<'a, Result<ApprovalRecord, StoreError>> {
+        Box::pin(
+            self.supervisor
+                .approvals()
+                .decide(run_id, approve, reason, DecidedBy::Api),
+        )
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<CancelAnswer, StoreError>> {

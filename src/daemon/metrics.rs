@@ -78,6 +78,7 @@ pub struct Metrics {
     run_durations: RunHistograms,
     runs_running: Gauge,
     runs_queued: Gauge,
+    runs_waiting_approval: Gauge,
     tool_calls: Family<ToolLabel, Counter>,
     tool_failures: Family<ToolLabel, Counter>,
     tokens: Family<TokenLabels, Counter>,
@@ -106,6 +107,7 @@ impl Metrics {
             run_durations: RunHistograms::new_with_constructor(run_histogram),
             runs_running: Gauge::default(),
             runs_queued: Gauge::default(),
+            runs_waiting_approval: Gauge::default(),
             tool_calls: Family::default(),
             tool_failures: Family::default(),
             tokens: Family::default(),
@@ -138,6 +140,11 @@ impl Metrics {
             "aurad_runs_queued",
             "Runs waiting for a free slot",
             m.runs_queued.clone(),
+        );
+        r.register(
+            "aurad_runs_waiting_approval",
+            "Runs waiting for a person's approval (holding no slot)",
+            m.runs_waiting_approval.clone(),
         );
         r.register(
             "aurad_tool_calls",
@@ -221,6 +228,10 @@ impl Metrics {
 
     pub fn set_runs_queued(&self, n: usize) {
         self.runs_queued.set(gauge_value(n));
+    }
+
+    pub fn set_runs_waiting_approval(&self, n: usize) {
+        self.runs_waiting_approval.set(gauge_value(n));
     }
 
     /// One tool call finished; `failed` when its result was an error.

@@ -125,6 +125,7 @@ fn an_empty_registry_has_its_label_less_series_at_zero() {
         [
             "aurad_runs_running",
             "aurad_runs_queued",
+            "aurad_runs_waiting_approval",
             "aurad_reloads_total",
             "aurad_reload_errors_total",
         ]
@@ -132,7 +133,7 @@ fn an_empty_registry_has_its_label_less_series_at_zero() {
     for name in names {
         assert_eq!(value(&samples, name, &[]), 0.0, "{name}");
     }
-    assert_eq!(samples.len(), 4);
+    assert_eq!(samples.len(), 5);
 }
 
 #[test]
@@ -157,6 +158,7 @@ fn every_family_keeps_its_name_type_and_help() {
             ("aurad_run_duration_seconds", "histogram"),
             ("aurad_runs_running", "gauge"),
             ("aurad_runs_queued", "gauge"),
+            ("aurad_runs_waiting_approval", "gauge"),
             ("aurad_tool_calls_total", "counter"),
             ("aurad_tool_failures_total", "counter"),
             ("aurad_model_tokens_total", "counter"),

@@ -7,6 +7,7 @@
 //! May depend on `registry`, `engine`, `store`, `scheduler`, `api`.
 
 pub mod agent_tool;
+pub mod approvals;
 mod backend;
 pub mod clock;
 mod file_triggers;
@@ -14,6 +15,7 @@ mod follow_ups;
 pub mod hub;
 pub mod lock;
 pub mod metrics;
+pub mod notify;
 pub mod owner;
 pub mod recorder;
 pub mod reload;

@@ -38,6 +38,15 @@ impl Recorder {
         }
     }
 
+    /// A recorder for a run whose events up to `seq` are stored already
+    /// (a run resumed after waiting for approval).
+    pub fn after(redactor: Arc<Redactor>, seq: i64) -> Recorder {
+        Recorder {
+            taken: seq,
+            ..Recorder::new(redactor)
+        }
+    }
+
     /// The next event of `events`, redacted (see [`Recorder::redact`]);
     /// `None` once the channel is closed and nothing is left.
     pub async fn next(&mut self, events: &mut UnboundedReceiver<RunEvent>) -> Option<RunEvent> {
@@ -159,6 +168,8 @@ fn is_boundary(event: &RunEvent) -> bool {
             | RunEvent::ToolCall { .. }
             | RunEvent::ToolResult { .. }
             | RunEvent::ModelRetry { .. }
+            | RunEvent::ApprovalRequested { .. }
+            | RunEvent::ApprovalDecided { .. }
             | RunEvent::Finished { .. }
     )
 }

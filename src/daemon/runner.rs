@@ -13,6 +13,7 @@ use backon::{ExponentialBuilder, Retryable};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EnvLookup;
+use crate::config::approval::{ApprovalConfig, NotifyEvent};
 use crate::config::{MemoryConfig, SkillsChoice};
 use crate::engine::{
     self, ActiveSkills, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec, SharedSpend,
@@ -28,6 +29,8 @@ use crate::tools::sandbox::Sandbox;
 use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 
 use super::agent_tool::SubAgents;
+use super::approvals::{Approvals, RunGate, Slots};
+use super::notify::{Notice, Notifier};
 use super::recorder::Recorder;
 use super::template::{RequestVars, TriggerVars, render};
 
@@ -99,6 +102,8 @@ pub struct PreparedRun {
     /// [`RequestVars::to_stored`]) when it had any: stored while the run is
     /// queued, so it can be taken over.
     pub template_context: Option<String>,
+    /// The agent's `approve:`, `approval_timeout:` and `notify:`.
+    pub approval: ApprovalConfig,
     /// The run's end or file that started it.
     pub origin: Option<TriggerVars>,
     /// The run that started this one, and this one's depth.
@@ -212,6 +217,7 @@ fn prepare_with(
         root: project.root.clone(),
         skills,
         memory: None,
+        resume: None,
     };
     Ok(PreparedRun {
         timezone: agent
@@ -227,6 +233,7 @@ fn prepare_with(
         retry: RetryPolicy::default(),
         redactor: snapshot.redactor.clone(),
         template_context,
+        approval: agent.approval.clone(),
         origin: request.origin,
         parent: request.parent,
         sub_agents,
@@ -467,6 +474,37 @@ pub async fn run_claimed(
     cancel: CancellationToken,
     sink: &mut dyn RunSink,
 ) -> Result<RunOutcome, StoreError> {
+    let approvals = Approvals::new(store.clone());
+    let services = RunServices {
+        approvals: &approvals,
+        notifier: &Notifier::default(),
+        slots: None,
+        closing: None,
+    };
+    run_claimed_with(prepared, store, cancel, sink, services).await
+}
+
+/// What a run uses besides its parts: where approvals are waited for and
+/// decided, where `notify:` messages go, and (under the supervisor) how a
+/// waiting run gives back its concurrency slot.
+pub struct RunServices<'a> {
+    pub approvals: &'a Approvals,
+    pub notifier: &'a Notifier,
+    pub slots: Option<&'a dyn Slots>,
+    /// Cancelled when the daemon stops: a run waiting for approval then
+    /// stops here and stays `waiting_approval` in the store.
+    pub closing: Option<&'a CancellationToken>,
+}
+
+/// [`run_claimed`] with the daemon's `services`. A run resumed from an
+/// approval checkpoint (`spec.resume`) goes on after its stored events.
+pub async fn run_claimed_with(
+    prepared: PreparedRun,
+    store: &Store,
+    cancel: CancellationToken,
+    sink: &mut dyn RunSink,
+    services: RunServices<'_>,
+) -> Result<RunOutcome, StoreError> {
     let PreparedRun {
         mut spec,
         memory,
@@ -477,11 +515,19 @@ pub async fn run_claimed(
         fire: _,
         redactor,
         template_context: _,
+        approval,
         origin: _,
         parent: _,
         sub_agents,
     } = prepared;
-    spec.memory = recall(store, &memory, &spec).await;
+    // Events already stored: a resumed run numbers its own after them.
+    let stored_seq = match spec.resume {
+        Some(_) => store.append_events(&spec.run_id, Vec::new()).await?,
+        None => {
+            spec.memory = recall(store, &memory, &spec).await;
+            0
+        }
+    };
     let day = AgentDay {
         store,
         agent: &spec.agent,
@@ -506,6 +552,16 @@ pub async fn run_claimed(
         }
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let gate = RunGate {
+        approvals: services.approvals,
+        store,
+        notifier: services.notifier,
+        config: &approval,
+        run_id: &spec.run_id,
+        agent: &spec.agent,
+        slots: services.slots,
+        closing: services.closing,
+    };
     let parts = Parts {
         provider: provider.as_ref(),
         tools: &tools,
@@ -513,11 +569,12 @@ pub async fn run_claimed(
         spending: Some(&day),
         redactor: &redactor,
         sub_runs: Some(&sub_runs),
+        approvals: (!approval.approve.is_empty()).then_some(&gate as _),
     };
     let engine = engine::run(&spec, parts, cancel, tx);
     let record = async {
         // Events come redacted: secrets never reach the sink or the store.
-        let mut recorder = Recorder::new(redactor.clone());
+        let mut recorder = Recorder::after(redactor.clone(), stored_seq);
         // Events taken from the recorder but not stored yet (a batch whose
         // write failed even after retries): they are stored before anything
         // later, under the numbers already announced.
@@ -546,6 +603,12 @@ pub async fn run_claimed(
     let (mut outcome, last_batch) = tokio::join!(engine, record);
     redact_outcome(&redactor, &mut outcome);
     let state = outcome.state;
+    if state == RunState::WaitingApproval {
+        // Suspended: no end yet; the run waits on in the store.
+        let last_seq = append_retrying(store, &spec.run_id, &last_batch).await?;
+        sink.committed(last_seq);
+        return Ok(outcome);
+    }
     debug_assert!(state != RunState::Running);
     let end = RunEnd {
         state,
@@ -566,6 +629,25 @@ pub async fn run_claimed(
         })
         .await?;
     sink.committed(last_seq);
+    if let Some(notify) = &approval.notify {
+        let event = match state {
+            RunState::Failed | RunState::TimedOut => Some((NotifyEvent::Failed, "failed")),
+            RunState::BudgetExceeded => Some((NotifyEvent::BudgetExceeded, "budget_exceeded")),
+            _ => None,
+        };
+        if let Some((_, word)) = event.filter(|(kind, _)| notify.wants(*kind)) {
+            services.notifier.send(
+                notify,
+                Notice::ended(
+                    word,
+                    &spec.agent,
+                    &spec.run_id,
+                    state,
+                    outcome.reason.clone(),
+                ),
+            );
+        }
+    }
     Ok(outcome)
 }
 

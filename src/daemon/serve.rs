@@ -157,6 +157,7 @@ pub async fn serve(
     daemon.set_mcp_states(reloader.server_states());
     metrics.set_config_skipped(&skipped_counts(&snapshot));
     resume_queued(&daemon, &recovered.requeued).await;
+    resume_waiting(&daemon).await;
     retry_interrupted(&daemon, &interrupted).await;
 
     let stop = CancellationToken::new();
@@ -373,6 +374,38 @@ async fn resume_queued(daemon: &Arc<Daemon>, queued: &[RunRecord]) {
                 tracing::info!(run = %run.id, agent = %run.agent, state = %state, "run queued by a process that is gone is started again")
             }
             Err(e) => tracing::error!(run = %run.id, "cannot start again a run left queued: {e}"),
+        }
+    }
+}
+
+/// Takes over the runs a process that is gone left waiting for approval
+/// (`recover_stale_runs` leaves them alone): they wait on, still decidable,
+/// with their approval timeout counted from the request.
+async fn resume_waiting(daemon: &Arc<Daemon>) {
+    let waiting = match daemon.store.waiting_runs().await {
+        Ok(waiting) => waiting,
+        Err(e) => {
+            tracing::error!("cannot list the runs waiting for approval: {e}");
+            return;
+        }
+    };
+    let snapshot = daemon.snapshot();
+    for run in waiting {
+        let owner = run.run.owner.as_deref().unwrap_or_default();
+        if !owner.is_empty() && owner::is_alive(owner) {
+            continue;
+        }
+        match daemon
+            .supervisor
+            .resume_waiting(snapshot.clone(), &run)
+            .await
+        {
+            Ok(state) => {
+                tracing::info!(run = %run.run.id, agent = %run.run.agent, state = %state, "run left waiting for approval by a process that is gone is taken over")
+            }
+            Err(e) => {
+                tracing::error!(run = %run.run.id, "cannot take over a run waiting for approval: {e}")
+            }
         }
     }
 }

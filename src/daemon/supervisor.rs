@@ -6,7 +6,10 @@
 //! cancellation token and live event hub, and tracks consecutive failures
 //! for the schedule backoff (a run cut off by a crash is not one). A webhook
 //! delivery is claimed with its run; queued runs a dead daemon left are
-//! taken over with [`Supervisor::resume`].
+//! taken over with [`Supervisor::resume`]. A run waiting for a person's
+//! approval holds no slot: it gives it back while it waits and takes one
+//! again (waiting `queued` if need be) once decided; runs a dead daemon
+//! left waiting are taken over with [`Supervisor::resume_waiting`].
 //!
 //! A run started by another run's end or by a file is claimed with what it
 //! is for ([`crate::store::TriggerClaim`]), so it happens once; when a run ends, the runs
@@ -23,15 +26,20 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::approvals::{Approvals, Slots};
 use super::clock::Clock;
 use super::hub::Hub;
 use super::metrics::Metrics;
-use super::runner::{PreparedRun, RunRequest, RunSink, new_run, prepare, run_claimed};
+use super::notify::Notifier;
+use super::runner::{
+    PreparedRun, RunRequest, RunServices, RunSink, new_run, prepare, run_claimed_with,
+};
 use super::template::RequestVars;
 use crate::config::OnOverlap;
+use crate::engine::approval::Checkpoint;
 use crate::registry::Snapshot;
 use crate::scheduler::failure_backoff;
-use crate::store::{NewRun, RunRecord, Store, StoreError};
+use crate::store::{NewRun, RunRecord, Store, StoreError, WaitingRun};
 use crate::types::{RunEvent, RunState, ScheduleId};
 
 /// The process environment (or a test's), shared with runs.
@@ -71,9 +79,15 @@ pub struct Supervisor {
     tracker: TaskTracker,
     /// Parent of every run's token: cancelled at the end of the grace period.
     root: CancellationToken,
+    /// Cancelled when the daemon stops accepting runs: runs waiting for
+    /// approval stop there and stay waiting in the store.
+    closing: CancellationToken,
     state: Mutex<State>,
     /// Signalled whenever a run ends or a slot frees.
     changed: Notify,
+    /// Where runs wait for and get approval decisions.
+    approvals: Approvals,
+    notifier: Notifier,
     /// The daemon's current snapshot, once [`Supervisor::follow`] was
     /// called (`aurad serve`): what a run's end starts is looked up in it.
     snapshots: OnceLock<watch::Receiver<Arc<Snapshot>>>,
@@ -99,6 +113,10 @@ struct Live {
     hub: Arc<Hub>,
     /// Held by `on_overlap: queue`: waits until the agent's earlier runs end.
     held: bool,
+    /// It holds one of the `limit` slots.
+    slot: bool,
+    /// It waits for a person's approval (holding no slot, not queued).
+    waiting_approval: bool,
 }
 
 /// What identifies a schedule of an agent for `on_overlap: replace`: what
@@ -131,12 +149,14 @@ impl Supervisor {
         limit: usize,
     ) -> Supervisor {
         Supervisor {
+            approvals: Approvals::new(store.clone()),
             store,
             metrics,
             clock,
             env,
             tracker: TaskTracker::new(),
             root: CancellationToken::new(),
+            closing: CancellationToken::new(),
             state: Mutex::new(State {
                 accepting: true,
                 limit: limit.max(1),
@@ -146,6 +166,7 @@ impl Supervisor {
                 health: HashMap::new(),
             }),
             changed: Notify::new(),
+            notifier: Notifier::default(),
             snapshots: OnceLock::new(),
         }
     }
@@ -165,6 +186,11 @@ impl Supervisor {
 
     pub(super) fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Where approval decisions are recorded and waited for.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -332,19 +358,9 @@ impl Supervisor {
         let prepared = match prepare(&snapshot, request, &*self.env) {
             Ok(prepared) => prepared,
             Err(message) => {
-                let reason = format!(
+                return self.interrupt(&queued.id, format!(
                     "interrupted: queued when the daemon that accepted it stopped, and it cannot be started again: {message}"
-                );
-                self.store
-                    .finish_run(
-                        &queued.id,
-                        RunState::Interrupted,
-                        Some(reason),
-                        None,
-                        Default::default(),
-                    )
-                    .await?;
-                return Ok(RunState::Interrupted);
+                )).await;
             }
         };
         let hub = Arc::new(Hub::default());
@@ -360,6 +376,82 @@ impl Supervisor {
         self.tracker
             .spawn(async move { this.drive(prepared, hub, false).await });
         Ok(RunState::Queued)
+    }
+
+    /// Takes over `waiting`, a run left `waiting_approval` by a process
+    /// that is gone: it goes on from its stored checkpoint, still waiting
+    /// for the decision (holding no slot), and when decided runs to its end
+    /// like any run. One that cannot be prepared any more (its agent was
+    /// removed, say) or has no usable checkpoint is recorded `interrupted`
+    /// with the reason. Returns the run's state now.
+    pub async fn resume_waiting(
+        self: &Arc<Self>,
+        snapshot: Arc<Snapshot>,
+        waiting: &WaitingRun,
+    ) -> Result<RunState, SubmitError> {
+        if !self.lock().accepting {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let run = &waiting.run;
+        let checkpoint = self
+            .store
+            .approval_checkpoint(&run.id)
+            .await?
+            .ok_or_else(|| "its checkpoint is missing".to_string())
+            .and_then(|text| {
+                serde_json::from_str::<Checkpoint>(&text)
+                    .map_err(|e| format!("its checkpoint cannot be read: {e}"))
+            });
+        let request = RunRequest {
+            agent: run.agent.clone(),
+            input: Some(run.input.clone()),
+            model: Some(run.model.clone()).filter(|m| !m.is_empty()),
+            trigger: run.trigger.clone(),
+            run_id: Some(run.id.clone()),
+            ..RunRequest::default()
+        };
+        let prepared = checkpoint.and_then(|checkpoint| {
+            let mut prepared = prepare(&snapshot, request, &*self.env)?;
+            prepared.spec.resume = Some(checkpoint);
+            Ok(prepared)
+        });
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            Err(message) => {
+                return self.interrupt(&run.id, format!(
+                    "interrupted: waiting for approval when the daemon stopped, and it cannot go on: {message}"
+                )).await;
+            }
+        };
+        let hub = Arc::new(Hub::default());
+        {
+            let mut state = self.lock();
+            let mut live = self.live(&run.agent, None, &hub, false);
+            live.waiting_approval = true;
+            state.insert(&run.id, live);
+        }
+        self.publish_counts();
+        let this = self.clone();
+        // Driven as claimed (no wait for a slot, no start in the store): the
+        // engine goes straight back to waiting, which needs no slot.
+        self.tracker
+            .spawn(async move { this.drive(prepared, hub, true).await });
+        Ok(RunState::WaitingApproval)
+    }
+
+    /// Records a run left by a process that is gone, which this one cannot
+    /// take over, `interrupted` for `reason`.
+    async fn interrupt(&self, id: &str, reason: String) -> Result<RunState, SubmitError> {
+        self.store
+            .finish_run(
+                id,
+                RunState::Interrupted,
+                Some(reason),
+                None,
+                Default::default(),
+            )
+            .await?;
+        Ok(RunState::Interrupted)
     }
 
     /// Decides overlap and enters the run under one lock, so two fires
@@ -418,7 +510,9 @@ impl Supervisor {
         if slot {
             state.running += 1;
         }
-        state.insert(id, self.live(agent, schedule, hub, held));
+        let mut live = self.live(agent, schedule, hub, held);
+        live.slot = slot;
+        state.insert(id, live);
         Ok((None, slot))
     }
 
@@ -445,6 +539,8 @@ impl Supervisor {
             cancel: self.root.child_token(),
             hub: hub.clone(),
             held,
+            slot: false,
+            waiting_approval: false,
         }
     }
 
@@ -517,13 +613,14 @@ impl Supervisor {
                 }
             }
         }
-        if let Some(state) = state {
+        if let Some(state) = state.filter(|s| s.is_final()) {
             self.metrics
                 .run_finished(&agent, state.as_str(), started.elapsed());
         }
         self.changed.notify_waiters();
         self.publish_counts();
-        if let Some(state) = state {
+        // A run suspended while waiting for approval has not ended.
+        if let Some(state) = state.filter(|s| s.is_final()) {
             super::follow_ups::run_ended(&self, &id, &agent, state, origin).await;
         }
     }
@@ -549,6 +646,8 @@ impl Supervisor {
                     s.running += 1;
                     if let Some(live) = s.runs.get_mut(id) {
                         live.held = false;
+                        live.slot = true;
+                        live.waiting_approval = false;
                     }
                     return true;
                 }
@@ -585,7 +684,13 @@ impl Supervisor {
                     metrics: self.metrics.clone(),
                     agent: agent.clone(),
                 };
-                match run_claimed(prepared, &self.store, cancel, &mut sink).await {
+                let services = RunServices {
+                    approvals: &self.approvals,
+                    notifier: &self.notifier,
+                    slots: Some(self),
+                    closing: Some(&self.closing),
+                };
+                match run_claimed_with(prepared, &self.store, cancel, &mut sink, services).await {
                     Ok(outcome) => Some(outcome.state),
                     Err(e) => {
                         tracing::error!(run = %id, "the run's record is incomplete: {e}");
@@ -599,7 +704,7 @@ impl Supervisor {
                 None
             }
         };
-        self.release_slot();
+        self.release_slot_of(&id, false);
         result
     }
 
@@ -611,10 +716,31 @@ impl Supervisor {
         self.changed.notify_waiters();
     }
 
+    /// Gives back the slot run `id` holds, if it holds one; `waiting`: it
+    /// now waits for approval.
+    fn release_slot_of(&self, id: &str, waiting: bool) {
+        let mut s = self.lock();
+        let held = s.runs.get_mut(id).is_some_and(|live| {
+            live.waiting_approval = waiting;
+            std::mem::take(&mut live.slot)
+        });
+        if held {
+            s.running = s.running.saturating_sub(1);
+        }
+        drop(s);
+        self.changed.notify_waiters();
+        self.publish_counts();
+    }
+
     fn publish_counts(&self) {
-        let (running, queued) = self.counts();
+        let (running, queued, waiting) = {
+            let s = self.lock();
+            let (running, queued) = s.counts();
+            (running, queued, s.waiting_approval())
+        };
         self.metrics.set_runs_in_flight(running);
         self.metrics.set_runs_queued(queued);
+        self.metrics.set_runs_waiting_approval(waiting);
     }
 
     /// Removes a run that was entered but not claimed, and gives back its
@@ -644,6 +770,7 @@ impl Supervisor {
     /// Stops accepting runs (shutdown).
     pub fn close(&self) {
         self.lock().accepting = false;
+        self.closing.cancel();
         self.tracker.close();
     }
 
@@ -658,12 +785,41 @@ impl Supervisor {
     }
 }
 
+impl Slots for Supervisor {
+    fn release(&self, run_id: &str) {
+        self.release_slot_of(run_id, true);
+    }
+
+    fn acquire<'a>(&'a self, run_id: &'a str) -> futures::future::BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let Some(cancel) = self.lock().runs.get(run_id).map(|l| l.cancel.clone()) else {
+                return false;
+            };
+            let took = self.wait_turn(run_id, &cancel).await;
+            self.publish_counts();
+            took
+        })
+    }
+}
+
 impl State {
     /// (running, queued): runs holding a slot, and the other runs in
     /// flight. Saturating, so a moment where a slot is counted for a run
     /// already gone reads as none queued, never as an overflow.
     fn counts(&self) -> (usize, usize) {
-        (self.running, self.runs.len().saturating_sub(self.running))
+        let waiting = self.waiting_approval();
+        (
+            self.running,
+            self.runs
+                .len()
+                .saturating_sub(self.running)
+                .saturating_sub(waiting),
+        )
+    }
+
+    /// Runs waiting for a person's approval.
+    fn waiting_approval(&self) -> usize {
+        self.runs.values().filter(|l| l.waiting_approval).count()
     }
 
     fn insert(&mut self, id: &str, live: Live) {

@@ -5,6 +5,7 @@
 //! resolved parts. May depend on `llm`, `tools`, `config` (limits), `redact`
 //! and `types`.
 
+pub mod approval;
 pub mod context;
 pub mod output;
 pub mod sub_runs;
@@ -24,7 +25,9 @@ use crate::llm::retry::{RetryNotice, RetryPolicy, stream_with_retry_until};
 use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider};
 use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
+use crate::types::approval::ApprovalRequest;
 use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Usage};
+use approval::{ApprovalGate, CallResult, Checkpoint, NoDecision, RunClock};
 use output::OutputCheck;
 pub use sub_runs::{SharedSpend, SubRunSpend};
 
@@ -57,6 +60,9 @@ pub struct RunSpec {
     pub skills: Option<ActiveSkills>,
     /// Memories put ahead of the input.
     pub memory: Option<RecalledBlock>,
+    /// Where a run that waited for approval goes on from (after a
+    /// restart); `None`: from the start.
+    pub resume: Option<Checkpoint>,
 }
 
 /// What the agent's other runs have spent today (in US dollars), for
@@ -101,6 +107,9 @@ pub struct Parts<'a> {
     /// their sub-runs spent is added to this run's usage and cost; `None`
     /// when the run has none.
     pub sub_runs: Option<&'a SharedSpend>,
+    /// Where calls to tools matching the agent's `approve:` wait for a
+    /// person; `None`: no call waits.
+    pub approvals: Option<&'a dyn ApprovalGate>,
 }
 
 /// How a run ended.
@@ -119,41 +128,33 @@ pub struct RunOutcome {
 
 /// Runs the loop to its end. `cancel` ends it as `cancelled`; the run's own
 /// timeout ends it as `timed_out`. The last event sent is always
-/// [`RunEvent::Finished`], with the same state and reason as the outcome.
+/// [`RunEvent::Finished`], with the same state and reason as the outcome,
+/// except for a run suspended while it waits for approval (the daemon
+/// stops): its outcome is `waiting_approval`, and it has no end yet.
 pub async fn run(
     spec: &RunSpec,
     parts: Parts<'_>,
     cancel: CancellationToken,
     events: UnboundedSender<RunEvent>,
 ) -> RunOutcome {
-    let _ = events.send(RunEvent::Started {
-        run_id: spec.run_id.clone(),
-        agent: spec.agent.clone(),
-        model: spec.model.clone(),
-        trigger: spec.trigger.clone(),
-        definition_hash: spec.definition_hash.clone(),
-        input: spec.input.clone(),
-    });
-    if let Some(skills) = &spec.skills {
-        let _ = events.send(RunEvent::SkillsActivated {
-            skills: skills.names.clone(),
-            how: skills.how.clone(),
-        });
+    // A resumed run announced its start (and skills, memories) already.
+    let resumed = spec.resume.is_some();
+    if !resumed {
+        announce(spec, &events);
     }
-    if let Some(memory) = spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
-        let _ = events.send(RunEvent::MemoryRecalled {
-            namespace: memory.namespace.clone(),
-            memories: memory.memories.clone(),
-        });
-    }
-    // One token for the whole run: cancelled by the caller or by the timeout.
+    // One token for the whole run: cancelled by the caller or by the
+    // timeout, whose clock stops while the run waits for a person.
     let token = cancel.child_token();
     let timed_out = Arc::new(AtomicBool::new(false));
+    let left = spec.resume.as_ref().map_or(spec.limits.timeout, |c| {
+        Duration::from_millis(c.remaining_ms)
+    });
+    let clock = Arc::new(RunClock::new(left));
     let timer = {
-        let (token, timed_out, timeout) = (token.clone(), timed_out.clone(), spec.limits.timeout);
+        let (token, timed_out, clock) = (token.clone(), timed_out.clone(), clock.clone());
         tokio::spawn(async move {
             tokio::select! {
-                _ = tokio::time::sleep(timeout) => {
+                _ = clock.expired() => {
                     timed_out.store(true, Ordering::SeqCst);
                     token.cancel();
                 }
@@ -170,6 +171,7 @@ pub async fn run(
         own_usage: Usage::default(),
         sub_runs_cost: None,
         iterations: 0,
+        clock,
     };
     let end = state.run_loop().await;
     // Sub-runs that ended while the run was being stopped still count.
@@ -195,6 +197,19 @@ pub async fn run(
             None,
         ),
         End::Stopped => (RunState::Cancelled, Some("cancelled".into()), None),
+        End::Suspended => {
+            // Not an end: the run waits on in the store, and a later
+            // process goes on from its checkpoint.
+            return RunOutcome {
+                state: RunState::WaitingApproval,
+                reason: None,
+                output: None,
+                usage,
+                cost_usd,
+                result: None,
+                iterations,
+            };
+        }
     };
     let _ = events.send(RunEvent::Finished {
         state: run_state,
@@ -215,6 +230,30 @@ pub async fn run(
     }
 }
 
+/// The events that open a run: started, skills, memories.
+fn announce(spec: &RunSpec, events: &UnboundedSender<RunEvent>) {
+    let _ = events.send(RunEvent::Started {
+        run_id: spec.run_id.clone(),
+        agent: spec.agent.clone(),
+        model: spec.model.clone(),
+        trigger: spec.trigger.clone(),
+        definition_hash: spec.definition_hash.clone(),
+        input: spec.input.clone(),
+    });
+    if let Some(skills) = &spec.skills {
+        let _ = events.send(RunEvent::SkillsActivated {
+            skills: skills.names.clone(),
+            how: skills.how.clone(),
+        });
+    }
+    if let Some(memory) = spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
+        let _ = events.send(RunEvent::MemoryRecalled {
+            namespace: memory.namespace.clone(),
+            memories: memory.memories.clone(),
+        });
+    }
+}
+
 enum End {
     /// The final answer, and its JSON for an agent with an output schema.
     Answer(String, Option<serde_json::Value>),
@@ -223,6 +262,9 @@ enum End {
     OverBudget(String),
     /// The run's token fired: cancelled or timed out.
     Stopped,
+    /// The daemon stops while the run waits for approval: it stays
+    /// waiting in the store.
+    Suspended,
 }
 
 struct LoopState<'a> {
@@ -237,35 +279,56 @@ struct LoopState<'a> {
     /// What its sub-runs cost, at their own models' prices.
     sub_runs_cost: Option<f64>,
     iterations: u32,
+    /// The run's time for `limits.timeout`, stopped while waiting.
+    clock: Arc<RunClock>,
+}
+
+/// Loop counters a checkpoint keeps besides the conversation.
+#[derive(Clone, Copy)]
+struct Resumable {
+    tool_calls_made: u32,
+    repairing: bool,
+}
+
+/// The tool calls of one turn and what is known of their results.
+struct Turn {
+    calls: Vec<ToolCall>,
+    results: Vec<Option<CallResult>>,
+    /// A resumed run's call that was waiting when it stopped: its request
+    /// is recorded already.
+    waiting: Option<usize>,
 }
 
 impl LoopState<'_> {
     async fn run_loop(&mut self) -> End {
         let spec = self.spec;
-        let mut messages = Vec::new();
-        if let Some(system) = spec.system.as_deref().filter(|s| !s.trim().is_empty()) {
-            messages.push(Message::system(system));
-        }
-        if let Some(skills) = &spec.skills {
-            messages.push(Message::system(skills.message.clone()));
-        }
-        let output_check = match &spec.output_schema {
-            Some(schema) => {
-                messages.push(Message::system(output::instruction(schema)));
-                match OutputCheck::new(schema) {
-                    Ok(check) => Some(check),
-                    Err(reason) => return End::Failed(reason),
-                }
-            }
+        let output_check = match spec.output_schema.as_ref().map(OutputCheck::new) {
+            Some(Ok(check)) => Some(check),
+            Some(Err(reason)) => return End::Failed(reason),
             None => None,
         };
+        let mut messages = Vec::new();
         // Set while the one repair turn of a schema-violating answer runs.
         let mut repairing = false;
-        match spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
-            Some(memory) => {
-                messages.push(Message::user(format!("{}\n\n{}", memory.block, spec.input)))
+        let mut tool_calls_made: u32 = 0;
+        // A resumed run first finishes the turn it stopped in.
+        let mut pending: Option<Turn> = None;
+        match &spec.resume {
+            Some(checkpoint) => {
+                messages = checkpoint.messages.clone();
+                self.usage = checkpoint.usage;
+                self.own_usage = checkpoint.own_usage;
+                self.sub_runs_cost = checkpoint.sub_runs_cost;
+                self.iterations = checkpoint.iterations;
+                tool_calls_made = checkpoint.tool_calls_made;
+                repairing = checkpoint.repairing;
+                pending = Some(Turn {
+                    calls: checkpoint.calls.clone(),
+                    results: checkpoint.results.clone(),
+                    waiting: Some(checkpoint.waiting),
+                });
             }
-            None => messages.push(Message::user(spec.input.clone())),
+            None => self.opening_messages(&mut messages),
         }
         let tools = self.parts.tools.specs();
         let tools_tokens =
@@ -277,10 +340,16 @@ impl LoopState<'_> {
             output_cap: DEFAULT_OUTPUT_CAP,
             sandbox: Default::default(),
         };
-        let mut tool_calls_made: u32 = 0;
-        // When the run's timer (started just before this loop) fires.
-        let deadline = tokio::time::Instant::now() + spec.limits.timeout;
         loop {
+            if let Some(turn) = pending.take() {
+                let state = Resumable {
+                    tool_calls_made,
+                    repairing,
+                };
+                if let Err(end) = self.run_calls(&mut messages, turn, state, &ctx).await {
+                    return end;
+                }
+            }
             let others = self.others_spent_today().await;
             if let Some(reason) = self.over_budget(others) {
                 return End::OverBudget(reason);
@@ -334,7 +403,7 @@ impl LoopState<'_> {
                     self.parts.provider,
                     &request,
                     &self.parts.retry,
-                    Some(deadline),
+                    self.clock.deadline(),
                     &mut on_delta,
                     &mut on_retry,
                 );
@@ -398,38 +467,192 @@ impl LoopState<'_> {
                     arguments: call.arguments.clone(),
                 });
             }
-            let running =
-                futures::future::join_all(calls.iter().map(|c| self.parts.tools.execute(c, &ctx)));
-            let outcomes = tokio::select! {
-                outcomes = running => outcomes,
-                // Tools see the token and stop; give them a moment to clean up.
-                _ = async { self.token.cancelled().await; tokio::time::sleep(Duration::from_secs(5)).await } => return End::Stopped,
-            };
-            self.take_sub_runs();
-            // Results are recorded even when the run was stopped meanwhile:
-            // a tool that finished may have had effects.
-            let stopped = self.token.is_cancelled();
-            for (call, mut outcome) in calls.iter().zip(outcomes) {
-                // A tool that prints a secret never shows it to the model.
-                self.parts.redactor.redact_in_place(&mut outcome.output);
-                self.emit(RunEvent::ToolResult {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    output: outcome.output.clone(),
-                    is_error: outcome.is_error,
-                    duration_ms: outcome.duration_ms,
-                });
-                messages.push(Message::Tool {
-                    tool_call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content: outcome.output,
-                    is_error: outcome.is_error,
-                });
+            pending = Some(Turn {
+                results: vec![None; calls.len()],
+                calls,
+                waiting: None,
+            });
+        }
+    }
+
+    /// The messages a run starts with: system prompt, skills, the output
+    /// schema's instruction, memories and the input.
+    fn opening_messages(&self, messages: &mut Vec<Message>) {
+        let spec = self.spec;
+        if let Some(system) = spec.system.as_deref().filter(|s| !s.trim().is_empty()) {
+            messages.push(Message::system(system));
+        }
+        if let Some(skills) = &spec.skills {
+            messages.push(Message::system(skills.message.clone()));
+        }
+        if let Some(schema) = &spec.output_schema {
+            messages.push(Message::system(output::instruction(schema)));
+        }
+        match spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
+            Some(memory) => {
+                messages.push(Message::user(format!("{}\n\n{}", memory.block, spec.input)))
             }
-            if stopped {
-                return End::Stopped;
+            None => messages.push(Message::user(spec.input.clone())),
+        }
+    }
+
+    /// Runs the tool calls of `turn` and appends their results to
+    /// `messages`, in call order. Calls that need no approval run first,
+    /// together; then each call that does waits for its decision in turn
+    /// (the run's clock stopped) and runs if approved, or gets the denial as
+    /// its result. `Err` ends the run.
+    async fn run_calls(
+        &mut self,
+        messages: &mut Vec<Message>,
+        mut turn: Turn,
+        state: Resumable,
+        ctx: &ToolContext,
+    ) -> Result<(), End> {
+        let gate = self.parts.approvals;
+        let gated = |call: &ToolCall| gate.is_some_and(|g| g.required(&call.name));
+        let free: Vec<usize> = (0..turn.calls.len())
+            .filter(|&i| turn.results[i].is_none() && !gated(&turn.calls[i]))
+            .collect();
+        let running = futures::future::join_all(
+            free.iter()
+                .map(|&i| self.parts.tools.execute(&turn.calls[i], ctx)),
+        );
+        let outcomes = tokio::select! {
+            outcomes = running => outcomes,
+            // Tools see the token and stop; give them a moment to clean up.
+            _ = async { self.token.cancelled().await; tokio::time::sleep(Duration::from_secs(5)).await } => return Err(End::Stopped),
+        };
+        for (&i, mut outcome) in free.iter().zip(outcomes) {
+            // A tool that prints a secret never shows it to the model.
+            self.parts.redactor.redact_in_place(&mut outcome.output);
+            turn.results[i] = Some(CallResult {
+                output: outcome.output,
+                is_error: outcome.is_error,
+                duration_ms: outcome.duration_ms,
+            });
+        }
+        if let Some(gate) = gate {
+            for i in 0..turn.calls.len() {
+                if turn.results[i].is_some() || self.token.is_cancelled() {
+                    continue;
+                }
+                let result = self
+                    .approve_and_run(gate, messages, &turn, i, state, ctx)
+                    .await?;
+                turn.results[i] = Some(result);
             }
         }
+        self.take_sub_runs();
+        // Results are recorded even when the run was stopped meanwhile:
+        // a tool that finished may have had effects.
+        let stopped = self.token.is_cancelled();
+        for (call, result) in turn.calls.iter().zip(turn.results) {
+            let Some(result) = result else { continue };
+            self.emit(RunEvent::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                output: result.output.clone(),
+                is_error: result.is_error,
+                duration_ms: result.duration_ms,
+            });
+            messages.push(Message::Tool {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: result.output,
+                is_error: result.is_error,
+            });
+        }
+        if stopped {
+            return Err(End::Stopped);
+        }
+        Ok(())
+    }
+
+    /// Asks `gate` about call `i` of `turn`, waits for the decision with the
+    /// run's clock stopped, and runs the call if approved.
+    async fn approve_and_run(
+        &mut self,
+        gate: &dyn ApprovalGate,
+        messages: &[Message],
+        turn: &Turn,
+        i: usize,
+        state: Resumable,
+        ctx: &ToolContext,
+    ) -> Result<CallResult, End> {
+        let call = &turn.calls[i];
+        let redactor = self.parts.redactor;
+        let request = ApprovalRequest {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: redactor.redact(&call.arguments).into_owned(),
+        };
+        let left = self.clock.stop();
+        let checkpoint = Checkpoint {
+            messages: messages.to_vec(),
+            usage: self.usage,
+            own_usage: self.own_usage,
+            sub_runs_cost: self.sub_runs_cost,
+            iterations: self.iterations,
+            tool_calls_made: state.tool_calls_made,
+            repairing: state.repairing,
+            calls: turn.calls.clone(),
+            results: turn.results.clone(),
+            waiting: i,
+            remaining_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+        };
+        let asked = async {
+            let timeout_at = gate
+                .request(&request, &checkpoint)
+                .await
+                .map_err(NoDecision::Failed)?;
+            if turn.waiting != Some(i) {
+                self.emit(RunEvent::ApprovalRequested {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: request.arguments.clone(),
+                    timeout_at,
+                });
+            }
+            gate.decision(&request).await
+        };
+        let decision = tokio::select! {
+            biased;
+            _ = self.token.cancelled() => return Err(End::Stopped),
+            decision = asked => decision,
+        };
+        self.clock.restart(left);
+        let decision = decision.map_err(|e| match e {
+            NoDecision::Suspended => End::Suspended,
+            NoDecision::Failed(e) => End::Failed(format!(
+                "cannot wait for the approval of `{}`: {e}",
+                call.name
+            )),
+        })?;
+        self.emit(RunEvent::ApprovalDecided {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            approved: decision.approved,
+            by: decision.by,
+            reason: decision.reason.clone(),
+        });
+        if !decision.approved {
+            return Ok(CallResult {
+                output: decision.denial_text(),
+                is_error: true,
+                duration_ms: 0,
+            });
+        }
+        let outcome = tokio::select! {
+            outcome = self.parts.tools.execute(call, ctx) => outcome,
+            _ = async { self.token.cancelled().await; tokio::time::sleep(Duration::from_secs(5)).await } => return Err(End::Stopped),
+        };
+        let mut output = outcome.output;
+        redactor.redact_in_place(&mut output);
+        Ok(CallResult {
+            output,
+            is_error: outcome.is_error,
+            duration_ms: outcome.duration_ms,
+        })
     }
 
     /// The model's answer as it goes back to the model in the next

@@ -224,6 +224,31 @@ ALTER TABLE runs ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 "#,
     },
+    Migration {
+        name: "tool calls waiting for a person's approval",
+        sql: r#"
+-- One row per tool call a run waited on (`approve:` in its agent file): the
+-- exact call, when it was asked and until when, and the decision (NULL
+-- while pending). decided_by: cli | api | timeout.
+CREATE TABLE approvals (
+    run_id       TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    call_id      TEXT NOT NULL,
+    tool         TEXT NOT NULL,
+    arguments    TEXT NOT NULL,
+    requested_at TEXT NOT NULL,
+    timeout_at   TEXT NOT NULL,
+    decided_at   TEXT,
+    approved     INTEGER,
+    decided_by   TEXT,
+    reason       TEXT,
+    PRIMARY KEY (run_id, call_id)
+) WITHOUT ROWID;
+CREATE INDEX approvals_pending ON approvals(decided_at) WHERE decided_at IS NULL;
+-- The engine's state (JSON) of a run in `waiting_approval`, from which it
+-- resumes after a restart. Cleared when the run goes on.
+ALTER TABLE runs ADD COLUMN checkpoint TEXT;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

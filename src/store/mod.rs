@@ -1,10 +1,11 @@
 //! The SQLite store: runs and their events, scheduled fires, webhook
-//! deliveries and long-term memory.
+//! deliveries, tool calls waiting for approval and long-term memory.
 //!
 //! All SQL lives in this module, behind typed methods on [`Store`], so a
 //! second backend can later be added here alone. Nothing outside `store` sees
 //! a `rusqlite` type. Files: `runs` (claiming, events, final states),
-//! `run_reads` (every read of runs and events), `fires` (runs that never ran,
+//! `run_reads` (every read of runs and events), `approvals` (runs waiting
+//! for a person, decisions), `fires` (runs that never ran,
 //! interrupted runs, webhook deliveries), `watches` (schedules watched since
 //! when), `memory`, `migrations`, `worker`.
 //!
@@ -30,6 +31,9 @@
 //! connections and reports any error. Dropping the last clone does the same
 //! (waiting for each thread unless dropped on that thread itself).
 
+mod approvals;
+#[cfg(test)]
+mod approvals_tests;
 mod fires;
 #[cfg(test)]
 mod fires_tests;
@@ -59,6 +63,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::ffi::ErrorCode;
 use rusqlite::{Connection, OpenFlags};
 
+pub use approvals::WaitingRun;
 pub use fires::Recovered;
 pub use memory::score as memory_score;
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};

@@ -134,12 +134,12 @@ impl Store {
     }
 }
 
-const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
+pub(super) const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
     created_at, started_at, finished_at, error, output, input_tokens, output_tokens,
     schedule_id, scheduled_for, cached_input_tokens, cost_usd, result, parent_run_id, depth"#;
 
 /// A `runs` row as stored, before its values are checked.
-struct RawRun {
+pub(super) struct RawRun {
     record: RunRecord,
     state: String,
     input_tokens: Option<i64>,
@@ -153,7 +153,7 @@ struct RawRun {
     scheduled_for: Option<String>,
 }
 
-fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+pub(super) fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     Ok(RawRun {
         record: RunRecord {
             id: row.get(0)?,
@@ -191,7 +191,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
 }
 
 impl RawRun {
-    fn check(self) -> Result<RunRecord, StoreError> {
+    pub(super) fn check(self) -> Result<RunRecord, StoreError> {
         let RawRun {
             mut record,
             state,
