@@ -14,6 +14,7 @@ pub mod plugins;
 mod prices;
 mod schema;
 pub mod settings;
+pub mod steps;
 pub mod triggers;
 pub mod yaml_value;
 
@@ -95,18 +96,28 @@ pub fn load_one(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     loaded
 }
 
+/// Loads agent `name` and, when it is a pipeline, the agents its steps run.
 fn load_agent(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     let (settings, mut diagnostics) = load_settings(root, env);
     let mut agents = BTreeMap::new();
-    for ext in ["yaml", "yml"] {
-        let file = root.join("agents").join(format!("{name}.{ext}"));
-        if file.is_file() {
-            let (agent, diags) = load_agent_file(root, &file, name, env);
-            diagnostics.extend(diags);
-            if let Some(agent) = agent {
-                agents.insert(name.to_string(), agent);
+    let mut wanted = vec![name.to_string()];
+    while let Some(name) = wanted.pop() {
+        if agents.contains_key(&name) {
+            continue;
+        }
+        for ext in ["yaml", "yml"] {
+            let file = root.join("agents").join(format!("{name}.{ext}"));
+            if file.is_file() {
+                let (agent, diags) = load_agent_file(root, &file, &name, env);
+                diagnostics.extend(diags);
+                if let Some(agent) = agent {
+                    if let Some(pipeline) = &agent.steps {
+                        wanted.extend(pipeline.agents().map(|(_, a)| a.to_string()));
+                    }
+                    agents.insert(name.clone(), agent);
+                }
+                break;
             }
-            break;
         }
     }
     with_tools(root, settings, agents, diagnostics, env)

@@ -12,6 +12,8 @@ pub mod hub;
 pub mod lock;
 pub mod metrics;
 pub mod owner;
+pub mod pipeline;
+mod pipeline_step;
 pub mod recorder;
 pub mod reload;
 pub mod runner;

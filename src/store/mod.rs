@@ -5,7 +5,7 @@
 //! second backend can later be added here alone. Nothing outside `store` sees
 //! a `rusqlite` type. Files: `runs` (claiming, events, final states),
 //! `run_reads` (every read of runs and events), `fires` (runs that never ran,
-//! interrupted runs, webhook deliveries), `watches` (schedules watched since
+//! interrupted runs, webhook deliveries), `steps` (pipeline runs' steps), `watches` (schedules watched since
 //! when), `memory`, `migrations`, `worker`.
 //!
 //! Two threads, each owning one connection ([`worker`]): the writer runs
@@ -43,6 +43,7 @@ mod run_reads;
 mod runs;
 #[cfg(test)]
 mod runs_tests;
+mod steps;
 #[cfg(test)]
 mod tests;
 mod watches;
@@ -61,6 +62,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use fires::Recovered;
 pub use memory::score as memory_score;
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunRecord};
+pub use steps::{StepEnd, StepRecord};
 use worker::{Role, Worker};
 
 /// How long a statement waits for another process's lock before failing.
