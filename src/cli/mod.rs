@@ -11,6 +11,7 @@ mod run;
 mod runs;
 mod serve;
 mod skills;
+mod steps;
 mod tools;
 mod trigger;
 mod validate;

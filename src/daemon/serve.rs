@@ -102,8 +102,12 @@ pub async fn serve(
         .take_over_pipelines(owner::is_alive, owner::this_process())
         .await
         .map_err(|e| format!("cannot take over pipelines of a previous process: {e}"))?;
+    // The pipelines just taken over are this process's: not stale.
     let recovered = store
-        .recover_stale_runs(owner::is_alive, owner::this_process())
+        .recover_stale_runs(
+            |o: &str| o == owner::this_process() || owner::is_alive(o),
+            owner::this_process(),
+        )
         .await
         .map_err(|e| format!("cannot recover runs of a previous process: {e}"))?;
     let interrupted = recovered.interrupted;
