@@ -216,6 +216,56 @@ impl std::fmt::Display for RunState {
     }
 }
 
+/// The state of one pipeline step (or one `for_each` item of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    /// Its `when:` was false, or the pipeline ended before it started.
+    Skipped,
+}
+
+impl StepState {
+    pub const ALL: [StepState; 5] = [
+        StepState::Pending,
+        StepState::Running,
+        StepState::Succeeded,
+        StepState::Failed,
+        StepState::Skipped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepState::Pending => "pending",
+            StepState::Running => "running",
+            StepState::Succeeded => "succeeded",
+            StepState::Failed => "failed",
+            StepState::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StepState> {
+        StepState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// True once the step can no longer change.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            StepState::Succeeded | StepState::Failed | StepState::Skipped
+        )
+    }
+}
+
+impl std::fmt::Display for StepState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// `sandbox:` of an agent: what the processes started for its tools
 /// (`bash`, `tools.d` commands) may write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -377,6 +427,40 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A pipeline step (or one `for_each` item of it, `index`) started an
+    /// attempt (1-based; a step cut off by a crash starts again with the
+    /// next one).
+    StepStarted {
+        step: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        index: Option<usize>,
+        attempt: u32,
+    },
+    /// A pipeline step (or one item of it) ended: `succeeded`, `failed`
+    /// (after its last attempt) or `skipped`. An attempt that will be
+    /// retried ends with `retrying` set and the error.
+    StepFinished {
+        step: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        index: Option<usize>,
+        state: StepState,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// The attempt failed and another one follows.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retrying: bool,
+        duration_ms: u64,
+        #[serde(default)]
+        usage: Usage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The run of an agent step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        child_run_id: Option<String>,
+    },
     /// The last event of every run.
     Finished {
         state: RunState,
@@ -410,6 +494,8 @@ impl RunEvent {
             RunEvent::ToolResult { .. } => "tool_result",
             RunEvent::ApprovalRequested { .. } => "approval_requested",
             RunEvent::ApprovalDecided { .. } => "approval_decided",
+            RunEvent::StepStarted { .. } => "step_started",
+            RunEvent::StepFinished { .. } => "step_finished",
             RunEvent::Finished { .. } => "finished",
         }
     }

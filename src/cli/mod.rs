@@ -12,6 +12,7 @@ mod run;
 mod runs;
 mod serve;
 mod skills;
+mod steps;
 mod tools;
 mod trigger;
 mod validate;

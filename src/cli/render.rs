@@ -5,7 +5,7 @@
 
 use std::io::{IsTerminal, Write};
 
-use crate::types::{RunEvent, RunState, Usage};
+use crate::types::{RunEvent, RunState, StepState, Usage};
 
 pub struct Renderer {
     color: bool,
@@ -184,6 +184,40 @@ impl Renderer {
                 let line = format!("{mark} {name} ({duration_ms} ms) {}", one_line(output, 160));
                 self.meta(self.paint(code, &line));
             }
+            RunEvent::StepStarted {
+                step,
+                index,
+                attempt,
+            } => {
+                let mut line = format!("▸ step {}", step_name(step, *index));
+                if *attempt > 1 {
+                    line.push_str(&format!(" (attempt {attempt})"));
+                }
+                self.meta(self.paint("2", &line));
+            }
+            RunEvent::StepFinished {
+                step,
+                index,
+                state,
+                output,
+                error,
+                retrying,
+                duration_ms,
+                ..
+            } => {
+                let name = step_name(step, *index);
+                let (mark, code, detail) = match (state, retrying) {
+                    (_, true) => ("↻", "33", error.clone().unwrap_or_default()),
+                    (StepState::Succeeded, _) => ("✓", "32", output.clone().unwrap_or_default()),
+                    (StepState::Skipped, _) => ("–", "2", error.clone().unwrap_or_default()),
+                    _ => ("✗", "31", error.clone().unwrap_or_default()),
+                };
+                let line = format!(
+                    "{mark} step {name} {state} ({duration_ms} ms) {}",
+                    one_line(&detail, 120)
+                );
+                self.meta(self.paint(code, line.trim_end()));
+            }
             RunEvent::Finished { .. } => {}
         }
     }
@@ -248,5 +282,13 @@ pub fn one_line(text: &str, max: usize) -> String {
         format!("{}…", flat.chars().take(max).collect::<String>())
     } else {
         flat
+    }
+}
+
+/// A step as shown: `read`, or `read[2]` for one `for_each` item.
+pub fn step_name(step: &str, index: Option<usize>) -> String {
+    match index {
+        Some(i) => format!("{step}[{i}]"),
+        None => step.to_string(),
     }
 }

@@ -15,7 +15,8 @@ use super::{
     print_for_agent, read_input,
 };
 use crate::config;
-use crate::daemon::{RunRequest, execute, prepare};
+use crate::daemon::pipeline::{self, PipelineJob};
+use crate::daemon::{PreparedRun, RunRequest, execute, prepare};
 use crate::registry;
 use crate::types::RunState;
 
@@ -117,7 +118,16 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
             runtime.block_on(manager.shutdown());
         }
     };
-    let prepared = match prepare(&snapshot, request, &config::process_env) {
+    let snapshot = std::sync::Arc::new(snapshot);
+    let env: crate::daemon::Env = std::sync::Arc::new(config::process_env);
+    let prepared = match PipelineJob::prepare(&snapshot, request.clone(), &env) {
+        Some(Ok(job)) => Ok(Prepared::Pipeline(Box::new(job))),
+        Some(Err(message)) => Err(message),
+        None => {
+            prepare(&snapshot, request, &config::process_env).map(|p| Prepared::Agent(Box::new(p)))
+        }
+    };
+    let prepared = match prepared {
         Ok(p) => p,
         Err(message) => {
             eprintln!("error: {message}");
@@ -134,7 +144,11 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let run_id = prepared.spec.run_id.clone();
+    let is_pipeline = matches!(prepared, Prepared::Pipeline(_));
+    let run_id = match &prepared {
+        Prepared::Agent(p) => p.spec.run_id.clone(),
+        Prepared::Pipeline(p) => p.run_id.clone(),
+    };
     let json = args.json;
     let result = runtime.block_on(async {
         let cancel = CancellationToken::new();
@@ -145,7 +159,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
             mcp.clone(),
         ));
         let mut renderer = Renderer::for_terminal();
-        let result = execute(prepared, &store, cancel, |event| {
+        let on_event = |event: &crate::types::RunEvent| {
             if json {
                 if let Ok(line) = serde_json::to_string(event) {
                     // A closed pipe (`| head`) must not abort the run.
@@ -155,8 +169,11 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
             } else {
                 renderer.event(event);
             }
-        })
-        .await;
+        };
+        let result = match prepared {
+            Prepared::Agent(p) => execute(*p, &store, cancel, on_event).await,
+            Prepared::Pipeline(job) => pipeline::execute(*job, &store, cancel, on_event).await,
+        };
         watcher.abort();
         (result, renderer)
     });
@@ -177,6 +194,10 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         return EXIT_FAILED;
     }
     if !json {
+        // A pipeline streams no answer text: its output is printed whole.
+        if is_pipeline && let Some(output) = &outcome.output {
+            println!("{output}");
+        }
         renderer.finish(
             &run_id,
             outcome.state,
@@ -190,6 +211,12 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         RunState::Cancelled => EXIT_CANCELLED,
         _ => EXIT_FAILED,
     }
+}
+
+/// What `aurad run` runs: an agent, or a pipeline's steps.
+enum Prepared {
+    Agent(Box<PreparedRun>),
+    Pipeline(Box<PipelineJob>),
 }
 
 /// Ctrl-C or SIGTERM cancels the run (recorded `cancelled`); a second one

@@ -234,6 +234,16 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
     if args.json {
         return follow_code(args.follow, run.state);
     }
+    match store.steps_of_blocking(&run.id) {
+        Ok(steps) if !steps.is_empty() => {
+            let mut out = std::io::stdout().lock();
+            for line in super::steps::step_tree(&steps) {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("error: cannot read the run's steps: {e}"),
+    }
     if !finished && run.state == RunState::Running {
         eprintln!(
             "(run {} is still marked running: it is in progress, or its process was killed)",

@@ -12,6 +12,7 @@ use super::diag::{Diagnostic, locate, locate_item};
 pub use super::limits::Limits;
 use super::limits::{RawLimits, parse_limits};
 use super::schema::json_schema;
+use super::steps::{Pipeline, RawStep, parse_steps};
 use super::triggers::{RawTriggers, Triggers, parse_triggers};
 use super::yaml_value::{describe_value, yaml_diagnostic};
 use crate::types::SandboxMode;
@@ -46,6 +47,7 @@ struct RawAgent {
     approve: Option<Value>,
     approval_timeout: Option<Value>,
     notify: Option<Value>,
+    steps: Option<Vec<RawStep>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -116,6 +118,9 @@ pub struct Agent {
     pub sandbox: SandboxMode,
     /// `approve:`, `approval_timeout:` and `notify:`.
     pub approval: ApprovalConfig,
+    /// A pipeline's steps (`steps:`); such an agent has no model, system
+    /// or prompt of its own.
+    pub steps: Option<std::sync::Arc<Pipeline>>,
     /// SHA-256 of the file as written (before interpolation), hex.
     pub hash: String,
     /// The interpolated text, for locating later diagnostics.
@@ -190,7 +195,30 @@ pub fn parse_agent(
         text,
         &mut diags,
     );
+    let pipeline = raw
+        .steps
+        .map(|steps| parse_steps(steps, path, text, &mut diags));
+    if pipeline.is_some() {
+        let set: [(&str, bool); 9] = [
+            ("model", raw.model.is_some()),
+            ("system", raw.system.is_some()),
+            ("prompt", raw.prompt.is_some()),
+            ("temperature", raw.temperature.is_some()),
+            ("max_tokens", raw.max_tokens.is_some()),
+            ("output_schema", raw.output_schema.is_some()),
+            ("skills", raw.skills.is_some()),
+            ("memory", raw.memory.is_some()),
+            ("on_interrupt", raw.on_interrupt.is_some()),
+        ];
+        for (field, _) in set.iter().filter(|(_, given)| *given) {
+            diags.push(err(
+                &[field],
+                format!("`{field}` does not apply to a pipeline: an agent with `steps` runs its steps (give `{field}` to the agents its steps run), so remove `{field}` or `steps`"),
+            ));
+        }
+    }
     let model = match raw.model.as_deref().map(str::trim) {
+        _ if pipeline.is_some() => String::new(),
         None | Some("") => {
             diags.push(err(
                 &["model"],
@@ -210,7 +238,7 @@ pub fn parse_agent(
             }
         },
     };
-    if raw.system.is_none() && raw.prompt.is_none() {
+    if raw.system.is_none() && raw.prompt.is_none() && pipeline.is_none() {
         diags.push(err(
             &["model"],
             "the agent has neither `system` nor `prompt`: give it at least one".into(),
@@ -380,6 +408,7 @@ pub fn parse_agent(
         triggers,
         sandbox,
         approval,
+        steps: pipeline.flatten().map(std::sync::Arc::new),
         hash,
         text: text.to_string(),
     };

@@ -16,6 +16,7 @@ pub mod plugins;
 mod prices;
 mod schema;
 pub mod settings;
+pub mod steps;
 pub mod triggers;
 pub mod watch;
 pub mod yaml_value;
@@ -101,8 +102,8 @@ pub fn load_one(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     loaded
 }
 
-/// Loads agent `name` and the agents it calls through `agents:`, theirs in
-/// turn, and so on (its sub-runs need them).
+/// Loads agent `name` and the agents it needs: those it calls through
+/// `agents:` and, when it is a pipeline, those its steps run; theirs in turn.
 fn load_agent(root: &Path, name: &str, env: EnvLookup) -> Loaded {
     let (settings, mut diagnostics) = load_settings(root, env);
     let mut agents = BTreeMap::new();
@@ -119,6 +120,9 @@ fn load_agent(root: &Path, name: &str, env: EnvLookup) -> Loaded {
                 diagnostics.extend(diags);
                 if let Some(agent) = agent {
                     wanted.extend(agent.agents.iter().cloned());
+                    if let Some(pipeline) = &agent.steps {
+                        wanted.extend(pipeline.agents().map(|(_, a)| a.to_string()));
+                    }
                     agents.insert(name.clone(), agent);
                 }
                 break;

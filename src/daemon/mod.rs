@@ -17,6 +17,8 @@ pub mod lock;
 pub mod metrics;
 pub mod notify;
 pub mod owner;
+pub mod pipeline;
+mod pipeline_step;
 pub mod recorder;
 pub mod reload;
 pub mod runner;

@@ -96,8 +96,18 @@ pub async fn serve(
         .await
         .map_err(|e| format!("opening the database failed: {e}"))?
         .map_err(|e| format!("database {}: {e}", settings.database.display()))?;
+    // Pipelines cut off by a crash are resumed, not interrupted: taken over
+    // first, so the recovery below sees them owned by a live process.
+    let pipelines = store
+        .take_over_pipelines(owner::is_alive, owner::this_process())
+        .await
+        .map_err(|e| format!("cannot take over pipelines of a previous process: {e}"))?;
+    // The pipelines just taken over are this process's: not stale.
     let recovered = store
-        .recover_stale_runs(owner::is_alive, owner::this_process())
+        .recover_stale_runs(
+            |o: &str| o == owner::this_process() || owner::is_alive(o),
+            owner::this_process(),
+        )
         .await
         .map_err(|e| format!("cannot recover runs of a previous process: {e}"))?;
     let interrupted = recovered.interrupted;
@@ -156,6 +166,7 @@ pub async fn serve(
     });
     daemon.set_mcp_states(reloader.server_states());
     metrics.set_config_skipped(&skipped_counts(&snapshot));
+    resume_pipelines(&daemon, &pipelines).await;
     resume_queued(&daemon, &recovered.requeued).await;
     resume_waiting(&daemon).await;
     retry_interrupted(&daemon, &interrupted).await;
@@ -406,6 +417,24 @@ async fn resume_waiting(daemon: &Arc<Daemon>) {
             Err(e) => {
                 tracing::error!(run = %run.run.id, "cannot take over a run waiting for approval: {e}")
             }
+        }
+    }
+}
+
+/// Resumes the pipeline runs a previous daemon left running when it died:
+/// their finished steps are kept, the others run.
+async fn resume_pipelines(daemon: &Arc<Daemon>, runs: &[RunRecord]) {
+    let snapshot = daemon.snapshot();
+    for run in runs {
+        match daemon
+            .supervisor
+            .resume_pipeline(snapshot.clone(), run)
+            .await
+        {
+            Ok(state) => {
+                tracing::info!(run = %run.id, agent = %run.agent, state = %state, "pipeline cut off by a process that is gone is resumed")
+            }
+            Err(e) => tracing::error!(run = %run.id, "cannot resume a pipeline: {e}"),
         }
     }
 }

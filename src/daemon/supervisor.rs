@@ -31,10 +31,11 @@ use super::clock::Clock;
 use super::hub::Hub;
 use super::metrics::Metrics;
 use super::notify::Notifier;
+use super::pipeline::{PipelineJob, run_pipeline};
 use super::runner::{
     PreparedRun, RunRequest, RunServices, RunSink, new_run, prepare, run_claimed_with,
 };
-use super::template::RequestVars;
+use super::template::{RequestVars, TriggerVars};
 use crate::config::OnOverlap;
 use crate::engine::approval::Checkpoint;
 use crate::registry::Snapshot;
@@ -117,6 +118,63 @@ struct Live {
     slot: bool,
     /// It waits for a person's approval (holding no slot, not queued).
     waiting_approval: bool,
+}
+
+/// What a run runs: an agent's engine loop, or a pipeline's steps.
+enum Job {
+    Agent(Box<PreparedRun>),
+    Pipeline(Box<PipelineJob>),
+}
+
+impl Job {
+    /// `request` resolved against `snapshot`: a pipeline when its agent
+    /// has `steps:`.
+    fn prepare(snapshot: &Arc<Snapshot>, request: RunRequest, env: &Env) -> Result<Job, String> {
+        if snapshot
+            .project
+            .agents
+            .get(&request.agent)
+            .is_some_and(|a| a.steps.is_some())
+            && let Some(job) = PipelineJob::prepare(snapshot, request.clone(), env)
+        {
+            return job.map(|j| Job::Pipeline(Box::new(j)));
+        }
+        prepare(snapshot, request, &**env).map(|p| Job::Agent(Box::new(p)))
+    }
+
+    fn id(&self) -> &str {
+        match self {
+            Job::Agent(p) => &p.spec.run_id,
+            Job::Pipeline(p) => &p.run_id,
+        }
+    }
+
+    fn agent(&self) -> &str {
+        match self {
+            Job::Agent(p) => &p.spec.agent,
+            Job::Pipeline(p) => &p.agent,
+        }
+    }
+
+    fn new_run(&self, state: RunState) -> NewRun {
+        match self {
+            Job::Agent(p) => new_run(p, state),
+            Job::Pipeline(p) => p.new_run(state),
+        }
+    }
+
+    /// The run's end or the file that started it (`after:`, `watch:`).
+    fn origin(&self) -> Option<TriggerVars> {
+        match self {
+            Job::Agent(p) => p.origin.clone(),
+            Job::Pipeline(p) => p.request.trigger.clone(),
+        }
+    }
+
+    /// A pipeline taken over after a crash: its row is `running` already.
+    fn resumed(&self) -> bool {
+        matches!(self, Job::Pipeline(p) if p.resumed)
+    }
 }
 
 /// What identifies a schedule of an agent for `on_overlap: replace`: what
@@ -242,7 +300,7 @@ impl Supervisor {
         let schedule = schedule_of(&request);
         let delivery = request.delivery.clone();
         let trigger_claim = request.claim.clone();
-        let prepared = match prepare(&snapshot, request, &*self.env) {
+        let prepared = match Job::prepare(&snapshot, request, &self.env) {
             Ok(prepared) => prepared,
             Err(message) if fire.is_some() => {
                 // A scheduled fire that cannot start is recorded, not lost.
@@ -270,13 +328,13 @@ impl Supervisor {
             }
             Err(message) => return Err(SubmitError::Invalid(message)),
         };
-        let id = prepared.spec.run_id.clone();
+        let id = prepared.id().to_string();
         let hub = Arc::new(Hub::default());
         let (skip_reason, slot) = self.enter(&agent, &id, schedule, &hub, overlap)?;
         if let Some(reason) = skip_reason {
             return self
                 .record_unrun(
-                    new_run(&prepared, RunState::Queued),
+                    prepared.new_run(RunState::Queued),
                     RunState::Skipped,
                     reason,
                 )
@@ -287,7 +345,7 @@ impl Supervisor {
         } else {
             RunState::Queued
         };
-        let run = new_run(&prepared, claimed_as);
+        let run = prepared.new_run(claimed_as);
         let claimed = match (&delivery, trigger_claim) {
             (Some(delivery), _) => {
                 self.store
@@ -355,7 +413,7 @@ impl Supervisor {
             run_id: Some(queued.id.clone()),
             ..RunRequest::default()
         };
-        let prepared = match prepare(&snapshot, request, &*self.env) {
+        let prepared = match Job::prepare(&snapshot, request, &self.env) {
             Ok(prepared) => prepared,
             Err(message) => {
                 return self.interrupt(&queued.id, format!(
@@ -435,7 +493,7 @@ impl Supervisor {
         // Driven as claimed (no wait for a slot, no start in the store): the
         // engine goes straight back to waiting, which needs no slot.
         self.tracker
-            .spawn(async move { this.drive(prepared, hub, true).await });
+            .spawn(async move { this.drive(Job::Agent(Box::new(prepared)), hub, true).await });
         Ok(RunState::WaitingApproval)
     }
 
@@ -452,6 +510,51 @@ impl Supervisor {
             )
             .await?;
         Ok(RunState::Interrupted)
+    }
+
+    /// Resumes `run`, a pipeline run left `running` by a process that is
+    /// gone and taken over by this one ([`Store::take_over_pipelines`]):
+    /// it waits for a slot like a queued run, then runs the steps not
+    /// stored finished. One whose agent is no longer a pipeline is
+    /// recorded `interrupted` with the reason.
+    pub async fn resume_pipeline(
+        self: &Arc<Self>,
+        snapshot: Arc<Snapshot>,
+        run: &RunRecord,
+    ) -> Result<RunState, SubmitError> {
+        if !self.lock().accepting {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let context = self.store.pipeline_context(&run.id).await?;
+        let job = match PipelineJob::resume(&snapshot, run, context.as_deref(), &self.env) {
+            Ok(job) => job,
+            Err(message) => {
+                let reason = format!(
+                    "interrupted: a pipeline cut off when its daemon stopped, and it cannot be resumed: {message}"
+                );
+                self.store
+                    .finish_run(
+                        &run.id,
+                        RunState::Interrupted,
+                        Some(reason),
+                        None,
+                        Default::default(),
+                    )
+                    .await?;
+                return Ok(RunState::Interrupted);
+            }
+        };
+        let hub = Arc::new(Hub::default());
+        let schedule = run
+            .schedule_id
+            .clone()
+            .filter(|_| run.trigger == "schedule");
+        self.enter_waiting(&run.agent, &run.id, schedule, &hub)?;
+        self.publish_counts();
+        let this = self.clone();
+        self.tracker
+            .spawn(async move { this.drive(Job::Pipeline(Box::new(job)), hub, false).await });
+        Ok(RunState::Running)
     }
 
     /// Decides overlap and enters the run under one lock, so two fires
@@ -565,9 +668,9 @@ impl Supervisor {
 
     /// Waits for the run's turn (unless it was claimed `running`, holding
     /// its slot), runs it, records the end.
-    async fn drive(self: Arc<Self>, prepared: PreparedRun, hub: Arc<Hub>, claimed_running: bool) {
-        let id = prepared.spec.run_id.clone();
-        let agent = prepared.spec.agent.clone();
+    async fn drive(self: Arc<Self>, prepared: Job, hub: Arc<Hub>, claimed_running: bool) {
+        let id = prepared.id().to_string();
+        let agent = prepared.agent().to_string();
         let Some(cancel) = self.lock().runs.get(&id).map(|l| l.cancel.clone()) else {
             if claimed_running {
                 self.release_slot();
@@ -575,7 +678,7 @@ impl Supervisor {
             return;
         };
         let started = std::time::Instant::now();
-        let origin = prepared.origin.clone();
+        let origin = prepared.origin();
         let state = if claimed_running || self.wait_turn(&id, &cancel).await {
             self.run(prepared, &hub, cancel, claimed_running).await
         } else {
@@ -664,15 +767,15 @@ impl Supervisor {
     /// the run could not even be started in the store.
     async fn run(
         &self,
-        prepared: PreparedRun,
+        prepared: Job,
         hub: &Arc<Hub>,
         cancel: CancellationToken,
         claimed_running: bool,
     ) -> Option<RunState> {
-        let id = prepared.spec.run_id.clone();
-        let agent = prepared.spec.agent.clone();
+        let id = prepared.id().to_string();
+        let agent = prepared.agent().to_string();
         self.publish_counts();
-        let started = if claimed_running {
+        let started = if claimed_running || prepared.resumed() {
             Ok(true)
         } else {
             self.store.start_run(&id).await
@@ -684,13 +787,19 @@ impl Supervisor {
                     metrics: self.metrics.clone(),
                     agent: agent.clone(),
                 };
-                let services = RunServices {
-                    approvals: &self.approvals,
-                    notifier: &self.notifier,
-                    slots: Some(self),
-                    closing: Some(&self.closing),
+                let outcome = match prepared {
+                    Job::Agent(prepared) => {
+                        let services = RunServices {
+                            approvals: &self.approvals,
+                            notifier: &self.notifier,
+                            slots: Some(self),
+                            closing: Some(&self.closing),
+                        };
+                        run_claimed_with(*prepared, &self.store, cancel, &mut sink, services).await
+                    }
+                    Job::Pipeline(job) => run_pipeline(*job, &self.store, cancel, &mut sink).await,
                 };
-                match run_claimed_with(prepared, &self.store, cancel, &mut sink, services).await {
+                match outcome {
                     Ok(outcome) => Some(outcome.state),
                     Err(e) => {
                         tracing::error!(run = %id, "the run's record is incomplete: {e}");

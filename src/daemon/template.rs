@@ -120,24 +120,35 @@ pub fn render(
     input: &str,
     request: &RequestVars,
 ) -> Result<String, String> {
+    // `payload` is `none` outside webhook runs, so `payload.x` is undefined
+    // there rather than an error.
+    environment()
+        .render_str(template, base_context(agent, now, input, request))
+        .map_err(|e| e.to_string())
+}
+
+/// The environment every run template is rendered in: mappings and lists
+/// print as JSON.
+pub fn environment() -> minijinja::Environment<'static> {
     let mut env = minijinja::Environment::new();
     env.set_formatter(json_formatter);
-    env.render_str(
-        template,
-        minijinja::context! {
-            agent => agent,
-            now => now,
-            input => input,
-            vars => Serde(&request.vars),
-            // `none` outside webhook runs, so `payload.x` is undefined
-            // there rather than an error.
-            payload => request.payload.as_ref().map(Serde),
-            event => request.event.as_deref(),
-            headers => Value::from_object(Headers(request.headers.clone())),
-            trigger => request.trigger.as_ref().map(Serde),
-        },
-    )
-    .map_err(|e| e.to_string())
+    env
+}
+
+/// What every template of a run sees: `agent`, `now`, `input`, `vars`,
+/// `payload`, `event`, `headers`, as a value other variables can be added
+/// to (`context! { steps => ..., ..base }`).
+pub fn base_context(agent: &str, now: &str, input: &str, request: &RequestVars) -> Value {
+    minijinja::context! {
+        agent => agent,
+        now => now,
+        input => input,
+        vars => Serde(&request.vars),
+        payload => request.payload.as_ref().map(Serde),
+        event => request.event.as_deref(),
+        headers => Value::from_object(Headers(request.headers.clone())),
+        trigger => request.trigger.as_ref().map(Serde),
+    }
 }
 
 /// Prints mappings and lists as compact JSON, everything else as minijinja

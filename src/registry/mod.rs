@@ -7,6 +7,7 @@
 //! ([`skipped`]); an agent that needs a left-out item is left out too.
 //! May depend on `config`, `llm`, `tools`, `mcp`, `skills`.
 
+mod pipelines;
 pub mod secrets;
 pub mod skipped;
 pub mod sub_agents;
@@ -115,6 +116,13 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     let mut broken = Vec::new();
     for agent in project.agents.values() {
         let diags = check_agent(agent, &refs, env);
+        if diags.iter().any(Diagnostic::is_error) {
+            broken.push(agent.name.clone());
+        }
+        diagnostics.extend(diags);
+    }
+    for agent in project.agents.values() {
+        let diags = pipelines::check_pipeline(agent, &project.agents, &tools);
         if diags.iter().any(Diagnostic::is_error) {
             broken.push(agent.name.clone());
         }
@@ -241,7 +249,9 @@ pub fn check_agent(agent: &Agent, refs: &Refs, env: EnvLookup) -> Vec<Diagnostic
             format!("sandbox: {message}"),
         ));
     }
-    if let Err(message) = check_model(&agent.model, settings) {
+    if agent.steps.is_none()
+        && let Err(message) = check_model(&agent.model, settings)
+    {
         diags.push(Diagnostic::error(
             &agent.path,
             locate(&agent.text, &["model"]),

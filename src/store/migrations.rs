@@ -249,6 +249,39 @@ CREATE INDEX approvals_pending ON approvals(decided_at) WHERE decided_at IS NULL
 ALTER TABLE runs ADD COLUMN checkpoint TEXT;
 "#,
     },
+    Migration {
+        name: "pipeline runs and their steps",
+        sql: r#"
+-- A run of a pipeline (an agent with `steps:`): its template variables, so
+-- the daemon that resumes it after a crash renders its steps as before.
+-- A running run listed here is resumed at start-up, not interrupted.
+CREATE TABLE pipeline_runs (
+    run_id  TEXT PRIMARY KEY REFERENCES runs(id),
+    context TEXT
+) WITHOUT ROWID;
+-- One row per step of a pipeline run, and one per `for_each` item of a
+-- step (`item` >= 0; -1 is the step itself), written when it starts and
+-- when it ends. `items` is the JSON list a `for_each` step rendered, kept
+-- so a resumed step fans out over the same items.
+CREATE TABLE pipeline_steps (
+    run_id        TEXT NOT NULL REFERENCES runs(id),
+    step          TEXT NOT NULL,
+    item          INTEGER NOT NULL,
+    state         TEXT NOT NULL,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    output        TEXT,
+    error         TEXT,
+    items         TEXT,
+    started_at    TEXT,
+    finished_at   TEXT,
+    input_tokens  INTEGER,
+    output_tokens INTEGER,
+    cost_usd      REAL,
+    child_run_id  TEXT,
+    PRIMARY KEY (run_id, step, item)
+) WITHOUT ROWID;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

@@ -6,7 +6,7 @@
 //! a `rusqlite` type. Files: `runs` (claiming, events, final states),
 //! `run_reads` (every read of runs and events), `approvals` (runs waiting
 //! for a person, decisions), `fires` (runs that never ran,
-//! interrupted runs, webhook deliveries), `watches` (schedules watched since
+//! interrupted runs, webhook deliveries), `steps` (pipeline runs' steps), `watches` (schedules watched since
 //! when), `memory`, `migrations`, `worker`.
 //!
 //! Two threads, each owning one connection ([`worker`]): the writer runs
@@ -47,6 +47,7 @@ mod run_reads;
 mod runs;
 #[cfg(test)]
 mod runs_tests;
+mod steps;
 #[cfg(test)]
 mod tests;
 mod watched_files;
@@ -67,6 +68,7 @@ pub use approvals::WaitingRun;
 pub use fires::Recovered;
 pub use memory::score as memory_score;
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
+pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;
 use worker::{Role, Worker};
 

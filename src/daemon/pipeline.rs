@@ -1,0 +1,426 @@
+//! A pipeline run (an agent with `steps:`): one run row, its steps run as
+//! their `needs:` allow (independent steps at once), each step's start and
+//! end stored with its event, so a run cut by a crash resumes where it
+//! stopped: a step stored `succeeded` or `skipped` is never run again, one
+//! stored `running` runs again with the next attempt. A failed step (after
+//! its retries) fails the run, naming it; steps not started are recorded
+//! `skipped`. How one step runs is in [`step`](super::pipeline_step).
+//!
+//! Agent steps are child runs through the normal run path
+//! ([`runner::prepare`](super::runner::prepare), [`runner::execute`]); they
+//! run inside the pipeline's own `max_concurrent_runs` slot and never take
+//! another, so a pipeline can never wait for slots it holds: its
+//! parallelism is bounded by its DAG and `for_each` `concurrency` instead.
+//!
+//! May depend on `registry`, `engine`, `store`, `tools`, `config`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::pipeline_step::{StepContext, StepDone, run_step};
+use super::runner::{RunRequest, RunSink};
+use super::supervisor::Env;
+use super::template::RequestVars;
+use crate::config::steps::Pipeline;
+use crate::engine::RunOutcome;
+use crate::redact::Redactor;
+use crate::registry::Snapshot;
+use crate::store::{Fire, NewRun, RunEnd, RunRecord, StepEnd, StepRecord, Store, StoreError};
+use crate::types::{RunEvent, RunState, StepState, Usage};
+
+/// A pipeline run resolved and ready to run (or resume).
+pub struct PipelineJob {
+    pub run_id: String,
+    pub agent: String,
+    pub pipeline: Arc<Pipeline>,
+    pub definition_hash: String,
+    pub input: String,
+    pub trigger: String,
+    pub request: RequestVars,
+    /// `limits.timeout` of the pipeline: the whole run's.
+    pub timeout: Duration,
+    pub fire: Option<Fire>,
+    /// What agent steps' child runs are prepared from.
+    pub snapshot: Arc<Snapshot>,
+    pub env: Env,
+    pub redactor: Arc<Redactor>,
+    /// Taken over from a process that died: its row is `running` already,
+    /// and its stored steps are not run again.
+    pub resumed: bool,
+}
+
+impl PipelineJob {
+    /// `request` as a pipeline run, when its agent is a pipeline.
+    pub fn prepare(
+        snapshot: &Arc<Snapshot>,
+        request: RunRequest,
+        env: &Env,
+    ) -> Option<Result<PipelineJob, String>> {
+        let agent = snapshot.project.agents.get(&request.agent)?;
+        let pipeline = agent.steps.clone()?;
+        let request_vars = RequestVars {
+            vars: request.vars,
+            payload: request.payload,
+            event: request.event,
+            headers: request.headers,
+            trigger: request.origin,
+        };
+        let schedule_input = request
+            .schedule_id
+            .as_ref()
+            .and_then(|id| agent.triggers.schedule(id))
+            .and_then(|s| s.input.as_deref());
+        let input = match (request.input, schedule_input) {
+            (Some(input), _) => input,
+            (None, Some(template)) => {
+                let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                match super::template::render(template, &agent.name, &now, "", &request_vars) {
+                    Ok(input) => input,
+                    Err(e) => {
+                        return Some(Err(format!(
+                            "{}: cannot render the schedule's `input`: {e}",
+                            agent.path.display()
+                        )));
+                    }
+                }
+            }
+            (None, None) => String::new(),
+        };
+        Some(Ok(PipelineJob {
+            run_id: request.run_id.unwrap_or_else(crate::store::new_run_id),
+            agent: agent.name.clone(),
+            pipeline,
+            definition_hash: agent.hash.clone(),
+            input,
+            trigger: request.trigger,
+            request: request_vars,
+            timeout: agent.limits.timeout,
+            fire: request.fire,
+            snapshot: snapshot.clone(),
+            env: env.clone(),
+            redactor: snapshot.redactor.clone(),
+            resumed: false,
+        }))
+    }
+
+    /// The pipeline run `run` (stored `running`, taken over from a process
+    /// that died) resumed on `snapshot` with its stored `context`; `Err`
+    /// when its agent is no longer a pipeline of the project.
+    pub fn resume(
+        snapshot: &Arc<Snapshot>,
+        run: &RunRecord,
+        context: Option<&str>,
+        env: &Env,
+    ) -> Result<PipelineJob, String> {
+        let stored = RequestVars::stored(context);
+        let request = RunRequest {
+            agent: run.agent.clone(),
+            input: Some(run.input.clone()),
+            trigger: run.trigger.clone(),
+            vars: stored.vars,
+            payload: stored.payload,
+            event: stored.event,
+            headers: stored.headers,
+            origin: stored.trigger,
+            run_id: Some(run.id.clone()),
+            ..RunRequest::default()
+        };
+        match PipelineJob::prepare(snapshot, request, env) {
+            Some(Ok(job)) => Ok(PipelineJob {
+                resumed: true,
+                ..job
+            }),
+            Some(Err(e)) => Err(e),
+            None => Err(format!(
+                "agent `{}` is no longer a pipeline in agents/",
+                run.agent
+            )),
+        }
+    }
+
+    /// The run row it is claimed with.
+    pub fn new_run(&self, state: RunState) -> NewRun {
+        NewRun {
+            id: self.run_id.clone(),
+            agent: self.agent.clone(),
+            trigger: self.trigger.clone(),
+            input: self.redactor.redact(&self.input).into_owned(),
+            model: String::new(),
+            definition_hash: self.definition_hash.clone(),
+            owner: super::owner::this_process().to_string(),
+            fire: self.fire.clone(),
+            state,
+            template_context: self.context(),
+            parent: None,
+        }
+    }
+
+    fn context(&self) -> Option<String> {
+        (!self.request.is_empty())
+            .then(|| self.redactor.redact(&self.request.to_stored()).into_owned())
+    }
+}
+
+/// What one step came to, for the templates of later steps and the run's
+/// output.
+#[derive(Debug, Clone)]
+pub(super) struct StepResult {
+    pub state: StepState,
+    pub output: String,
+    /// A `for_each` step's outputs, in item order.
+    pub outputs: Option<Vec<String>>,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+}
+
+impl StepResult {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "state": self.state.as_str(),
+            "output": self.output,
+            "outputs": self.outputs.clone().unwrap_or_else(|| vec![self.output.clone()]),
+            "error": self.error,
+        })
+    }
+}
+
+/// Claims `job`'s run row (`running`) and runs it to its end, giving each
+/// event to `on_event` (`aurad run`).
+pub async fn execute(
+    job: PipelineJob,
+    store: &Store,
+    cancel: CancellationToken,
+    on_event: impl FnMut(&RunEvent) + Send,
+) -> Result<RunOutcome, StoreError> {
+    struct OnEvent<F>(F);
+    impl<F: FnMut(&RunEvent) + Send> RunSink for OnEvent<F> {
+        fn event(&mut self, _seq: i64, event: &RunEvent) {
+            (self.0)(event)
+        }
+    }
+    store.claim_run(job.new_run(RunState::Running)).await?;
+    run_pipeline(job, store, cancel, &mut OnEvent(on_event)).await
+}
+
+/// Sums `add` into `total` (cost unknown only while every part is).
+fn add_cost(total: &mut Option<f64>, add: Option<f64>) {
+    if let Some(add) = add {
+        *total = Some(total.unwrap_or(0.0) + add);
+    }
+}
+
+/// Runs the pipeline of `job`, whose row is claimed and `running`, to its
+/// end: streams its events to `sink` as they are stored, records the final
+/// state. Cancelling `cancel` cancels its steps (and their child runs).
+pub async fn run_pipeline(
+    job: PipelineJob,
+    store: &Store,
+    cancel: CancellationToken,
+    sink: &mut dyn RunSink,
+) -> Result<RunOutcome, StoreError> {
+    let run_id = job.run_id.clone();
+    store.begin_pipeline(&run_id, job.context()).await?;
+    if !job.resumed {
+        let started = RunEvent::Started {
+            run_id: run_id.clone(),
+            agent: job.agent.clone(),
+            model: "pipeline".to_string(),
+            trigger: job.trigger.clone(),
+            definition_hash: job.definition_hash.clone(),
+            input: job.redactor.redact(&job.input).into_owned(),
+        };
+        let seq = store.append_events(&run_id, vec![started.clone()]).await?;
+        sink.event(seq, &started);
+        sink.committed(seq);
+    }
+    let mut prior: HashMap<String, Vec<StepRecord>> = HashMap::new();
+    for record in store.steps_of(&run_id).await? {
+        prior.entry(record.step.clone()).or_default().push(record);
+    }
+    let pipeline = job.pipeline.clone();
+    // Cancelled by the caller, or by the pipeline's timeout.
+    let stop = cancel.child_token();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(i64, RunEvent)>();
+    let shared = Arc::new(StepContext {
+        store: store.clone(),
+        run_id: run_id.clone(),
+        job,
+        events: tx,
+    });
+    let mut results: BTreeMap<String, StepResult> = BTreeMap::new();
+    let mut waiting: Vec<usize> = (0..pipeline.steps.len()).collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut failed: Option<String> = None;
+    let mut timed_out = false;
+    let deadline = tokio::time::sleep(shared.job.timeout);
+    tokio::pin!(deadline);
+    loop {
+        if failed.is_none() && !stop.is_cancelled() {
+            let (ready, rest): (Vec<usize>, Vec<usize>) = waiting.iter().partition(|&&i| {
+                pipeline.steps[i]
+                    .needs
+                    .iter()
+                    .all(|need| results.contains_key(need))
+            });
+            waiting = rest;
+            for i in ready {
+                let step = pipeline.steps[i].clone();
+                let steps: serde_json::Map<String, serde_json::Value> = results
+                    .iter()
+                    .map(|(id, r)| (id.clone(), r.to_json()))
+                    .collect();
+                let prior = prior.remove(&step.id).unwrap_or_default();
+                let shared = shared.clone();
+                let stop = stop.clone();
+                tasks.spawn(async move {
+                    let id = step.id.clone();
+                    (id, run_step(shared, step, prior, steps, stop).await)
+                });
+            }
+        }
+        if tasks.is_empty() {
+            break;
+        }
+        tokio::select! {
+            joined = tasks.join_next() => {
+                let Some(joined) = joined else { continue };
+                let (id, done) = match joined {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        failed.get_or_insert_with(|| format!("a step task panicked: {e}"));
+                        continue;
+                    }
+                };
+                match done {
+                    Ok(StepDone(result)) => {
+                        if result.state == StepState::Failed && failed.is_none() {
+                            failed = Some(format!(
+                                "step `{id}` failed: {}",
+                                result.error.clone().unwrap_or_default()
+                            ));
+                        }
+                        results.insert(id, result);
+                    }
+                    Err(e) => {
+                        failed.get_or_insert_with(|| format!("step `{id}`: the store failed: {e}"));
+                    }
+                }
+            }
+            Some((seq, event)) = rx.recv() => {
+                sink.event(seq, &event);
+                sink.committed(seq);
+            }
+            () = &mut deadline, if !timed_out => {
+                timed_out = true;
+                stop.cancel();
+            }
+        }
+    }
+    while let Ok((seq, event)) = rx.try_recv() {
+        sink.event(seq, &event);
+        sink.committed(seq);
+    }
+    // Steps never started are recorded skipped.
+    let why = if cancel.is_cancelled() {
+        "not started: the pipeline was cancelled"
+    } else if timed_out {
+        "not started: the pipeline timed out"
+    } else {
+        "not started: an earlier step failed"
+    };
+    for i in waiting {
+        let step = &pipeline.steps[i];
+        let event = RunEvent::StepFinished {
+            step: step.id.clone(),
+            index: None,
+            state: StepState::Skipped,
+            attempt: 0,
+            output: None,
+            error: Some(why.to_string()),
+            retrying: false,
+            duration_ms: 0,
+            usage: Usage::default(),
+            cost_usd: None,
+            child_run_id: None,
+        };
+        let end = StepEnd {
+            state: StepState::Skipped,
+            output: None,
+            error: Some(why.to_string()),
+            usage: Usage::default(),
+            cost_usd: None,
+            child_run_id: None,
+        };
+        let seq = store
+            .step_finished(&run_id, &step.id, None, end, event.clone())
+            .await?;
+        sink.event(seq, &event);
+        sink.committed(seq);
+    }
+    let mut usage = Usage::default();
+    let mut cost_usd = None;
+    for result in results.values() {
+        usage.add(&result.usage);
+        add_cost(&mut cost_usd, result.cost_usd);
+    }
+    let (state, reason) = if cancel.is_cancelled() {
+        (RunState::Cancelled, Some("cancelled".to_string()))
+    } else if timed_out {
+        (
+            RunState::TimedOut,
+            Some(format!(
+                "the pipeline ran longer than its limits.timeout ({})",
+                humantime::format_duration(shared.job.timeout)
+            )),
+        )
+    } else if let Some(reason) = failed {
+        (RunState::Failed, Some(reason))
+    } else {
+        (RunState::Succeeded, None)
+    };
+    let output = (state == RunState::Succeeded).then(|| {
+        pipeline
+            .leaves()
+            .iter()
+            .filter_map(|id| results.get(*id))
+            .filter(|r| r.state == StepState::Succeeded)
+            .map(|r| r.output.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let finished = RunEvent::Finished {
+        state,
+        reason: reason.clone(),
+        output: output.clone(),
+        usage,
+        cost_usd,
+        result: None,
+    };
+    let end = RunEnd {
+        state,
+        error: reason.clone(),
+        output: output.clone(),
+        usage,
+        cost_usd,
+        result: None,
+    };
+    let seq = store
+        .finish_run_as(&run_id, vec![finished.clone()], end)
+        .await?;
+    sink.event(seq, &finished);
+    sink.committed(seq);
+    Ok(RunOutcome {
+        state,
+        reason,
+        output,
+        usage,
+        cost_usd,
+        result: None,
+        iterations: 0,
+    })
+}
