@@ -1,0 +1,223 @@
+//! The workflow examples of `examples/workflows/` (the README's
+//! "Workflows" section shows them): `aurad validate` accepts them, and each
+//! runs offline under the `test` model (`AURAD_MODEL=test`, which every
+//! example's `model: ${AURAD_MODEL:-...}` picks up): the digest pipeline and
+//! the agent calling two others with `aurad run`; the inbox processor, the
+//! announcement chained after the digest and the approval-gated shell agent
+//! under a real `aurad serve`. The README's copies of the files are checked
+//! against the files, so the two cannot drift apart.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use support::serve::{Serve, aurad, free_port, http_get, http_post_json, poll};
+
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/workflows");
+
+/// A copy of the examples project in a temporary directory (runs write
+/// their database into the project), listening on a free port.
+fn project() -> (tempfile::TempDir, SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(Path::new(EXAMPLES), dir.path());
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    std::fs::write(dir.path().join("aurad.yaml"), format!("listen: {addr}\n")).unwrap();
+    (dir, addr)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn offline(root: &Path) -> std::process::Command {
+    let mut cmd = aurad(root);
+    cmd.env("AURAD_MODEL", "test");
+    cmd
+}
+
+/// The stored runs, newest first, as `aurad runs --json` prints them.
+fn runs(root: &Path) -> Vec<Value> {
+    let out = aurad(root)
+        .args(["runs", "--json", "--limit", "100"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn runs_of<'a>(runs: &'a [Value], agent: &str) -> Vec<&'a Value> {
+    runs.iter().filter(|r| r["agent"] == agent).collect()
+}
+
+fn api_runs(addr: SocketAddr, agent: &str) -> Vec<Value> {
+    let Some((200, body)) = http_get(addr, &format!("/v1/runs?agent={agent}")) else {
+        return Vec::new();
+    };
+    let body: Value = serde_json::from_str(&body).unwrap();
+    body["runs"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn validate_accepts_every_example_with_and_without_a_model_override() {
+    let (dir, _) = project();
+    for model in [Some("test"), None] {
+        let mut cmd = aurad(dir.path());
+        cmd.env_remove("AURAD_MODEL").env_remove("OPENAI_API_KEY");
+        if let Some(model) = model {
+            cmd.env("AURAD_MODEL", model);
+        }
+        let out = cmd.arg("validate").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("ok: 10 agent(s), 0 warning(s)"), "{text}");
+    }
+}
+
+#[test]
+fn the_digest_pipeline_and_the_agent_with_sub_agents_run_offline() {
+    let (dir, _) = project();
+    let root = dir.path();
+    let out = offline(root).args(["run", "digest"]).output().unwrap();
+    let progress = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{progress}");
+    for step in ["feeds", "pick", "read", "write"] {
+        assert!(
+            progress.contains(&format!("✓ step {step} succeeded")),
+            "{progress}"
+        );
+    }
+    let out = offline(root).args(["run", "weekly"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    let all = runs(root);
+    let digest = runs_of(&all, "digest");
+    assert_eq!(digest.len(), 1, "{all:#?}");
+    assert_eq!(digest[0]["state"], "succeeded");
+    // The pipeline's agent steps are runs of their own, linked to it.
+    for agent in ["picker", "reader", "writer"] {
+        let children = runs_of(&all, agent);
+        assert!(!children.is_empty(), "no run of {agent}: {all:#?}");
+        for child in children {
+            assert_eq!(child["parent_run_id"], digest[0]["id"], "{child:#}");
+            assert_eq!(child["state"], "succeeded", "{child:#}");
+        }
+    }
+    let weekly = runs_of(&all, "weekly");
+    assert_eq!(weekly[0]["state"], "succeeded");
+    for agent in ["researcher", "summarizer"] {
+        let children = runs_of(&all, agent);
+        assert_eq!(children.len(), 1, "{all:#?}");
+        assert_eq!(children[0]["parent_run_id"], weekly[0]["id"]);
+    }
+}
+
+#[test]
+fn under_serve_the_inbox_chain_and_approval_examples_work() {
+    let (dir, addr) = project();
+    let root = dir.path();
+    let serve = Serve::start_with_env(root, addr, &[], &[("AURAD_MODEL", "test")]);
+
+    // The inbox processor: a dropped note runs once and moves to done/.
+    let staged = root.join("note.tmp");
+    std::fs::write(&staged, "# Standup\nShip the release on Monday.\n").unwrap();
+    std::fs::rename(&staged, root.join("inbox/standup.md")).unwrap();
+    let done: PathBuf = root.join("inbox/done/standup.md");
+    poll(
+        "the note to be filed and moved",
+        || serve.log(),
+        || done.exists().then_some(()),
+    );
+    let inbox = api_runs(addr, "inbox");
+    assert_eq!(inbox.len(), 1, "{inbox:#?}");
+    assert_eq!(inbox[0]["state"], "succeeded");
+    assert_eq!(inbox[0]["trigger"], "watch");
+
+    // The digest through the API; its success starts the announcement.
+    let (status, body) = http_post_json(addr, "/v1/agents/digest/runs", "{}").unwrap();
+    assert_eq!(status, 202, "{body}");
+    let announce = poll(
+        "the announcement after the digest",
+        || serve.log(),
+        || {
+            api_runs(addr, "announce")
+                .into_iter()
+                .find(|r| r["state"] == "succeeded")
+        },
+    );
+    assert_eq!(announce["trigger"], "after");
+    assert!(
+        announce["input"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("Announce this digest (run ")),
+        "{announce:#}"
+    );
+
+    // The shell agent waits for a person before `bash`; denied, it goes on.
+    let (status, body) = http_post_json(addr, "/v1/agents/ops/runs", "{}").unwrap();
+    assert_eq!(status, 202, "{body}");
+    let id = poll(
+        "the ops run to wait for approval",
+        || serve.log(),
+        || {
+            api_runs(addr, "ops")
+                .into_iter()
+                .find(|r| r["state"] == "waiting_approval")
+                .and_then(|r| r["id"].as_str().map(str::to_string))
+        },
+    );
+    let out = aurad(root)
+        .args(["approve", &id, "--deny", "not during the release"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let run = poll(
+        "the denied run to finish",
+        || serve.log(),
+        || {
+            let (_, body) = http_get(addr, &format!("/v1/runs/{id}"))?;
+            let run: Value = serde_json::from_str(&body).ok()?;
+            (run["state"] == "succeeded").then_some(run)
+        },
+    );
+    assert!(
+        run["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("bash: error: denied by a person: not during the release")),
+        "{run:#}"
+    );
+}
+
+#[test]
+fn the_readme_shows_the_example_files_as_they_are() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mut shown = 0;
+    // Each block opens with a comment naming its file.
+    for block in readme.split("```yaml\n").skip(1) {
+        let block = block.split("```").next().unwrap();
+        let Some(rest) = block.strip_prefix("# examples/workflows/") else {
+            continue;
+        };
+        let (file, text) = rest.split_once('\n').unwrap();
+        let on_disk = std::fs::read_to_string(Path::new(EXAMPLES).join(file))
+            .unwrap_or_else(|e| panic!("README shows examples/workflows/{file}: {e}"));
+        assert_eq!(
+            text, on_disk,
+            "README's copy of examples/workflows/{file} differs from the file"
+        );
+        shown += 1;
+    }
+    assert!(shown >= 5, "the README shows {shown} example files");
+}
