@@ -26,6 +26,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod stats;
+use stats::percentile;
+
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -93,14 +96,6 @@ impl Table {
         }
         out
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx]
 }
 
 fn sorted(mut values: Vec<f64>) -> Vec<f64> {

@@ -10,6 +10,9 @@
 //!
 //! `AURAD_BENCH_QUERIES` sets the number of timed recalls per size (default 300).
 
+mod stats;
+use stats::percentile;
+
 use std::time::Instant;
 
 use aurad::memory::NewMemory;
@@ -91,10 +94,6 @@ impl Gen {
         new.created_at = Some((now - age).to_rfc3339());
         new
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 fn row(name: &str, mut ms: Vec<f64>) {

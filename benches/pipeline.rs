@@ -7,6 +7,9 @@
 //!
 //! `AURAD_BENCH_RUNS` sets the number of pipeline runs (default 50).
 
+mod stats;
+use stats::{percentile, summary};
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,23 +20,6 @@ use aurad::types::RunState;
 use tokio_util::sync::CancellationToken;
 
 const STEPS: usize = 10;
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx]
-}
-
-fn summary(name: &str, mut values: Vec<f64>, unit: &str) {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "{name:<44} median {:>8.3} {unit}  p90 {:>8.3} {unit}  min {:>8.3} {unit}  max {:>8.3} {unit}  (n={})",
-        percentile(&values, 0.5),
-        percentile(&values, 0.9),
-        values[0],
-        values[values.len() - 1],
-        values.len()
-    );
-}
 
 fn main() {
     let runs: usize = std::env::var("AURAD_BENCH_RUNS")

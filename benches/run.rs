@@ -13,6 +13,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod stats;
+use stats::summary;
+
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,23 +37,6 @@ fn main() {
         .unwrap_or(50);
     process_bench(runs);
     engine_bench();
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx]
-}
-
-fn summary(name: &str, mut values: Vec<f64>, unit: &str) {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "{name:<44} median {:>8.2} {unit}  p90 {:>8.2} {unit}  min {:>8.2} {unit}  max {:>8.2} {unit}  (n={})",
-        percentile(&values, 0.5),
-        percentile(&values, 0.9),
-        values[0],
-        values[values.len() - 1],
-        values.len()
-    );
 }
 
 // Children are reaped with `wait4` (for their rusage), which clippy cannot see.
