@@ -86,6 +86,36 @@ fn validate_accepts_every_example_with_and_without_a_model_override() {
 }
 
 #[test]
+fn aurad_agents_shows_each_agents_workflow_parts() {
+    let (dir, _) = project();
+    let out = offline(dir.path())
+        .args(["agents", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let agents: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let agent = |name: &str| {
+        agents
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {agents:#}"))
+    };
+    assert_eq!(agent("announce")["after"][0]["agent"], "digest");
+    assert_eq!(agent("announce")["after"][0]["on"], "succeeded");
+    assert_eq!(agent("inbox")["watch"][0], "inbox/*.md");
+    assert_eq!(agent("digest")["steps"], 4);
+    assert_eq!(agent("weekly")["agents"][1], "summarizer");
+    assert_eq!(agent("ops")["approve"][0], "bash");
+    assert!(agent("reader").get("after").is_none());
+
+    let out = offline(dir.path()).arg("agents").output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("after digest (succeeded)"), "{table}");
+    assert!(table.contains("watch inbox/*.md"), "{table}");
+}
+
+#[test]
 fn the_digest_pipeline_and_the_agent_with_sub_agents_run_offline() {
     let (dir, _) = project();
     let root = dir.path();

@@ -80,6 +80,22 @@ pub struct AgentInfo {
     pub schedules: Vec<ScheduleInfo>,
     pub on_overlap: &'static str,
     pub webhook: bool,
+    /// `after:`: the agents whose runs' ends start this one, and on which
+    /// outcome.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<AfterInfo>,
+    /// `watch:`: the globs whose files start a run each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<String>,
+    /// `agents:`: the agents it may call as tools.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// `approve:`: the tool globs whose calls wait for a person.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<String>,
+    /// `steps:`: how many steps, for a pipeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<usize>,
     pub last_run: Option<RunRecord>,
     pub consecutive_failures: u32,
     /// Scheduled fires before this instant are skipped (failure backoff).
@@ -90,6 +106,14 @@ pub struct AgentInfo {
     /// Only the daemon knows them (it holds the MCP connections).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+}
+
+/// One `after:` entry of an agent.
+#[derive(Debug, Clone, Serialize)]
+pub struct AfterInfo {
+    pub agent: String,
+    /// `succeeded`, `failed` or `any`.
+    pub on: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -27,7 +27,7 @@ mod sse;
 mod status;
 
 pub use backend::{
-    AgentInfo, Backend, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
+    AfterInfo, AgentInfo, Backend, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
 };
 
 use std::sync::Arc;

@@ -164,7 +164,7 @@ fn print_table(
     runs_known: bool,
     now: DateTime<Utc>,
 ) {
-    let header = ["NAME", "SCHEDULE", "NEXT FIRE", "LAST", "BACKOFF"];
+    let header = ["NAME", "TRIGGER", "NEXT FIRE", "LAST", "BACKOFF"];
     let mut rows: Vec<[String; 5]> = Vec::new();
     for info in infos {
         let last = match &info.last_run {
@@ -190,28 +190,40 @@ fn print_table(
             .get(&info.name)
             .map(|a| a.triggers.schedules.as_slice())
             .unwrap_or_default();
-        if schedules.is_empty() {
-            rows.push([info.name.clone(), "-".into(), "-".into(), last, backoff]);
-            continue;
+        // One line per trigger (schedule, `after:`, `watch:`), with its
+        // next fire; the agent's columns on the first only.
+        let mut triggers: Vec<(String, String)> = schedules
+            .iter()
+            .map(|entry| {
+                let next = entry.cron.next_after(now).map_or("-".to_string(), |at| {
+                    at.with_timezone(&entry.cron.timezone())
+                        .format("%Y-%m-%d %H:%M %Z")
+                        .to_string()
+                });
+                (entry.cron.to_string(), next)
+            })
+            .collect();
+        for after in &info.after {
+            let what = format!("after {} ({})", after.agent, after.on);
+            triggers.push((what, "-".into()));
         }
-        // One line per schedule; the agent's columns on the first only.
-        for (i, entry) in schedules.iter().enumerate() {
-            let next = entry.cron.next_after(now).map_or("-".to_string(), |at| {
-                at.with_timezone(&entry.cron.timezone())
-                    .format("%Y-%m-%d %H:%M %Z")
-                    .to_string()
-            });
-            let schedule = entry.cron.to_string();
+        if !info.watch.is_empty() {
+            triggers.push((format!("watch {}", info.watch.join(", ")), "-".into()));
+        }
+        if triggers.is_empty() {
+            triggers.push(("-".into(), "-".into()));
+        }
+        for (i, (trigger, next)) in triggers.into_iter().enumerate() {
             if i == 0 {
                 rows.push([
                     info.name.clone(),
-                    schedule,
+                    trigger,
                     next,
                     last.clone(),
                     backoff.clone(),
                 ]);
             } else {
-                rows.push([String::new(), schedule, next, String::new(), String::new()]);
+                rows.push([String::new(), trigger, next, String::new(), String::new()]);
             }
         }
     }

@@ -37,7 +37,9 @@ use chrono::{DateTime, Utc};
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 
-pub use crate::api::{AgentInfo, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError};
+pub use crate::api::{
+    AfterInfo, AgentInfo, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use runner::{PreparedRun, RunRequest, RunSink, execute, prepare};
 pub use serve::{ServeOptions, serve};
@@ -104,6 +106,24 @@ impl AgentInfo {
                 .collect(),
             on_overlap: agent.triggers.on_overlap.as_str(),
             webhook: agent.triggers.webhook.is_some(),
+            after: agent
+                .triggers
+                .after
+                .iter()
+                .map(|a| AfterInfo {
+                    agent: a.agent.clone(),
+                    on: a.on.as_str(),
+                })
+                .collect(),
+            watch: agent
+                .triggers
+                .watch
+                .as_ref()
+                .map(|w| w.paths.clone())
+                .unwrap_or_default(),
+            agents: agent.agents.clone(),
+            approve: agent.approval.approve.clone(),
+            steps: agent.steps.as_ref().map(|p| p.steps.len()),
             last_run,
             consecutive_failures,
             backoff_until: backoff_until.filter(|until| *until > now),
