@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pipeline_step::{StepContext, StepDone, run_step};
 use super::runner::{RunRequest, RunSink};
+use super::step_approval::StepApprovals;
 use super::supervisor::Env;
 use super::template::RequestVars;
 use crate::config::steps::Pipeline;
@@ -251,6 +252,7 @@ pub async fn run_pipeline(
         run_id: run_id.clone(),
         job,
         events: tx,
+        approvals: StepApprovals::new(store.clone()),
     });
     let mut results: BTreeMap<String, StepResult> = BTreeMap::new();
     let mut waiting: Vec<usize> = (0..pipeline.steps.len()).collect();
@@ -316,8 +318,14 @@ pub async fn run_pipeline(
                 sink.committed(seq);
             }
             () = &mut deadline, if !timed_out => {
-                timed_out = true;
-                stop.cancel();
+                // Time spent waiting for a person does not count.
+                match shared.approvals.extension() {
+                    Some(later) => deadline.as_mut().reset(tokio::time::Instant::now() + later),
+                    None => {
+                        timed_out = true;
+                        stop.cancel();
+                    }
+                }
             }
         }
     }

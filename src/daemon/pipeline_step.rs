@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pipeline::{PipelineJob, StepResult};
 use super::runner::{RunRequest, execute, prepare};
+use super::step_approval::{StepApprovals, gate};
 use super::template::{base_context, environment};
 use crate::config::steps::{Step, StepAction};
 use crate::store::{RunParent, StepEnd, StepRecord, Store, StoreError};
@@ -31,6 +32,8 @@ pub(super) struct StepContext {
     pub job: PipelineJob,
     /// Stored events, with their seqs, for the run's sink.
     pub events: mpsc::UnboundedSender<(i64, RunEvent)>,
+    /// Steps with `approve: true` wait here.
+    pub approvals: StepApprovals,
 }
 
 /// A step ran to its end (which may be `failed`).
@@ -56,7 +59,7 @@ impl Attempt {
 }
 
 impl StepContext {
-    fn publish(&self, seq: i64, event: RunEvent) {
+    pub(super) fn publish(&self, seq: i64, event: RunEvent) {
         // The run's loop outlives its steps; a closed channel means it ended.
         let _ = self.events.send((seq, event));
     }
@@ -67,7 +70,11 @@ impl StepContext {
 
     /// The templates' variables: the run's, `steps`, and for a `for_each`
     /// item `item` and `index`.
-    fn context(&self, steps: &Map<String, Json>, item: Option<(usize, &str)>) -> minijinja::Value {
+    pub(super) fn context(
+        &self,
+        steps: &Map<String, Json>,
+        item: Option<(usize, &str)>,
+    ) -> minijinja::Value {
         let job = &self.job;
         let base = base_context(&job.agent, &self.now(), &job.input, &job.request);
         // A pipeline started by `after:` or `watch:` sees what started it,
@@ -86,7 +93,7 @@ impl StepContext {
         }
     }
 
-    fn redact(&self, text: Option<String>) -> Option<String> {
+    pub(super) fn redact(&self, text: Option<String>) -> Option<String> {
         text.map(|t| self.job.redactor.redact(&t).into_owned())
     }
 
@@ -219,6 +226,15 @@ pub(super) async fn run_step(
                 return Ok(StepDone(failed(done)));
             }
         }
+    }
+    if step.approve
+        && own.is_none()
+        && let Err(denied) = gate(&ctx, &step, &steps, &stop).await?
+    {
+        let done = Attempt::plain(Err(denied));
+        ctx.finish(&step.id, None, 0, started, StepState::Failed, &done)
+            .await?;
+        return Ok(StepDone(failed(done)));
     }
     let Some(for_each) = &step.for_each else {
         let attempts = own.map_or(0, |r| r.attempts);
@@ -501,7 +517,7 @@ async fn attempt_once(
 }
 
 /// `value` with every string in it rendered.
-fn render_strings(
+pub(super) fn render_strings(
     value: &Json,
     render: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<Json, String> {
