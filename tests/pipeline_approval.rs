@@ -3,7 +3,7 @@
 //! waits (`waiting_approval`) before the gated step runs, an approval lets
 //! it run, a denial through the API fails the step and the run naming
 //! both, nobody deciding denies it at `approval_timeout`, and a run waiting
-//! at the step survives SIGKILLs with the same request, a decision taken
+//! at the step survives a SIGTERM and SIGKILLs with the same request, a decision taken
 //! while no daemon runs applying at the restart.
 
 mod support;
@@ -216,6 +216,11 @@ fn a_pipeline_waiting_at_a_step_survives_a_sigkill_with_the_same_request() {
             .first()
             .map(|e| e["timeout_at"].clone())
     });
+    // A graceful stop leaves it waiting too (not cancelled, not failed).
+    serve.signal(libc::SIGTERM);
+    assert!(serve.wait_exit().success(), "{}", serve.log());
+    let mut serve = Serve::start(root, addr, &[]);
+    wait_state(&serve, &id, "waiting_approval");
     serve.kill_now();
     let serve = Serve::start(root, addr, &[]);
     // Taken over: waiting on for the same request, not asked again.

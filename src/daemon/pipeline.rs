@@ -52,6 +52,10 @@ pub struct PipelineJob {
     /// Taken over from a process that died: its row is `running` already,
     /// and its stored steps are not run again.
     pub resumed: bool,
+    /// Cancelled when the daemon stops: a step waiting for approval stops
+    /// waiting and the run stays `waiting_approval` in the store, to be
+    /// resumed by the next daemon (the supervisor's; `aurad run` has none).
+    pub closing: Option<CancellationToken>,
 }
 
 impl PipelineJob {
@@ -105,6 +109,7 @@ impl PipelineJob {
             env: env.clone(),
             redactor: snapshot.redactor.clone(),
             resumed: false,
+            closing: None,
         }))
     }
 
@@ -259,10 +264,11 @@ pub async fn run_pipeline(
     let mut tasks = tokio::task::JoinSet::new();
     let mut failed: Option<String> = None;
     let mut timed_out = false;
+    let mut suspended = false;
     let deadline = tokio::time::sleep(shared.job.timeout);
     tokio::pin!(deadline);
     loop {
-        if failed.is_none() && !stop.is_cancelled() {
+        if failed.is_none() && !suspended && !stop.is_cancelled() {
             let (ready, rest): (Vec<usize>, Vec<usize>) = waiting.iter().partition(|&&i| {
                 pipeline.steps[i]
                     .needs
@@ -299,6 +305,10 @@ pub async fn run_pipeline(
                     }
                 };
                 match done {
+                    Ok(StepDone(result)) if result.state == StepState::Running => {
+                        // Waiting for approval when the daemon stops.
+                        suspended = true;
+                    }
                     Ok(StepDone(result)) => {
                         if result.state == StepState::Failed && failed.is_none() {
                             failed = Some(format!(
@@ -332,6 +342,18 @@ pub async fn run_pipeline(
     while let Ok((seq, event)) = rx.try_recv() {
         sink.event(seq, &event);
         sink.committed(seq);
+    }
+    if suspended && failed.is_none() && !stop.is_cancelled() {
+        // Not ended: the next daemon resumes it, still waiting.
+        return Ok(RunOutcome {
+            state: RunState::WaitingApproval,
+            reason: None,
+            output: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            result: None,
+            iterations: 0,
+        });
     }
     // Steps never started are recorded skipped.
     let why = if cancel.is_cancelled() {

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pipeline::{PipelineJob, StepResult};
 use super::runner::{RunRequest, execute, prepare};
-use super::step_approval::{StepApprovals, gate};
+use super::step_approval::{Gate, StepApprovals, gate};
 use super::template::{base_context, environment};
 use crate::config::steps::{Step, StepAction};
 use crate::store::{RunParent, StepEnd, StepRecord, Store, StoreError};
@@ -36,7 +36,8 @@ pub(super) struct StepContext {
     pub approvals: StepApprovals,
 }
 
-/// A step ran to its end (which may be `failed`).
+/// A step ran to its end (which may be `failed`), or, `running`, was left
+/// waiting for approval by the daemon stopping.
 pub(super) struct StepDone(pub StepResult);
 
 /// One attempt's result.
@@ -227,14 +228,23 @@ pub(super) async fn run_step(
             }
         }
     }
-    if step.approve
-        && own.is_none()
-        && let Err(denied) = gate(&ctx, &step, &steps, &stop).await?
-    {
-        let done = Attempt::plain(Err(denied));
-        ctx.finish(&step.id, None, 0, started, StepState::Failed, &done)
-            .await?;
-        return Ok(StepDone(failed(done)));
+    if step.approve && own.is_none() {
+        match gate(&ctx, &step, &steps, &stop).await? {
+            Gate::Approved => {}
+            Gate::Denied(why) => {
+                let done = Attempt::plain(Err(why));
+                ctx.finish(&step.id, None, 0, started, StepState::Failed, &done)
+                    .await?;
+                return Ok(StepDone(failed(done)));
+            }
+            // Not ended: nothing is stored for the step.
+            Gate::Suspended => {
+                return Ok(StepDone(StepResult {
+                    state: StepState::Running,
+                    ..failed(Attempt::plain(Ok(String::new())))
+                }));
+            }
+        }
     }
     let Some(for_each) = &step.for_each else {
         let attempts = own.map_or(0, |r| r.attempts);

@@ -6,7 +6,8 @@
 //! `ApprovalDecided` are events of the pipeline run, `notify:` is told, and
 //! `approval_timeout:` denies it. A resumed pipeline finds its stored
 //! request (its timeout counted from the first asking) and any decision
-//! taken meanwhile. The pipeline keeps its concurrency slot while it waits;
+//! taken meanwhile; a daemon stopping gracefully leaves it waiting in the
+//! store. The pipeline keeps its concurrency slot while it waits;
 //! the wait does not count against the pipeline's `limits.timeout`.
 //!
 //! May depend on `store`, `config`, `types` (and the daemon beside it).
@@ -136,19 +137,28 @@ fn describe(ctx: &StepContext, step: &Step, steps: &Map<String, Json>) -> (Strin
     (format!("step {}: {label}", step.id), details)
 }
 
+/// How the wait for a step's approval ended.
+pub(super) enum Gate {
+    Approved,
+    /// Denied (by a person, by the timeout) or cancelled: why.
+    Denied(String),
+    /// The daemon stops: the run stays `waiting_approval` in the store.
+    Suspended,
+}
+
 /// Waits for a person's decision on `step` (whose needs ended with
-/// `steps`): `Ok(Ok(()))` approved, `Ok(Err(why))` denied (by a person, by
-/// the timeout) or the wait ended otherwise (cancelled).
+/// `steps`).
 pub(super) async fn gate(
     ctx: &Arc<StepContext>,
     step: &Step,
     steps: &Map<String, Json>,
     stop: &CancellationToken,
-) -> Result<Result<(), String>, StoreError> {
+) -> Result<Gate, StoreError> {
     let shared = &ctx.approvals;
+    let cancelled = || Gate::Denied("cancelled while waiting for approval".into());
     let turn = tokio::select! {
         turn = shared.turn.lock() => turn,
-        () = stop.cancelled() => return Ok(Err("cancelled while waiting for approval".into())),
+        () = stop.cancelled() => return Ok(cancelled()),
     };
     let config = config(ctx);
     let (label, details) = describe(ctx, step, steps);
@@ -198,9 +208,17 @@ pub(super) async fn gate(
     }
     let decision = {
         let _waiting = shared.wait_started();
+        let closing = async {
+            match &ctx.job.closing {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            biased;
+            () = stop.cancelled() => return Ok(cancelled()),
+            () = closing => return Ok(Gate::Suspended),
             decision = shared.approvals.wait(&ctx.run_id, &stored.request) => decision?,
-            () = stop.cancelled() => return Ok(Err("cancelled while waiting for approval".into())),
         }
     };
     let resumed = ctx
@@ -209,7 +227,7 @@ pub(super) async fn gate(
         .await?;
     drop(turn);
     if !resumed {
-        return Ok(Err(
+        return Ok(Gate::Denied(
             "the run is no longer waiting for approval (cancelled?)".into(),
         ));
     }
@@ -225,9 +243,9 @@ pub(super) async fn gate(
         .append_events(&ctx.run_id, vec![event.clone()])
         .await?;
     ctx.publish(seq, event);
-    if decision.approved {
-        Ok(Ok(()))
+    Ok(if decision.approved {
+        Gate::Approved
     } else {
-        Ok(Err(decision.denial_text()))
-    }
+        Gate::Denied(decision.denial_text())
+    })
 }
