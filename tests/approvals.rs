@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply};
 use support::serve::{
-    DEADLINE, Serve, aurad, http_get, http_post, http_post_json, poll, write_settings,
+    DEADLINE, Serve, aurad, events, http_get, http_post, http_post_json, of_type, poll, run_of,
+    wait_state, write_settings,
 };
 
 /// The gated call: it leaves a marker file, so a test sees whether it ran.
@@ -93,22 +94,6 @@ fn start_run(serve: &Serve, agent: &str, input: &str) -> String {
     run["id"].as_str().expect("run id").to_string()
 }
 
-fn run_of(serve: &Serve, id: &str) -> Option<Value> {
-    match http_get(serve.addr, &format!("/v1/runs/{id}")) {
-        Some((200, body)) => serde_json::from_str(&body).ok(),
-        _ => None,
-    }
-}
-
-/// Waits until run `id` is in `state`; returns it.
-fn wait_state(serve: &Serve, id: &str, state: &str) -> Value {
-    poll(
-        &format!("run {id} to be {state}"),
-        || format!("{:?}\n{}", run_of(serve, id), serve.log()),
-        || run_of(serve, id).filter(|run| run["state"] == state),
-    )
-}
-
 /// `aurad approve ARGS` on the project: exit code, stdout, stderr.
 fn approve(root: &Path, args: &[&str]) -> (i32, String, String) {
     let out = aurad(root).arg("approve").args(args).output().unwrap();
@@ -117,19 +102,6 @@ fn approve(root: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// The stored events of run `id`, as `aurad logs --json` prints them.
-fn events(root: &Path, id: &str) -> Vec<Value> {
-    let out = aurad(root).args(["logs", id, "--json"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
 }
 
 /// The tool message the model got for the gated call, from the mock's

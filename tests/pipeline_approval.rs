@@ -11,8 +11,11 @@ mod support;
 use std::net::SocketAddr;
 use std::path::Path;
 
+use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
-use support::serve::{Serve, aurad, free_port, http_get, http_post_json, poll};
+use support::serve::{
+    Serve, aurad, events, free_port, http_post_json, of_type, poll, run_of, wait_state,
+};
 
 /// Step 2 (`deploy`, gated) leaves a marker file, so a test sees whether
 /// it ran.
@@ -55,43 +58,20 @@ fn start_run(serve: &Serve) -> String {
     run["id"].as_str().expect("run id").to_string()
 }
 
-fn run_of(serve: &Serve, id: &str) -> Option<Value> {
-    match http_get(serve.addr, &format!("/v1/runs/{id}")) {
-        Some((200, body)) => serde_json::from_str(&body).ok(),
-        _ => None,
-    }
-}
-
-fn wait_state(serve: &Serve, id: &str, state: &str) -> Value {
-    poll(
-        &format!("run {id} to be {state}"),
-        || format!("{:?}\n{}", run_of(serve, id), serve.log()),
-        || run_of(serve, id).filter(|run| run["state"] == state),
-    )
-}
-
-/// The stored events of run `id`, as `aurad logs --json` prints them.
-fn events(root: &Path, id: &str) -> Vec<Value> {
-    let out = aurad(root).args(["logs", id, "--json"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
-}
-
-/// The stored state and error of step `step` of run `id`.
-fn step_row(root: &Path, id: &str, step: &str) -> (String, Option<String>) {
+/// The stored state and error of step `step` of run `id`, if it has a row.
+fn step_row(root: &Path, id: &str, step: &str) -> Option<(String, Option<String>)> {
     let conn = rusqlite::Connection::open(root.join("aurad.db")).unwrap();
     conn.query_row(
         "SELECT state, error FROM pipeline_steps WHERE run_id = ?1 AND step = ?2 AND item = -1",
         [id, step],
         |row| Ok((row.get(0)?, row.get(1)?)),
     )
+    .optional()
     .unwrap()
+}
+
+fn step_state(root: &Path, id: &str, step: &str) -> String {
+    step_row(root, id, step).expect("a stored step").0
 }
 
 fn approve(root: &Path, args: &[&str]) -> (bool, String) {
@@ -104,13 +84,20 @@ fn approve(root: &Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-#[test]
-fn a_gated_step_waits_and_runs_once_approved_by_the_cli() {
-    let (dir, addr) = project("");
-    let root = dir.path();
-    let serve = Serve::start(root, addr, &[]);
+/// A project with `extra` in the pipeline file, its daemon, and a run of
+/// the pipeline started and waiting at step `deploy`.
+fn waiting_run(extra: &str) -> (tempfile::TempDir, Serve, String) {
+    let (dir, addr) = project(extra);
+    let serve = Serve::start(dir.path(), addr, &[]);
     let id = start_run(&serve);
     wait_state(&serve, &id, "waiting_approval");
+    (dir, serve, id)
+}
+
+#[test]
+fn a_gated_step_waits_and_runs_once_approved_by_the_cli() {
+    let (dir, serve, id) = waiting_run("");
+    let root = dir.path();
     assert!(!root.join("marker.txt").exists(), "the step ran unapproved");
     // `aurad approve` lists it with what will run, rendered.
     let (ok, listed) = approve(root, &[]);
@@ -118,7 +105,7 @@ fn a_gated_step_waits_and_runs_once_approved_by_the_cli() {
     assert!(listed.contains(&id), "{listed}");
     assert!(listed.contains("step deploy: tool bash"), "{listed}");
     assert!(listed.contains("echo v42 > marker.txt"), "{listed}");
-    assert_eq!(step_row_count(root, &id, "deploy"), 0);
+    assert_eq!(step_row(root, &id, "deploy"), None);
 
     let (ok, out) = approve(root, &[&id]);
     assert!(ok, "{out}");
@@ -138,25 +125,11 @@ fn a_gated_step_waits_and_runs_once_approved_by_the_cli() {
     assert_eq!(decided[0]["by"], "cli");
 }
 
-/// How many rows step `step` of run `id` has stored.
-fn step_row_count(root: &Path, id: &str, step: &str) -> i64 {
-    let conn = rusqlite::Connection::open(root.join("aurad.db")).unwrap();
-    conn.query_row(
-        "SELECT COUNT(*) FROM pipeline_steps WHERE run_id = ?1 AND step = ?2",
-        [id, step],
-        |row| row.get(0),
-    )
-    .unwrap()
-}
-
 #[test]
 fn a_denial_through_the_api_fails_the_step_and_the_run_naming_both() {
     // The time spent waiting does not count against limits.timeout.
-    let (dir, addr) = project("limits: { timeout: 2s }\n");
-    let root = dir.path();
-    let serve = Serve::start(root, addr, &[]);
-    let id = start_run(&serve);
-    wait_state(&serve, &id, "waiting_approval");
+    let (dir, serve, id) = waiting_run("limits: { timeout: 2s }\n");
+    let (root, addr) = (dir.path(), serve.addr);
     let waited = std::time::Instant::now();
     poll("the pipeline's own timeout to pass", String::new, || {
         (waited.elapsed() > std::time::Duration::from_millis(2500)).then_some(())
@@ -175,13 +148,13 @@ fn a_denial_through_the_api_fails_the_step_and_the_run_naming_both() {
         "{run}"
     );
     assert!(!root.join("marker.txt").exists());
-    let (state, error) = step_row(root, &id, "deploy");
+    let (state, error) = step_row(root, &id, "deploy").unwrap();
     assert_eq!(state, "failed");
     assert_eq!(
         error.as_deref(),
         Some("denied by a person: not on a Friday")
     );
-    assert_eq!(step_row(root, &id, "report").0, "skipped");
+    assert_eq!(step_state(root, &id, "report"), "skipped");
     let events = events(root, &id);
     let decided = of_type(&events, "approval_decided");
     assert_eq!(decided.len(), 1, "{events:?}");
@@ -201,16 +174,13 @@ fn nobody_deciding_denies_the_step_at_the_approval_timeout() {
         "{run}"
     );
     assert!(!root.join("marker.txt").exists());
-    assert_eq!(step_row(root, &id, "report").0, "skipped");
+    assert_eq!(step_state(root, &id, "report"), "skipped");
 }
 
 #[test]
 fn a_pipeline_waiting_at_a_step_survives_a_sigkill_with_the_same_request() {
-    let (dir, addr) = project("");
-    let root = dir.path();
-    let mut serve = Serve::start(root, addr, &[]);
-    let id = start_run(&serve);
-    wait_state(&serve, &id, "waiting_approval");
+    let (dir, mut serve, id) = waiting_run("");
+    let (root, addr) = (dir.path(), serve.addr);
     let first = poll("the approval_requested event", String::new, || {
         of_type(&events(root, &id), "approval_requested")
             .first()
@@ -247,5 +217,5 @@ fn a_pipeline_waiting_at_a_step_survives_a_sigkill_with_the_same_request() {
     assert_eq!(requested.len(), 1, "{events:?}");
     assert_eq!(requested[0]["timeout_at"], first);
     assert_eq!(of_type(&events, "approval_decided").len(), 1, "{events:?}");
-    assert_eq!(step_row(root, &id, "build").0, "succeeded");
+    assert_eq!(step_state(root, &id, "build"), "succeeded");
 }

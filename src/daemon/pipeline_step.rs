@@ -65,6 +65,16 @@ impl StepContext {
         let _ = self.events.send((seq, event));
     }
 
+    /// Stores `event` of the run and hands it to the run's sink.
+    pub(super) async fn record(&self, event: RunEvent) -> Result<(), StoreError> {
+        let seq = self
+            .store
+            .append_events(&self.run_id, vec![event.clone()])
+            .await?;
+        self.publish(seq, event);
+        Ok(())
+    }
+
     fn now(&self) -> String {
         chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
@@ -420,11 +430,7 @@ async fn run_attempts(
                 cost_usd: result.cost_usd,
                 child_run_id: result.child_run_id.clone(),
             };
-            let seq = ctx
-                .store
-                .append_events(&ctx.run_id, vec![event.clone()])
-                .await?;
-            ctx.publish(seq, event);
+            ctx.record(event).await?;
             tokio::select! {
                 () = tokio::time::sleep(step.retry.delay(attempt)) => continue,
                 () = stop.cancelled() => {}

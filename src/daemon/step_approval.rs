@@ -188,11 +188,7 @@ pub(super) async fn gate(
             arguments: stored.request.arguments.clone(),
             timeout_at: stored.timeout_at,
         };
-        let seq = ctx
-            .store
-            .append_events(&ctx.run_id, vec![event.clone()])
-            .await?;
-        ctx.publish(seq, event);
+        ctx.record(event).await?;
         if let Some(notify) = config
             .notify
             .as_ref()
@@ -238,11 +234,7 @@ pub(super) async fn gate(
         by: decision.by,
         reason: decision.reason.clone(),
     };
-    let seq = ctx
-        .store
-        .append_events(&ctx.run_id, vec![event.clone()])
-        .await?;
-    ctx.publish(seq, event);
+    ctx.record(event).await?;
     Ok(if decision.approved {
         Gate::Approved
     } else {

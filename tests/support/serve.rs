@@ -244,3 +244,34 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Run `id` as `GET /v1/runs/{id}` answers it.
+pub fn run_of(serve: &Serve, id: &str) -> Option<serde_json::Value> {
+    match http_get(serve.addr, &format!("/v1/runs/{id}")) {
+        Some((200, body)) => serde_json::from_str(&body).ok(),
+        _ => None,
+    }
+}
+
+/// Waits until run `id` is in `state`; returns it.
+pub fn wait_state(serve: &Serve, id: &str, state: &str) -> serde_json::Value {
+    poll(
+        &format!("run {id} to be {state}"),
+        || format!("{:?}\n{}", run_of(serve, id), serve.log()),
+        || run_of(serve, id).filter(|run| run["state"] == state),
+    )
+}
+
+/// The stored events of run `id`, as `aurad logs --json` prints them.
+pub fn events(root: &Path, id: &str) -> Vec<serde_json::Value> {
+    let out = aurad(root).args(["logs", id, "--json"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The events of type `kind`.
+pub fn of_type<'a>(events: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
