@@ -6,17 +6,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply};
 use support::serve::{
     DEADLINE, Serve, aurad, events, http_get, http_post, http_post_json, of_type, poll, run_of,
-    wait_state, write_settings,
+    wait_state, webhook_server, write_settings,
 };
 
 /// The gated call: it leaves a marker file, so a test sees whether it ran.
@@ -310,46 +308,6 @@ fn the_approval_timeout_counts_from_the_request_across_a_restart() {
         "denied: approval timed out after 4s"
     );
     assert!(!root.join("marker.txt").exists());
-}
-
-/// A one-route HTTP server on 127.0.0.1 that answers 200 and hands each
-/// request body over.
-fn webhook_server() -> (String, mpsc::Receiver<Value>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':')
-                    && name.eq_ignore_ascii_case("content-length")
-                {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            if let Ok(json) = serde_json::from_slice(&body)
-                && tx.send(json).is_err()
-            {
-                return;
-            }
-        }
-    });
-    (url, rx)
 }
 
 #[test]

@@ -14,7 +14,8 @@ use std::path::Path;
 use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use support::serve::{
-    Serve, aurad, events, free_port, http_post_json, of_type, poll, run_of, wait_state,
+    DEADLINE, Serve, aurad, events, free_port, http_post_json, of_type, poll, run_of, wait_state,
+    webhook_server,
 };
 
 /// Step 2 (`deploy`, gated) leaves a marker file, so a test sees whether
@@ -163,8 +164,11 @@ fn a_denial_through_the_api_fails_the_step_and_the_run_naming_both() {
 }
 
 #[test]
-fn nobody_deciding_denies_the_step_at_the_approval_timeout() {
-    let (dir, addr) = project("approval_timeout: 1s\n");
+fn nobody_deciding_denies_the_step_at_the_approval_timeout_and_notify_is_told() {
+    let (url, received) = webhook_server();
+    let (dir, addr) = project(&format!(
+        "approval_timeout: 1s\nnotify: {{ url: \"{url}\", on: [approval] }}\n"
+    ));
     let root = dir.path();
     let serve = Serve::start(root, addr, &[]);
     let id = start_run(&serve);
@@ -173,6 +177,13 @@ fn nobody_deciding_denies_the_step_at_the_approval_timeout() {
         run["error"], "step `deploy` failed: denied: approval timed out after 1s",
         "{run}"
     );
+    let message = received
+        .recv_timeout(DEADLINE)
+        .expect("the webhook is told");
+    assert_eq!(message["event"], "approval_requested", "{message}");
+    assert_eq!(message["run_id"], id.as_str());
+    assert_eq!(message["tool"], "step deploy: tool bash");
+    assert_eq!(message["decide"]["approve"], format!("aurad approve {id}"));
     assert!(!root.join("marker.txt").exists());
     assert_eq!(step_state(root, &id, "report"), "skipped");
 }
