@@ -6,16 +6,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply};
 use support::serve::{
-    DEADLINE, Serve, aurad, http_get, http_post, http_post_json, poll, write_settings,
+    DEADLINE, Serve, aurad, events, http_get, http_post, http_post_json, of_type, poll, run_of,
+    wait_state, webhook_server, write_settings,
 };
 
 /// The gated call: it leaves a marker file, so a test sees whether it ran.
@@ -93,22 +92,6 @@ fn start_run(serve: &Serve, agent: &str, input: &str) -> String {
     run["id"].as_str().expect("run id").to_string()
 }
 
-fn run_of(serve: &Serve, id: &str) -> Option<Value> {
-    match http_get(serve.addr, &format!("/v1/runs/{id}")) {
-        Some((200, body)) => serde_json::from_str(&body).ok(),
-        _ => None,
-    }
-}
-
-/// Waits until run `id` is in `state`; returns it.
-fn wait_state(serve: &Serve, id: &str, state: &str) -> Value {
-    poll(
-        &format!("run {id} to be {state}"),
-        || format!("{:?}\n{}", run_of(serve, id), serve.log()),
-        || run_of(serve, id).filter(|run| run["state"] == state),
-    )
-}
-
 /// `aurad approve ARGS` on the project: exit code, stdout, stderr.
 fn approve(root: &Path, args: &[&str]) -> (i32, String, String) {
     let out = aurad(root).arg("approve").args(args).output().unwrap();
@@ -117,19 +100,6 @@ fn approve(root: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// The stored events of run `id`, as `aurad logs --json` prints them.
-fn events(root: &Path, id: &str) -> Vec<Value> {
-    let out = aurad(root).args(["logs", id, "--json"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
 }
 
 /// The tool message the model got for the gated call, from the mock's
@@ -338,46 +308,6 @@ fn the_approval_timeout_counts_from_the_request_across_a_restart() {
         "denied: approval timed out after 4s"
     );
     assert!(!root.join("marker.txt").exists());
-}
-
-/// A one-route HTTP server on 127.0.0.1 that answers 200 and hands each
-/// request body over.
-fn webhook_server() -> (String, mpsc::Receiver<Value>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':')
-                    && name.eq_ignore_ascii_case("content-length")
-                {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            if let Ok(json) = serde_json::from_slice(&body)
-                && tx.send(json).is_err()
-            {
-                return;
-            }
-        }
-    });
-    (url, rx)
 }
 
 #[test]

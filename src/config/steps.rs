@@ -36,6 +36,7 @@ pub(super) struct RawStep {
     concurrency: Option<usize>,
     retry: Option<RawRetry>,
     timeout: Option<Value>,
+    approve: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,6 +109,9 @@ pub struct Step {
     pub retry: Retry,
     /// Per attempt.
     pub timeout: Option<Duration>,
+    /// `approve: true`: the run waits for a person's decision before the
+    /// step's first attempt (once, before a `for_each` fans out).
+    pub approve: bool,
 }
 
 impl Pipeline {
@@ -459,6 +463,21 @@ pub(super) fn parse_steps(
                 }
             },
         };
+        let approve = match &r.approve {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                diags.push(err(
+                    id,
+                    Some("approve"),
+                    format!(
+                        "step `{id}`: `approve` is {}: write `approve: true` to make the step wait for a person's decision",
+                        describe_value(other)
+                    ),
+                ));
+                false
+            }
+        };
         let action = if let Some(agent) = &r.agent {
             StepAction::Agent {
                 agent: agent.clone(),
@@ -481,6 +500,7 @@ pub(super) fn parse_steps(
             concurrency: r.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1),
             retry,
             timeout,
+            approve,
         });
     }
     if diags.len() == before
@@ -600,7 +620,7 @@ mod tests {
 
     #[test]
     fn load_errors_are_located() {
-        let text = "steps:\n  - id: a\n    needs: [zz]\n    template: x\n  - id: a\n    template: y\n    tool: bash\n  - id: c\n    template: \"{{ broken\"\n  - id: d\n    when: \"1 +\"\n    template: ok\n  - id: e\n    template: ok\n    retry: { attempts: 0 }\n    timeout: 10q\n";
+        let text = "steps:\n  - id: a\n    needs: [zz]\n    template: x\n  - id: a\n    template: y\n    tool: bash\n  - id: c\n    template: \"{{ broken\"\n  - id: d\n    when: \"1 +\"\n    template: ok\n  - id: e\n    template: ok\n    retry: { attempts: 0 }\n    timeout: 10q\n    approve: \"yes\"\n";
         let (p, d) = parse(text);
         assert!(p.is_none());
         let want = [
@@ -611,6 +631,7 @@ mod tests {
             "agents/p.yaml:11:11: step `d`: `when` is not a valid expression",
             "agents/p.yaml:15:24: step `e`: `retry.attempts` counts every attempt",
             "agents/p.yaml:16:14: step `e`: timeout: invalid duration \"10q\"",
+            "agents/p.yaml:17:14: step `e`: `approve` is \"yes\": write `approve: true`",
         ];
         for w in want {
             assert!(d.iter().any(|m| m.starts_with(w)), "{w}\n{d:#?}");

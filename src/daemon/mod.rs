@@ -25,6 +25,7 @@ pub mod runner;
 pub mod scheduler;
 mod serve;
 pub mod status;
+mod step_approval;
 pub mod supervisor;
 pub mod template;
 pub mod watcher;

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pipeline_step::{StepContext, StepDone, run_step};
 use super::runner::{RunRequest, RunSink};
+use super::step_approval::StepApprovals;
 use super::supervisor::Env;
 use super::template::RequestVars;
 use crate::config::steps::Pipeline;
@@ -51,6 +52,10 @@ pub struct PipelineJob {
     /// Taken over from a process that died: its row is `running` already,
     /// and its stored steps are not run again.
     pub resumed: bool,
+    /// Cancelled when the daemon stops: a step waiting for approval stops
+    /// waiting and the run stays `waiting_approval` in the store, to be
+    /// resumed by the next daemon (the supervisor's; `aurad run` has none).
+    pub closing: Option<CancellationToken>,
 }
 
 impl PipelineJob {
@@ -104,6 +109,7 @@ impl PipelineJob {
             env: env.clone(),
             redactor: snapshot.redactor.clone(),
             resumed: false,
+            closing: None,
         }))
     }
 
@@ -251,16 +257,18 @@ pub async fn run_pipeline(
         run_id: run_id.clone(),
         job,
         events: tx,
+        approvals: StepApprovals::new(store.clone()),
     });
     let mut results: BTreeMap<String, StepResult> = BTreeMap::new();
     let mut waiting: Vec<usize> = (0..pipeline.steps.len()).collect();
     let mut tasks = tokio::task::JoinSet::new();
     let mut failed: Option<String> = None;
     let mut timed_out = false;
+    let mut suspended = false;
     let deadline = tokio::time::sleep(shared.job.timeout);
     tokio::pin!(deadline);
     loop {
-        if failed.is_none() && !stop.is_cancelled() {
+        if failed.is_none() && !suspended && !stop.is_cancelled() {
             let (ready, rest): (Vec<usize>, Vec<usize>) = waiting.iter().partition(|&&i| {
                 pipeline.steps[i]
                     .needs
@@ -297,6 +305,10 @@ pub async fn run_pipeline(
                     }
                 };
                 match done {
+                    Ok(StepDone(result)) if result.state == StepState::Running => {
+                        // Waiting for approval when the daemon stops.
+                        suspended = true;
+                    }
                     Ok(StepDone(result)) => {
                         if result.state == StepState::Failed && failed.is_none() {
                             failed = Some(format!(
@@ -316,14 +328,32 @@ pub async fn run_pipeline(
                 sink.committed(seq);
             }
             () = &mut deadline, if !timed_out => {
-                timed_out = true;
-                stop.cancel();
+                // Time spent waiting for a person does not count.
+                match shared.approvals.extension() {
+                    Some(later) => deadline.as_mut().reset(tokio::time::Instant::now() + later),
+                    None => {
+                        timed_out = true;
+                        stop.cancel();
+                    }
+                }
             }
         }
     }
     while let Ok((seq, event)) = rx.try_recv() {
         sink.event(seq, &event);
         sink.committed(seq);
+    }
+    if suspended && failed.is_none() && !stop.is_cancelled() {
+        // Not ended: the next daemon resumes it, still waiting.
+        return Ok(RunOutcome {
+            state: RunState::WaitingApproval,
+            reason: None,
+            output: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            result: None,
+            iterations: 0,
+        });
     }
     // Steps never started are recorded skipped.
     let why = if cancel.is_cancelled() {

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pipeline::{PipelineJob, StepResult};
 use super::runner::{RunRequest, execute, prepare};
+use super::step_approval::{Gate, StepApprovals, gate};
 use super::template::{base_context, environment};
 use crate::config::steps::{Step, StepAction};
 use crate::store::{RunParent, StepEnd, StepRecord, Store, StoreError};
@@ -31,9 +32,12 @@ pub(super) struct StepContext {
     pub job: PipelineJob,
     /// Stored events, with their seqs, for the run's sink.
     pub events: mpsc::UnboundedSender<(i64, RunEvent)>,
+    /// Steps with `approve: true` wait here.
+    pub approvals: StepApprovals,
 }
 
-/// A step ran to its end (which may be `failed`).
+/// A step ran to its end (which may be `failed`), or, `running`, was left
+/// waiting for approval by the daemon stopping.
 pub(super) struct StepDone(pub StepResult);
 
 /// One attempt's result.
@@ -56,9 +60,19 @@ impl Attempt {
 }
 
 impl StepContext {
-    fn publish(&self, seq: i64, event: RunEvent) {
+    pub(super) fn publish(&self, seq: i64, event: RunEvent) {
         // The run's loop outlives its steps; a closed channel means it ended.
         let _ = self.events.send((seq, event));
+    }
+
+    /// Stores `event` of the run and hands it to the run's sink.
+    pub(super) async fn record(&self, event: RunEvent) -> Result<(), StoreError> {
+        let seq = self
+            .store
+            .append_events(&self.run_id, vec![event.clone()])
+            .await?;
+        self.publish(seq, event);
+        Ok(())
     }
 
     fn now(&self) -> String {
@@ -67,7 +81,11 @@ impl StepContext {
 
     /// The templates' variables: the run's, `steps`, and for a `for_each`
     /// item `item` and `index`.
-    fn context(&self, steps: &Map<String, Json>, item: Option<(usize, &str)>) -> minijinja::Value {
+    pub(super) fn context(
+        &self,
+        steps: &Map<String, Json>,
+        item: Option<(usize, &str)>,
+    ) -> minijinja::Value {
         let job = &self.job;
         let base = base_context(&job.agent, &self.now(), &job.input, &job.request);
         // A pipeline started by `after:` or `watch:` sees what started it,
@@ -86,7 +104,7 @@ impl StepContext {
         }
     }
 
-    fn redact(&self, text: Option<String>) -> Option<String> {
+    pub(super) fn redact(&self, text: Option<String>) -> Option<String> {
         text.map(|t| self.job.redactor.redact(&t).into_owned())
     }
 
@@ -217,6 +235,24 @@ pub(super) async fn run_step(
                 ctx.finish(&step.id, None, 1, started, StepState::Failed, &done)
                     .await?;
                 return Ok(StepDone(failed(done)));
+            }
+        }
+    }
+    if step.approve && own.is_none() {
+        match gate(&ctx, &step, &steps, &stop).await? {
+            Gate::Approved => {}
+            Gate::Denied(why) => {
+                let done = Attempt::plain(Err(why));
+                ctx.finish(&step.id, None, 0, started, StepState::Failed, &done)
+                    .await?;
+                return Ok(StepDone(failed(done)));
+            }
+            // Not ended: nothing is stored for the step.
+            Gate::Suspended => {
+                return Ok(StepDone(StepResult {
+                    state: StepState::Running,
+                    ..failed(Attempt::plain(Ok(String::new())))
+                }));
             }
         }
     }
@@ -394,11 +430,7 @@ async fn run_attempts(
                 cost_usd: result.cost_usd,
                 child_run_id: result.child_run_id.clone(),
             };
-            let seq = ctx
-                .store
-                .append_events(&ctx.run_id, vec![event.clone()])
-                .await?;
-            ctx.publish(seq, event);
+            ctx.record(event).await?;
             tokio::select! {
                 () = tokio::time::sleep(step.retry.delay(attempt)) => continue,
                 () = stop.cancelled() => {}
@@ -501,7 +533,7 @@ async fn attempt_once(
 }
 
 /// `value` with every string in it rendered.
-fn render_strings(
+pub(super) fn render_strings(
     value: &Json,
     render: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<Json, String> {

@@ -403,7 +403,9 @@ async fn resume_waiting(daemon: &Arc<Daemon>) {
     let snapshot = daemon.snapshot();
     for run in waiting {
         let owner = run.run.owner.as_deref().unwrap_or_default();
-        if !owner.is_empty() && owner::is_alive(owner) {
+        // Pipelines waiting at an `approve: true` step were taken over and
+        // resumed above (they are this process's now).
+        if owner == owner::this_process() || (!owner.is_empty() && owner::is_alive(owner)) {
             continue;
         }
         match daemon

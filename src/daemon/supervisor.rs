@@ -797,7 +797,10 @@ impl Supervisor {
                         };
                         run_claimed_with(*prepared, &self.store, cancel, &mut sink, services).await
                     }
-                    Job::Pipeline(job) => run_pipeline(*job, &self.store, cancel, &mut sink).await,
+                    Job::Pipeline(mut job) => {
+                        job.closing = Some(self.closing.clone());
+                        run_pipeline(*job, &self.store, cancel, &mut sink).await
+                    }
                 };
                 match outcome {
                     Ok(outcome) => Some(outcome.state),

@@ -203,9 +203,10 @@ impl Store {
     }
 
     /// At start-up of the daemon `new_owner`, before
-    /// [`Store::recover_stale_runs`]: the pipeline runs left `running` by
-    /// a process `is_alive` says is gone become `new_owner`'s, still
-    /// `running`, to be resumed by it. Returns them as they are now,
+    /// [`Store::recover_stale_runs`]: the pipeline runs left `running` (or
+    /// `waiting_approval` at an `approve: true` step) by a process
+    /// `is_alive` says is gone become `new_owner`'s, in the same state, to
+    /// be resumed by it. Returns them as they are now,
     /// oldest first. One transaction, committed with `synchronous=FULL`.
     pub async fn take_over_pipelines(
         &self,
@@ -219,13 +220,15 @@ impl Store {
             let open: Vec<(String, Option<String>)> = tx
                 .prepare_cached(
                     "SELECT r.id, r.owner FROM runs r JOIN pipeline_runs p ON p.run_id = r.id
-                     WHERE r.state = ?1 ORDER BY r.created_at, r.id",
+                     WHERE r.state IN (?1, ?2) ORDER BY r.created_at, r.id",
                 )
                 .and_then(|mut stmt| {
-                    stmt.query_map([RunState::Running.as_str()], |row| {
-                        Ok((row.get(0)?, row.get(1)?))
-                    })?
-                    .collect()
+                    let states = [
+                        RunState::Running.as_str(),
+                        RunState::WaitingApproval.as_str(),
+                    ];
+                    stmt.query_map(states, |row| Ok((row.get(0)?, row.get(1)?)))?
+                        .collect()
                 })
                 .map_err(sql(context))?;
             let mut taken = Vec::new();

@@ -3,7 +3,7 @@
 //! `GET /healthz`, and a guard that kills the process when the test ends.
 //! Plus polling with a deadline and a tiny HTTP GET.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -243,4 +243,75 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Run `id` as `GET /v1/runs/{id}` answers it.
+pub fn run_of(serve: &Serve, id: &str) -> Option<serde_json::Value> {
+    match http_get(serve.addr, &format!("/v1/runs/{id}")) {
+        Some((200, body)) => serde_json::from_str(&body).ok(),
+        _ => None,
+    }
+}
+
+/// Waits until run `id` is in `state`; returns it.
+pub fn wait_state(serve: &Serve, id: &str, state: &str) -> serde_json::Value {
+    poll(
+        &format!("run {id} to be {state}"),
+        || format!("{:?}\n{}", run_of(serve, id), serve.log()),
+        || run_of(serve, id).filter(|run| run["state"] == state),
+    )
+}
+
+/// The stored events of run `id`, as `aurad logs --json` prints them.
+pub fn events(root: &Path, id: &str) -> Vec<serde_json::Value> {
+    let out = aurad(root).args(["logs", id, "--json"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The events of type `kind`.
+pub fn of_type<'a>(events: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// A one-route HTTP server on 127.0.0.1 that answers 200 and hands each
+/// request body over.
+pub fn webhook_server() -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            if let Ok(json) = serde_json::from_slice(&body)
+                && tx.send(json).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, rx)
 }
