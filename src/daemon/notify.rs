@@ -3,6 +3,7 @@
 //! backoff, 10 s each; a notification that cannot be delivered is logged
 //! (without its URL, a secret) and never fails the run.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -95,13 +96,17 @@ impl Notice {
 /// Sends notifications in the background.
 #[derive(Clone, Default)]
 pub struct Notifier {
-    client: reqwest::Client,
+    /// Built on the first notice: building a client loads the system's root
+    /// certificates (milliseconds), which a run that notifies nobody (most
+    /// of them) must not pay.
+    client: Arc<OnceLock<reqwest::Client>>,
 }
 
 impl Notifier {
     /// Sends `notice` to `config.url` in the background.
     pub fn send(&self, config: &NotifyConfig, notice: Notice) {
-        let (client, url) = (self.client.clone(), config.url.clone());
+        let client = self.client.get_or_init(reqwest::Client::new).clone();
+        let url = config.url.clone();
         tokio::spawn(async move {
             let post = || async {
                 client
