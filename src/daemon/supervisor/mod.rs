@@ -18,6 +18,11 @@
 //!
 //! State is one `std::sync::Mutex`, never held across an `.await`.
 
+mod job;
+mod takeover;
+
+use job::Job;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
@@ -118,63 +123,6 @@ struct Live {
     slot: bool,
     /// It waits for a person's approval (holding no slot, not queued).
     waiting_approval: bool,
-}
-
-/// What a run runs: an agent's engine loop, or a pipeline's steps.
-enum Job {
-    Agent(Box<PreparedRun>),
-    Pipeline(Box<PipelineJob>),
-}
-
-impl Job {
-    /// `request` resolved against `snapshot`: a pipeline when its agent
-    /// has `steps:`.
-    fn prepare(snapshot: &Arc<Snapshot>, request: RunRequest, env: &Env) -> Result<Job, String> {
-        if snapshot
-            .project
-            .agents
-            .get(&request.agent)
-            .is_some_and(|a| a.steps.is_some())
-            && let Some(job) = PipelineJob::prepare(snapshot, request.clone(), env)
-        {
-            return job.map(|j| Job::Pipeline(Box::new(j)));
-        }
-        prepare(snapshot, request, &**env).map(|p| Job::Agent(Box::new(p)))
-    }
-
-    fn id(&self) -> &str {
-        match self {
-            Job::Agent(p) => &p.spec.run_id,
-            Job::Pipeline(p) => &p.run_id,
-        }
-    }
-
-    fn agent(&self) -> &str {
-        match self {
-            Job::Agent(p) => &p.spec.agent,
-            Job::Pipeline(p) => &p.agent,
-        }
-    }
-
-    fn new_run(&self, state: RunState) -> NewRun {
-        match self {
-            Job::Agent(p) => new_run(p, state),
-            Job::Pipeline(p) => p.new_run(state),
-        }
-    }
-
-    /// The run's end or the file that started it (`after:`, `watch:`).
-    fn origin(&self) -> Option<TriggerVars> {
-        match self {
-            Job::Agent(p) => p.origin.clone(),
-            Job::Pipeline(p) => p.request.trigger.clone(),
-        }
-    }
-
-    /// A pipeline taken over after a crash: its row is `running` already.
-    fn resumed(&self) -> bool {
-        matches!(self, Job::Pipeline(p) if p.resumed)
-    }
 }
 
 /// What identifies a schedule of an agent for `on_overlap: replace`: what
@@ -382,179 +330,6 @@ impl Supervisor {
         self.tracker
             .spawn(async move { this.drive(prepared, hub, slot).await });
         Ok(record)
-    }
-
-    /// Takes over `queued`, a run accepted (and claimed `queued`) by a
-    /// process that is gone and now owned by this one: it waits for a slot
-    /// and runs under its own id with its stored input, model and template
-    /// variables, like any queued run. One that cannot be prepared any more (its agent was
-    /// removed, say) is recorded `interrupted` with the reason. Returns the
-    /// run's state now.
-    pub async fn resume(
-        self: &Arc<Self>,
-        snapshot: Arc<Snapshot>,
-        queued: &RunRecord,
-    ) -> Result<RunState, SubmitError> {
-        if !self.lock().accepting {
-            return Err(SubmitError::ShuttingDown);
-        }
-        let context = self.store.queued_template_context(&queued.id).await?;
-        let stored = RequestVars::stored(context.as_deref());
-        let request = RunRequest {
-            agent: queued.agent.clone(),
-            input: Some(queued.input.clone()),
-            model: Some(queued.model.clone()).filter(|m| !m.is_empty()),
-            trigger: queued.trigger.clone(),
-            vars: stored.vars,
-            payload: stored.payload,
-            event: stored.event,
-            headers: stored.headers,
-            origin: stored.trigger,
-            run_id: Some(queued.id.clone()),
-            ..RunRequest::default()
-        };
-        let prepared = match Job::prepare(&snapshot, request, &self.env) {
-            Ok(prepared) => prepared,
-            Err(message) => {
-                return self.interrupt(&queued.id, format!(
-                    "interrupted: queued when the daemon that accepted it stopped, and it cannot be started again: {message}"
-                )).await;
-            }
-        };
-        let hub = Arc::new(Hub::default());
-        // Entered as waiting (never with a slot taken here): `drive` starts
-        // it in the store when its turn comes.
-        let schedule = queued
-            .schedule_id
-            .clone()
-            .filter(|_| queued.trigger == "schedule");
-        self.enter_waiting(&queued.agent, &queued.id, schedule, &hub)?;
-        self.publish_counts();
-        let this = self.clone();
-        self.tracker
-            .spawn(async move { this.drive(prepared, hub, false).await });
-        Ok(RunState::Queued)
-    }
-
-    /// Takes over `waiting`, a run left `waiting_approval` by a process
-    /// that is gone: it goes on from its stored checkpoint, still waiting
-    /// for the decision (holding no slot), and when decided runs to its end
-    /// like any run. One that cannot be prepared any more (its agent was
-    /// removed, say) or has no usable checkpoint is recorded `interrupted`
-    /// with the reason. Returns the run's state now.
-    pub async fn resume_waiting(
-        self: &Arc<Self>,
-        snapshot: Arc<Snapshot>,
-        waiting: &WaitingRun,
-    ) -> Result<RunState, SubmitError> {
-        if !self.lock().accepting {
-            return Err(SubmitError::ShuttingDown);
-        }
-        let run = &waiting.run;
-        let checkpoint = self
-            .store
-            .approval_checkpoint(&run.id)
-            .await?
-            .ok_or_else(|| "its checkpoint is missing".to_string())
-            .and_then(|text| {
-                serde_json::from_str::<Checkpoint>(&text)
-                    .map_err(|e| format!("its checkpoint cannot be read: {e}"))
-            });
-        let request = RunRequest {
-            agent: run.agent.clone(),
-            input: Some(run.input.clone()),
-            model: Some(run.model.clone()).filter(|m| !m.is_empty()),
-            trigger: run.trigger.clone(),
-            run_id: Some(run.id.clone()),
-            ..RunRequest::default()
-        };
-        let prepared = checkpoint.and_then(|checkpoint| {
-            let mut prepared = prepare(&snapshot, request, &*self.env)?;
-            prepared.spec.resume = Some(checkpoint);
-            Ok(prepared)
-        });
-        let prepared = match prepared {
-            Ok(prepared) => prepared,
-            Err(message) => {
-                return self.interrupt(&run.id, format!(
-                    "interrupted: waiting for approval when the daemon stopped, and it cannot go on: {message}"
-                )).await;
-            }
-        };
-        let hub = Arc::new(Hub::default());
-        {
-            let mut state = self.lock();
-            let mut live = self.live(&run.agent, None, &hub, false);
-            live.waiting_approval = true;
-            state.insert(&run.id, live);
-        }
-        self.publish_counts();
-        let this = self.clone();
-        // Driven as claimed (no wait for a slot, no start in the store): the
-        // engine goes straight back to waiting, which needs no slot.
-        self.tracker
-            .spawn(async move { this.drive(Job::Agent(Box::new(prepared)), hub, true).await });
-        Ok(RunState::WaitingApproval)
-    }
-
-    /// Records a run left by a process that is gone, which this one cannot
-    /// take over, `interrupted` for `reason`.
-    async fn interrupt(&self, id: &str, reason: String) -> Result<RunState, SubmitError> {
-        self.store
-            .finish_run(
-                id,
-                RunState::Interrupted,
-                Some(reason),
-                None,
-                Default::default(),
-            )
-            .await?;
-        Ok(RunState::Interrupted)
-    }
-
-    /// Resumes `run`, a pipeline run left `running` by a process that is
-    /// gone and taken over by this one ([`Store::take_over_pipelines`]):
-    /// it waits for a slot like a queued run, then runs the steps not
-    /// stored finished. One whose agent is no longer a pipeline is
-    /// recorded `interrupted` with the reason.
-    pub async fn resume_pipeline(
-        self: &Arc<Self>,
-        snapshot: Arc<Snapshot>,
-        run: &RunRecord,
-    ) -> Result<RunState, SubmitError> {
-        if !self.lock().accepting {
-            return Err(SubmitError::ShuttingDown);
-        }
-        let context = self.store.pipeline_context(&run.id).await?;
-        let job = match PipelineJob::resume(&snapshot, run, context.as_deref(), &self.env) {
-            Ok(job) => job,
-            Err(message) => {
-                let reason = format!(
-                    "interrupted: a pipeline cut off when its daemon stopped, and it cannot be resumed: {message}"
-                );
-                self.store
-                    .finish_run(
-                        &run.id,
-                        RunState::Interrupted,
-                        Some(reason),
-                        None,
-                        Default::default(),
-                    )
-                    .await?;
-                return Ok(RunState::Interrupted);
-            }
-        };
-        let hub = Arc::new(Hub::default());
-        let schedule = run
-            .schedule_id
-            .clone()
-            .filter(|_| run.trigger == "schedule");
-        self.enter_waiting(&run.agent, &run.id, schedule, &hub)?;
-        self.publish_counts();
-        let this = self.clone();
-        self.tracker
-            .spawn(async move { this.drive(Job::Pipeline(Box::new(job)), hub, false).await });
-        Ok(RunState::Running)
     }
 
     /// Decides overlap and enters the run under one lock, so two fires
@@ -974,5 +749,4 @@ impl RunSink for HubSink {
 }
 
 #[cfg(test)]
-#[path = "supervisor_tests.rs"]
 mod tests;

@@ -1,0 +1,65 @@
+//! [`Job`]: what the supervisor runs for a request, an agent's engine loop
+//! or a pipeline's steps, resolved from a snapshot.
+
+use super::*;
+
+/// What a run runs: an agent's engine loop, or a pipeline's steps.
+pub(super) enum Job {
+    Agent(Box<PreparedRun>),
+    Pipeline(Box<PipelineJob>),
+}
+
+impl Job {
+    /// `request` resolved against `snapshot`: a pipeline when its agent
+    /// has `steps:`.
+    pub(super) fn prepare(
+        snapshot: &Arc<Snapshot>,
+        request: RunRequest,
+        env: &Env,
+    ) -> Result<Job, String> {
+        if snapshot
+            .project
+            .agents
+            .get(&request.agent)
+            .is_some_and(|a| a.steps.is_some())
+            && let Some(job) = PipelineJob::prepare(snapshot, request.clone(), env)
+        {
+            return job.map(|j| Job::Pipeline(Box::new(j)));
+        }
+        prepare(snapshot, request, &**env).map(|p| Job::Agent(Box::new(p)))
+    }
+
+    pub(super) fn id(&self) -> &str {
+        match self {
+            Job::Agent(p) => &p.spec.run_id,
+            Job::Pipeline(p) => &p.run_id,
+        }
+    }
+
+    pub(super) fn agent(&self) -> &str {
+        match self {
+            Job::Agent(p) => &p.spec.agent,
+            Job::Pipeline(p) => &p.agent,
+        }
+    }
+
+    pub(super) fn new_run(&self, state: RunState) -> NewRun {
+        match self {
+            Job::Agent(p) => new_run(p, state),
+            Job::Pipeline(p) => p.new_run(state),
+        }
+    }
+
+    /// The run's end or the file that started it (`after:`, `watch:`).
+    pub(super) fn origin(&self) -> Option<TriggerVars> {
+        match self {
+            Job::Agent(p) => p.origin.clone(),
+            Job::Pipeline(p) => p.request.trigger.clone(),
+        }
+    }
+
+    /// A pipeline taken over after a crash: its row is `running` already.
+    pub(super) fn resumed(&self) -> bool {
+        matches!(self, Job::Pipeline(p) if p.resumed)
+    }
+}
