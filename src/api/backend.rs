@@ -13,8 +13,9 @@ use serde::Serialize;
 
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
-use crate::store::{RunFilter, RunRecord, StoreError};
+use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError};
 use crate::types::approval::ApprovalRecord;
+use crate::types::memory::Memory;
 use crate::types::{RunEvent, ScheduleId};
 
 /// The running daemon, as the HTTP API sees it.
@@ -38,10 +39,21 @@ pub trait Backend: Send + Sync + 'static {
         agent: &'a str,
         trigger: Trigger,
     ) -> BoxFuture<'a, Result<RunRecord, TriggerError>>;
-    fn runs<'a>(
+    /// The runs of `page`, newest first.
+    fn runs<'a>(&'a self, page: &'a RunPage) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>>;
+    /// The runs of scheduled fires, skipped and missed ones included,
+    /// newest fire first.
+    fn fires<'a>(&'a self, page: &'a FirePage)
+    -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>>;
+    /// Every long-term memory namespace with its entry count.
+    fn memory_namespaces(&self) -> BoxFuture<'_, Result<Vec<MemoryNamespace>, StoreError>>;
+    /// The memories of `namespace`, most recently updated first (`limit`
+    /// 0: all).
+    fn memories<'a>(
         &'a self,
-        filter: &'a RunFilter,
-    ) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>>;
+        namespace: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Memory>, StoreError>>;
     /// A run by id (or unique id prefix).
     fn run<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>>;
     /// The run's events after `after` (a sequence number; 0 for all) as

@@ -15,9 +15,9 @@
 //! - an `Origin` of another site (403): it must be the request's own host
 //!   or an allowed one; `Origin: null` is refused;
 //! - `Sec-Fetch-Site: cross-site` and `same-site` (403): a page on another
-//!   port of the same machine is same-site, and no page of aurad's own
-//!   ever calls the API; `same-origin` and `none` (typed in the address
-//!   bar) pass;
+//!   port of the same machine is same-site; the dashboard's own calls
+//!   are `same-origin` and pass, and so does `none` (typed in the
+//!   address bar);
 //! - a state-changing request (POST, PUT, PATCH, DELETE) without
 //!   `Content-Type: application/json` (415), an empty body included: that
 //!   type cannot be sent cross-origin without a preflight, which the API

@@ -6,8 +6,11 @@
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
 //! runs), `approvals` (a person's decision on a run waiting for approval),
 //! `sse` (a run's events as server-sent events), `status` (what the
-//! configuration loaded and left out), `hooks` (signed webhooks) and
-//! `signatures` (the webhook signing schemes).
+//! configuration loaded and left out), `fires` (what became of the
+//! schedules' fires), `memory` (the memory namespaces and their entries),
+//! `hooks` (signed webhooks), `signatures` (the webhook signing schemes) and
+//! `dashboard` (the web dashboard at `/`: embedded static files that read
+//! this API).
 //!
 //! Everything goes through the [`Backend`] trait (`backend`), which the
 //! daemon implements: the API never names the daemon, the store's methods
@@ -17,8 +20,11 @@
 mod agents;
 mod approvals;
 mod backend;
+mod dashboard;
+mod fires;
 mod guard;
 mod hooks;
+mod memory;
 #[doc(hidden)]
 pub use hooks::check_request as check_webhook_request;
 mod runs;
@@ -97,16 +103,20 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/approval", post(approvals::decide))
         .route("/v1/status", get(status::show))
+        .route("/v1/fires", get(fires::list))
+        .route("/v1/memory", get(memory::namespaces))
+        .route("/v1/memory/{namespace}", get(memory::list))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_token));
     // Everything but the webhooks (signed instead) refuses what a web page
-    // could send; that check comes before the token's.
-    let guarded =
-        protected
-            .route("/healthz", get(healthz))
-            .route_layer(middleware::from_fn_with_state(
-                api.clone(),
-                guard::refuse_web_pages,
-            ));
+    // could send; that check comes before the token's. The dashboard's
+    // files hold no data: guarded, but public.
+    let guarded = protected
+        .route("/healthz", get(healthz))
+        .merge(dashboard::routes())
+        .route_layer(middleware::from_fn_with_state(
+            api.clone(),
+            guard::refuse_web_pages,
+        ));
     let hooks = Router::new().route("/hooks/{agent}", post(hooks::deliver));
     guarded
         .merge(hooks)
@@ -131,7 +141,7 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn no_route(request: Request) -> ApiError {
     ApiError::not_found(format!(
-        "no route {} {}: the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs and /hooks/{{agent}}",
+        "no route {} {}: the dashboard is at /; the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs, /v1/fires, /v1/memory and /hooks/{{agent}}",
         request.method(),
         request.uri().path()
     ))

@@ -1,10 +1,11 @@
-//! `GET /v1/runs` (filtered by agent, state and parent run, newest first), `GET
+//! `GET /v1/runs` (filtered by agent, state, trigger and parent run, newest
+//! first, a page at a time with `limit` and `offset`), `GET
 //! /v1/runs/{id}` (an id or a unique prefix of one) and `POST
 //! /v1/runs/{id}/cancel`. Also [`find_run`], the run lookup the event
-//! stream shares.
+//! stream shares, and the `limit`/`offset` parsing the paged lists share.
 //!
 //! Depends on the `Backend` (`runs`, `run`, `cancel`) and `store`
-//! (`RunFilter`, `RunRecord`, `StoreError`).
+//! (`RunFilter`, `RunPage`, `RunRecord`, `StoreError`).
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -14,36 +15,47 @@ use serde_json::json;
 
 use super::CancelAnswer;
 use super::{Api, ApiError, Param};
-use crate::store::{RunFilter, RunRecord, StoreError};
+use crate::store::{RunFilter, RunPage, RunRecord, StoreError};
 use crate::types::RunState;
 
 /// Runs listed when `limit` is not given.
-const DEFAULT_LIMIT: usize = 50;
+pub(super) const DEFAULT_LIMIT: usize = 50;
 /// The largest `limit` accepted.
-const MAX_LIMIT: usize = 1000;
+pub(super) const MAX_LIMIT: usize = 1000;
 
 pub(super) async fn list(
     State(api): State<Api>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(pairs) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let filter = run_filter(&pairs)?;
-    let runs = api.daemon.runs(&filter).await?;
-    Ok(axum::Json(json!({ "runs": runs })).into_response())
+    let page = run_page(&pairs)?;
+    let runs = api.daemon.runs(&page).await?;
+    Ok(axum::Json(json!({
+        "runs": runs,
+        "limit": page.filter.limit,
+        "offset": page.offset,
+    }))
+    .into_response())
 }
 
-/// The filter of `?agent=&state=&parent=&limit=` (`parent`: the children
-/// of that run id); empty values mean "any".
-fn run_filter(pairs: &[(String, String)]) -> Result<RunFilter, ApiError> {
-    let mut filter = RunFilter {
-        limit: DEFAULT_LIMIT,
-        ..RunFilter::default()
+/// The page of `?agent=&state=&trigger=&parent=&limit=&offset=` (`parent`:
+/// the children of that run id); empty values mean "any".
+fn run_page(pairs: &[(String, String)]) -> Result<RunPage, ApiError> {
+    let mut page = RunPage {
+        filter: RunFilter {
+            limit: DEFAULT_LIMIT,
+            ..RunFilter::default()
+        },
+        ..RunPage::default()
     };
+    let filter = &mut page.filter;
     for (key, value) in pairs {
         let value = value.trim();
         match key.as_str() {
             "agent" => filter.agent = Some(value.to_string()).filter(|v| !v.is_empty()),
             "parent" => filter.parent = Some(value.to_string()).filter(|v| !v.is_empty()),
+            "trigger" => page.trigger = Some(value.to_string()).filter(|v| !v.is_empty()),
+            "offset" => page.offset = parse_offset(value)?,
             "state" if value.is_empty() => filter.state = None,
             "state" => {
                 let Some(state) = RunState::parse(value) else {
@@ -55,26 +67,43 @@ fn run_filter(pairs: &[(String, String)]) -> Result<RunFilter, ApiError> {
                 };
                 filter.state = Some(state);
             }
-            "limit" if value.is_empty() => filter.limit = DEFAULT_LIMIT,
-            "limit" => {
-                filter.limit = value
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=MAX_LIMIT).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::bad_request(format!(
-                            "limit `{value}` is not a number from 1 to {MAX_LIMIT}"
-                        ))
-                    })?;
-            }
+            "limit" => filter.limit = parse_limit(value)?,
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unknown query parameter `{other}`: GET /v1/runs takes agent, state, parent and limit"
+                    "unknown query parameter `{other}`: GET /v1/runs takes agent, state, trigger, parent, limit and offset"
                 )));
             }
         }
     }
-    Ok(filter)
+    Ok(page)
+}
+
+/// A `limit` of 1 to [`MAX_LIMIT`]; empty: [`DEFAULT_LIMIT`].
+pub(super) fn parse_limit(value: &str) -> Result<usize, ApiError> {
+    if value.is_empty() {
+        return Ok(DEFAULT_LIMIT);
+    }
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_LIMIT).contains(n))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "limit `{value}` is not a number from 1 to {MAX_LIMIT}"
+            ))
+        })
+}
+
+/// An `offset`: how many of the newest to skip (0 or more; empty: 0).
+pub(super) fn parse_offset(value: &str) -> Result<usize, ApiError> {
+    if value.is_empty() {
+        return Ok(0);
+    }
+    value.parse::<usize>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "offset `{value}` is not a whole number (0 or more)"
+        ))
+    })
 }
 
 pub(super) async fn show(State(api): State<Api>, Param(id): Param) -> Result<Response, ApiError> {
@@ -145,9 +174,10 @@ mod tests {
 
     #[test]
     fn filters_default_to_fifty_of_any_agent_and_state() {
-        let filter = run_filter(&[]).unwrap();
+        let page = run_page(&[]).unwrap();
+        assert_eq!((page.trigger.as_deref(), page.offset), (None, 0));
         assert_eq!(
-            filter,
+            page.filter,
             RunFilter {
                 parent: None,
                 agent: None,
@@ -155,9 +185,17 @@ mod tests {
                 limit: 50
             }
         );
-        let filter = run_filter(&pairs(&[("agent", ""), ("state", ""), ("limit", "")])).unwrap();
+        let page = run_page(&pairs(&[
+            ("agent", ""),
+            ("state", ""),
+            ("trigger", ""),
+            ("limit", ""),
+            ("offset", ""),
+        ]))
+        .unwrap();
+        assert_eq!((page.trigger.as_deref(), page.offset), (None, 0));
         assert_eq!(
-            filter,
+            page.filter,
             RunFilter {
                 parent: None,
                 agent: None,
@@ -168,16 +206,20 @@ mod tests {
     }
 
     #[test]
-    fn filters_read_agent_state_parent_and_limit() {
-        let filter = run_filter(&pairs(&[
+    fn filters_read_agent_state_trigger_parent_limit_and_offset() {
+        let page = run_page(&pairs(&[
             ("agent", "a"),
             ("parent", "run-1"),
             ("state", "timed_out"),
+            ("trigger", "schedule"),
             ("limit", "1000"),
+            ("offset", "40"),
         ]))
         .unwrap();
+        assert_eq!(page.trigger.as_deref(), Some("schedule"));
+        assert_eq!(page.offset, 40);
         assert_eq!(
-            filter,
+            page.filter,
             RunFilter {
                 parent: Some("run-1".into()),
                 agent: Some("a".into()),
@@ -189,7 +231,7 @@ mod tests {
 
     #[test]
     fn bad_filters_say_what_is_valid() {
-        let error = run_filter(&pairs(&[("state", "done")])).unwrap_err();
+        let error = run_page(&pairs(&[("state", "done")])).unwrap_err();
         assert_eq!(error.status, StatusCode::BAD_REQUEST);
         assert!(
             error
@@ -199,14 +241,18 @@ mod tests {
             error.message
         );
         for limit in ["0", "1001", "-1", "ten"] {
-            let error = run_filter(&pairs(&[("limit", limit)])).unwrap_err();
+            let error = run_page(&pairs(&[("limit", limit)])).unwrap_err();
             assert!(
                 error.message.contains("from 1 to 1000"),
                 "{}",
                 error.message
             );
         }
-        let error = run_filter(&pairs(&[("status", "queued")])).unwrap_err();
+        let error = run_page(&pairs(&[("status", "queued")])).unwrap_err();
         assert!(error.message.contains("`status`"), "{}", error.message);
+        for offset in ["-1", "x", "1.5"] {
+            let error = run_page(&pairs(&[("offset", offset)])).unwrap_err();
+            assert!(error.message.contains("whole number"), "{}", error.message);
+        }
     }
 }

@@ -11,9 +11,10 @@ use super::Daemon;
 use crate::api::{AgentInfo, Backend, CancelAnswer, Trigger, TriggerError};
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
-use crate::store::{RunFilter, RunRecord, StoreError};
+use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError};
 use crate::types::RunEvent;
 use crate::types::approval::{ApprovalRecord, DecidedBy};
+use crate::types::memory::Memory;
 
 impl Backend for Daemon {
     fn listen(&self) -> SocketAddr {
@@ -52,11 +53,27 @@ impl Backend for Daemon {
         Box::pin(Daemon::trigger(self, agent, trigger))
     }
 
-    fn runs<'a>(
+    fn runs<'a>(&'a self, page: &'a RunPage) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>> {
+        Box::pin(self.store().list_run_page(page))
+    }
+
+    fn fires<'a>(
         &'a self,
-        filter: &'a RunFilter,
+        page: &'a FirePage,
     ) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>> {
-        Box::pin(Daemon::runs(self, filter))
+        Box::pin(self.store().list_fires(page))
+    }
+
+    fn memory_namespaces(&self) -> BoxFuture<'_, Result<Vec<MemoryNamespace>, StoreError>> {
+        Box::pin(self.store().memory_namespaces())
+    }
+
+    fn memories<'a>(
+        &'a self,
+        namespace: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Memory>, StoreError>> {
+        Box::pin(self.store().memory_list(namespace, limit))
     }
 
     fn run<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>> {

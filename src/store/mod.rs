@@ -4,7 +4,8 @@
 //! All SQL lives in this module, behind typed methods on [`Store`], so a
 //! second backend can later be added here alone. Nothing outside `store` sees
 //! a `rusqlite` type. Files: `runs` (claiming, events, final states),
-//! `run_reads` (every read of runs and events), `approvals` (runs waiting
+//! `run_reads` (every read of runs and events), `page_reads` (runs,
+//! scheduled fires and memory namespaces a page at a time, for browsing), `approvals` (runs waiting
 //! for a person, decisions), `fires` (runs that never ran,
 //! interrupted runs, webhook deliveries), `steps` (pipeline runs' steps), `watches` (schedules watched since
 //! when), `memory`, `migrations`, `worker`.
@@ -43,6 +44,7 @@ mod memory_tests;
 mod migrations;
 #[cfg(test)]
 mod open_tests;
+mod page_reads;
 mod run_reads;
 mod runs;
 #[cfg(test)]
@@ -67,6 +69,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use approvals::WaitingRun;
 pub use fires::Recovered;
 pub use memory::score as memory_score;
+pub use page_reads::{FirePage, MemoryNamespace, RunPage};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;

@@ -5,8 +5,7 @@
 //! writes.
 
 use chrono::{DateTime, Utc};
-use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{RunFilter, RunRecord, Store, StoreError, sql};
 use crate::types::{RunEvent, RunState, ScheduleId, Usage};
@@ -245,40 +244,11 @@ impl RawRun {
 }
 
 fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-    let mut clauses = Vec::new();
-    let mut values = Vec::new();
-    if let Some(agent) = &filter.agent {
-        values.push(Value::Text(agent.clone()));
-        clauses.push(format!("agent = ?{}", values.len()));
-    }
-    if let Some(state) = filter.state {
-        values.push(Value::Text(state.as_str().to_owned()));
-        clauses.push(format!("state = ?{}", values.len()));
-    }
-    if let Some(parent) = &filter.parent {
-        values.push(Value::Text(parent.clone()));
-        clauses.push(format!("parent_run_id = ?{}", values.len()));
-    }
-    let limit = match filter.limit {
-        0 => -1, // SQLite: no limit
-        n => i64::try_from(n).unwrap_or(i64::MAX),
+    let page = super::page_reads::RunPage {
+        filter: filter.clone(),
+        ..Default::default()
     };
-    values.push(Value::Integer(limit));
-    let filter_sql = if clauses.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", clauses.join(" AND "))
-    };
-    let query = format!(
-        "SELECT {RUN_COLUMNS} FROM runs {filter_sql} ORDER BY created_at DESC, rowid DESC LIMIT ?{}",
-        values.len()
-    );
-    let mut stmt = conn.prepare_cached(&query).map_err(sql("listing runs"))?;
-    let rows = stmt
-        .query_map(params_from_iter(values), raw_run)
-        .map_err(sql("listing runs"))?;
-    rows.map(|raw| raw.map_err(sql("listing runs"))?.check())
-        .collect()
+    super::page_reads::run_page(conn, &page)
 }
 
 /// The run with exactly this id.

@@ -1,0 +1,596 @@
+// aurad dashboard: reads the JSON API of the daemon that served it.
+// Every piece of text from the API is inserted as a text node (el() below),
+// never as HTML. The bearer token, when the API asks for one, is kept in
+// sessionStorage and sent as a header; there are no cookies.
+"use strict";
+
+const TOKEN_KEY = "aurad.token";
+const PAGE = 25;
+const STATES = ["queued", "running", "waiting_approval", "succeeded", "failed",
+  "timed_out", "cancelled", "budget_exceeded", "skipped", "missed", "interrupted"];
+const TRIGGERS = ["api", "cli", "schedule", "webhook", "after", "watch", "retry"];
+
+let stream = null; // the AbortController of the open event stream
+let renderSeq = 0; // bumps on each navigation; late answers of an old view are dropped
+
+// ---------- DOM ----------
+
+// el("tag", {attr: value, class: "x", onclick: fn}, child, "text", [more])
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function view() { return document.getElementById("view"); }
+
+function notice(text, kind) {
+  const box = document.getElementById("notice");
+  box.textContent = text || "";
+  box.className = kind || "";
+  box.hidden = !text;
+}
+
+// ---------- API ----------
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+function headers(extra) {
+  const h = Object.assign({ Accept: "application/json" }, extra || {});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) h.Authorization = "Bearer " + token;
+  return h;
+}
+
+async function api(path, options) {
+  const opts = Object.assign({}, options || {});
+  opts.headers = headers(opts.body !== undefined ? { "Content-Type": "application/json" } : {});
+  if (opts.body !== undefined) opts.body = JSON.stringify(opts.body);
+  const response = await fetch(path, opts);
+  if (response.status === 401) {
+    askToken();
+    throw new ApiError(401, "this daemon needs its token: enter it above");
+  }
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(response.status, body.error || response.statusText);
+  return body;
+}
+
+function askToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  const form = document.getElementById("token-form");
+  form.hidden = false;
+  document.getElementById("token-input").focus();
+}
+
+function setupToken() {
+  const form = document.getElementById("token-form");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = document.getElementById("token-input");
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    input.value = "";
+    form.hidden = true;
+    route();
+  });
+}
+
+// Reads the SSE stream of `path` with fetch (EventSource cannot send the
+// token), calling onEvent(kind, data, id) per event until it ends.
+async function readEvents(path, onEvent, signal) {
+  const response = await fetch(path, { headers: headers({ Accept: "text/event-stream" }), signal });
+  if (response.status === 401) { askToken(); throw new ApiError(401, "token needed"); }
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    throw new ApiError(response.status, body.error || response.statusText);
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let kind = "message", id = null;
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") kind = text;
+        else if (field === "data") data.push(text);
+        else if (field === "id") id = text;
+      }
+      if (data.length) onEvent(kind, JSON.parse(data.join("\n")), id);
+    }
+  }
+}
+
+// ---------- formatting ----------
+
+function when(text) {
+  if (!text) return "";
+  const date = new Date(text);
+  return isNaN(date) ? text : date.toLocaleString();
+}
+
+function timeEl(text) {
+  return text ? el("time", { datetime: text }, when(text)) : "—";
+}
+
+function duration(run) {
+  if (!run.started_at) return "";
+  const end = run.finished_at ? new Date(run.finished_at) : new Date();
+  const ms = end - new Date(run.started_at);
+  return ms < 1000 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
+}
+
+function tokens(usage) {
+  if (!usage) return "";
+  const input = usage.input_tokens, output = usage.output_tokens;
+  if (input === null && output === null) return "";
+  return (input ?? "?") + " in / " + (output ?? "?") + " out";
+}
+
+function cost(usd) {
+  return usd === null || usd === undefined ? "" : "$" + Number(usd).toFixed(4);
+}
+
+function stateBadge(state) {
+  return el("span", { class: "state state-" + state }, state.replace(/_/g, " "));
+}
+
+function runLink(id, text) {
+  return el("a", { href: "#/run/" + encodeURIComponent(id) }, text || id.slice(0, 8));
+}
+
+function pretty(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text; }
+}
+
+function table(caption, columns, rows) {
+  return el("div", { class: "scroll", role: "region", "aria-label": caption, tabindex: "0" },
+    el("table", {},
+      el("caption", {}, caption),
+      el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col" }, c)))),
+      el("tbody", {}, rows.length ? rows
+        : el("tr", {}, el("td", { colspan: columns.length, class: "empty" }, "None.")))));
+}
+
+function field(label, control) {
+  const id = "f-" + label.toLowerCase().replace(/[^a-z0-9]+/g, "-");
+  control.id = id;
+  return el("div", { class: "field" }, el("label", { for: id }, label), control);
+}
+
+function select(name, options, current) {
+  return el("select", { name },
+    options.map(([value, text]) => el("option", { value, selected: value === current }, text)));
+}
+
+function section(title, ...children) {
+  return el("section", {}, el("h3", {}, title), children);
+}
+
+function errorBox(error) {
+  return el("p", { class: "error", role: "alert" }, String(error.message || error));
+}
+
+// ---------- router ----------
+
+function parseHash() {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  return { parts, params: new URLSearchParams(query || "") };
+}
+
+async function route() {
+  if (stream) { stream.abort(); stream = null; }
+  const seq = ++renderSeq;
+  const { parts, params } = parseHash();
+  const name = parts[0] || "agents";
+  for (const link of document.querySelectorAll("nav a")) {
+    if (link.dataset.view === (name === "run" ? "runs" : name)) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  const views = { agents: agentsView, runs: runsView, run: runView, schedules: schedulesView, memory: memoryView };
+  const render = views[name] || agentsView;
+  const container = el("div", { class: "view" });
+  try {
+    await render(container, parts.slice(1), params, () => seq === renderSeq);
+  } catch (error) {
+    container.append(errorBox(error));
+  }
+  if (seq !== renderSeq) return;
+  view().replaceChildren(container);
+}
+
+function current(isCurrent, fn) {
+  return (...args) => { if (isCurrent()) fn(...args); };
+}
+
+// ---------- agents ----------
+
+async function agentsView(root) {
+  const [{ agents }, status, waiting] = await Promise.all([
+    api("/v1/agents"), api("/v1/status"), api("/v1/runs?state=waiting_approval&limit=50"),
+  ]);
+  root.append(el("h2", {}, "Agents"));
+  const stale = new Set((status.agents || []).filter((a) => a.stale).map((a) => a.name));
+  const rows = agents.map((agent) => {
+    const last = agent.last_run;
+    const next = agent.schedules.flatMap((s) => s.next_fires).sort()[0];
+    let health = "ok";
+    if (stale.has(agent.name)) health = "stale (file has errors)";
+    else if (agent.backoff_until) health = "backing off until " + when(agent.backoff_until);
+    else if (agent.consecutive_failures) health = agent.consecutive_failures + " failure(s) in a row";
+    return el("tr", {},
+      el("th", { scope: "row" }, el("a", { href: "#/runs?agent=" + encodeURIComponent(agent.name) }, agent.name)),
+      el("td", {}, agent.description),
+      el("td", {}, health),
+      el("td", {}, last ? [stateBadge(last.state), " ", runLink(last.id), " ", timeEl(last.created_at)] : "never run"),
+      el("td", {}, next ? timeEl(next) : "—"),
+      el("td", {}, agent.model));
+  });
+  root.append(table("Agents", ["Agent", "Description", "Status", "Last run", "Next fire", "Model"], rows));
+  root.append(startForm(agents));
+  root.append(waitingSection(waiting.runs));
+  const skipped = status.skipped || [];
+  root.append(section("Load errors",
+    skipped.length
+      ? el("ul", { class: "errors" }, skipped.map((item) => el("li", {},
+        el("strong", {}, item.kind + " " + item.name), item.stale ? " (last good version kept)" : " (left out)",
+        ": ", el("code", {}, item.path + ":" + item.line + ":" + item.column), " ", item.message)))
+      : el("p", {}, "Every file loaded.")));
+}
+
+function startForm(agents) {
+  const agentSelect = select("agent", agents.map((a) => [a.name, a.name]), agents[0] && agents[0].name);
+  const input = el("textarea", { name: "input", rows: "3", placeholder: "What the run is asked (empty: the agent's prompt)" });
+  const form = el("form", { class: "start", "aria-labelledby": "start-title" },
+    el("h3", { id: "start-title" }, "Start a run"),
+    field("Agent", agentSelect),
+    field("Input", input),
+    el("button", { type: "submit" }, "Start run"));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = input.value.trim() ? { input: input.value } : {};
+    try {
+      const run = await api("/v1/agents/" + encodeURIComponent(agentSelect.value) + "/runs", { method: "POST", body });
+      notice("Started run " + run.id + " of " + run.agent + ".", "ok");
+      location.hash = "#/run/" + encodeURIComponent(run.id);
+    } catch (error) {
+      notice("Could not start the run: " + error.message, "bad");
+    }
+  });
+  return form;
+}
+
+function waitingSection(runs) {
+  return section("Waiting for approval",
+    runs.length
+      ? el("ul", { class: "waiting" }, runs.map((run) => el("li", {},
+        runLink(run.id), " ", run.agent, " ", timeEl(run.created_at), " ", approvalButtons(run, route))))
+      : el("p", {}, "No run waits for a person."));
+}
+
+// Approve and Deny for a run waiting for a person; `after` runs once the
+// decision is stored (the run view needs nothing: its event stream shows it).
+function approvalButtons(run, after) {
+  const buttons = [];
+  const decide = async (approve) => {
+    const body = { approve };
+    if (!approve) body.reason = "denied from the dashboard";
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      await api("/v1/runs/" + encodeURIComponent(run.id) + "/approval", { method: "POST", body });
+      notice((approve ? "Approved" : "Denied") + " run " + run.id + ".", "ok");
+      if (after) after();
+    } catch (error) {
+      buttons.forEach((b) => { b.disabled = false; });
+      notice("Could not decide: " + error.message, "bad");
+    }
+  };
+  const label = (verb) => verb + " run " + run.id.slice(0, 8) + " of " + run.agent;
+  buttons.push(
+    el("button", { type: "button", class: "approve", "aria-label": label("Approve"), onclick: () => decide(true) }, "Approve"),
+    el("button", { type: "button", class: "deny", "aria-label": label("Deny"), onclick: () => decide(false) }, "Deny"));
+  return el("span", { class: "decide" }, buttons);
+}
+
+// ---------- runs ----------
+
+async function runsView(root, _parts, params) {
+  const filter = {
+    agent: params.get("agent") || "",
+    state: params.get("state") || "",
+    trigger: params.get("trigger") || "",
+    offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
+  };
+  const query = new URLSearchParams({ limit: String(PAGE), offset: String(filter.offset) });
+  for (const key of ["agent", "state", "trigger"]) if (filter[key]) query.set(key, filter[key]);
+  const [{ agents }, { runs }] = await Promise.all([api("/v1/agents"), api("/v1/runs?" + query)]);
+  root.append(el("h2", {}, "Runs"));
+  const agentSelect = select("agent", [["", "any"], ...agents.map((a) => [a.name, a.name])], filter.agent);
+  const stateSelect = select("state", [["", "any"], ...STATES.map((s) => [s, s.replace(/_/g, " ")])], filter.state);
+  const triggerSelect = select("trigger", [["", "any"], ...TRIGGERS.map((t) => [t, t])], filter.trigger);
+  const form = el("form", { class: "filters", "aria-label": "Filter runs" },
+    field("Agent", agentSelect), field("State", stateSelect), field("Trigger", triggerSelect),
+    el("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = "#/runs?" + pageQuery(agentSelect.value, stateSelect.value, triggerSelect.value, 0);
+  });
+  root.append(form);
+  root.append(runTable("Runs", runs));
+  const pager = el("nav", { class: "pager", "aria-label": "Pages" });
+  if (filter.offset > 0) {
+    pager.append(el("a", { href: "#/runs?" + pageQuery(filter.agent, filter.state, filter.trigger, Math.max(0, filter.offset - PAGE)) }, "← Newer"));
+  }
+  pager.append(el("span", {}, runs.length ? `${filter.offset + 1}–${filter.offset + runs.length}` : ""));
+  if (runs.length === PAGE) {
+    pager.append(el("a", { href: "#/runs?" + pageQuery(filter.agent, filter.state, filter.trigger, filter.offset + PAGE) }, "Older →"));
+  }
+  root.append(pager);
+}
+
+function pageQuery(agent, state, trigger, offset) {
+  const q = new URLSearchParams();
+  if (agent) q.set("agent", agent);
+  if (state) q.set("state", state);
+  if (trigger) q.set("trigger", trigger);
+  if (offset) q.set("offset", String(offset));
+  return q.toString();
+}
+
+function runTable(caption, runs) {
+  return table(caption, ["Run", "Agent", "State", "Trigger", "Created", "Took", "Tokens", "Cost"],
+    runs.map((run) => el("tr", {},
+      el("th", { scope: "row" }, runLink(run.id)),
+      el("td", {}, run.agent),
+      el("td", {}, stateBadge(run.state)),
+      el("td", {}, run.trigger),
+      el("td", {}, timeEl(run.created_at)),
+      el("td", {}, duration(run)),
+      el("td", {}, tokens(run.usage)),
+      el("td", {}, cost(run.cost_usd)))));
+}
+
+// ---------- one run ----------
+
+async function runView(root, parts, _params, isCurrent) {
+  const id = parts[0] || "";
+  const run = await api("/v1/runs/" + encodeURIComponent(id));
+  const children = await api("/v1/runs?parent=" + encodeURIComponent(run.id) + "&limit=200");
+  root.append(el("h2", {}, "Run ", el("code", {}, run.id.slice(0, 8)), " of ", run.agent));
+  const summary = el("dl", { class: "summary" });
+  const fillSummary = (r) => {
+    const pairs = [
+      ["State", stateBadge(r.state)], ["Agent", r.agent], ["Trigger", r.trigger], ["Model", r.model],
+      ["Created", timeEl(r.created_at)], ["Started", timeEl(r.started_at)], ["Finished", timeEl(r.finished_at)],
+      ["Took", duration(r)], ["Tokens", tokens(r.usage) || "—"], ["Cost", cost(r.cost_usd) || "—"],
+    ];
+    if (r.parent_run_id) pairs.push(["Parent run", runLink(r.parent_run_id)]);
+    if (r.scheduled_for) pairs.push(["Fire", timeEl(r.scheduled_for)]);
+    summary.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    summary.dataset.state = r.state;
+  };
+  fillSummary(run);
+  root.append(summary);
+  const approval = el("div", { class: "approval" });
+  const showApproval = (r) => approval.replaceChildren(
+    r.state === "waiting_approval" ? [el("p", {}, "This run waits for a person's decision."), approvalButtons(r)] : []);
+  showApproval(run);
+  root.append(approval);
+  if (run.error) root.append(section("Error", el("pre", { class: "error" }, run.error)));
+  root.append(section("Input", el("pre", { class: "text" }, run.input || "(none)")));
+  const output = el("pre", { class: "text", id: "run-output" }, run.output || "");
+  root.append(section("Output", output));
+  if (children.runs.length) root.append(runTable("Sub-runs and pipeline steps' runs", children.runs));
+  const timeline = el("ol", { class: "timeline", id: "timeline", "aria-live": "polite" });
+  const live = el("p", { class: "live", id: "live" }, "Reading events…");
+  root.append(section("Events", live, timeline));
+
+  const onTimeline = makeTimeline(timeline);
+  const onEvent = current(isCurrent, (kind, data) => {
+    onTimeline(kind, data);
+    if (kind === "started") live.textContent = "Running…";
+    if (kind === "approval_requested" || kind === "approval_decided") {
+      run.state = kind === "approval_requested" ? "waiting_approval" : "running";
+      fillSummary(run);
+      showApproval(run);
+    }
+    if (kind === "finished" && data.output) output.textContent = data.output;
+  });
+  const controller = new AbortController();
+  stream = controller;
+  // Events before the view is shown go into it while it is detached.
+  readEvents("/v1/runs/" + encodeURIComponent(run.id) + "/events", onEvent, controller.signal)
+    .then(async () => {
+      if (!isCurrent()) return;
+      const done = await api("/v1/runs/" + encodeURIComponent(run.id));
+      if (!isCurrent()) return;
+      fillSummary(done);
+      showApproval(done);
+      output.textContent = done.output || "";
+      live.textContent = "Finished: " + done.state.replace(/_/g, " ") + ".";
+      live.dataset.finished = done.state;
+    })
+    .catch((error) => {
+      if (error.name !== "AbortError" && isCurrent()) live.textContent = "Event stream: " + error.message;
+    });
+}
+
+// Returns the event handler appending `timeline` entries: text deltas of a
+// turn merge into one answer, each tool call folds with its result.
+function makeTimeline(timeline) {
+  let answer = null;
+  const calls = new Map();
+  const item = (kind, ...children) => {
+    const li = el("li", { class: "ev ev-" + kind }, children);
+    timeline.append(li);
+    return li;
+  };
+  return (kind, data) => {
+    if (kind !== "text_delta") answer = null;
+    switch (kind) {
+      case "started":
+        item(kind, el("strong", {}, "Started"), " ", data.agent, " on ", data.model, " (", data.trigger, ")");
+        break;
+      case "text_delta":
+        if (!answer) {
+          answer = el("pre", { class: "text" });
+          item(kind, el("strong", {}, "Answer"), answer);
+        }
+        answer.append(document.createTextNode(data.text));
+        break;
+      case "reasoning_delta":
+        item(kind, el("details", {}, el("summary", {}, "Reasoning"), el("pre", { class: "text" }, data.text)));
+        break;
+      case "tool_call": {
+        const result = el("div", { class: "result" }, el("em", {}, "waiting for the result…"));
+        const summary = el("summary", {}, el("strong", {}, "Tool "), el("code", {}, data.name));
+        const details = el("details", { class: "tool" }, summary,
+          el("div", { class: "label" }, "Arguments"), el("pre", { class: "text" }, pretty(data.arguments)), result);
+        calls.set(data.id, { summary, result });
+        item(kind, details);
+        break;
+      }
+      case "tool_result": {
+        const call = calls.get(data.id);
+        const body = [el("div", { class: "label" }, data.is_error ? "Error" : "Result"),
+          el("pre", { class: data.is_error ? "text error" : "text" }, data.output)];
+        const note = " · " + (data.is_error ? "error" : "ok") + " · " + data.duration_ms + " ms";
+        if (call) { call.result.replaceChildren(...body); call.summary.append(note); }
+        else item(kind, el("details", { class: "tool" }, el("summary", {}, "Result of ", el("code", {}, data.name), note), body));
+        break;
+      }
+      case "usage":
+        item(kind, "Model call ", String(data.iteration), ": ", tokens(data), data.cost_usd !== undefined ? " · " + cost(data.cost_usd) : "");
+        break;
+      case "approval_requested":
+        item(kind, el("strong", {}, "Waits for approval: "), el("code", {}, data.name), " ",
+          el("pre", { class: "text" }, pretty(data.arguments)), "until ", timeEl(data.timeout_at));
+        break;
+      case "approval_decided":
+        item(kind, el("strong", {}, data.approved ? "Approved" : "Denied"), " ", el("code", {}, data.name),
+          " by ", String(data.by), data.reason ? ": " + data.reason : "");
+        break;
+      case "step_started":
+        item(kind, el("strong", {}, "Step "), el("code", {}, data.step + (data.index !== undefined ? "[" + data.index + "]" : "")),
+          " started (attempt ", String(data.attempt), ")");
+        break;
+      case "step_finished":
+        item(kind, el("strong", {}, "Step "), el("code", {}, data.step + (data.index !== undefined ? "[" + data.index + "]" : "")),
+          " ", stateBadge(data.state), data.retrying ? " (will retry)" : "", " · ", data.duration_ms + " ms",
+          data.child_run_id ? [" · run ", runLink(data.child_run_id)] : "",
+          data.error ? el("pre", { class: "text error" }, data.error) : "",
+          data.output ? el("details", {}, el("summary", {}, "Output"), el("pre", { class: "text" }, data.output)) : "");
+        break;
+      case "memory_recalled":
+        item(kind, el("strong", {}, "Recalled "), String(data.memories.length), " memories from ", el("code", {}, data.namespace));
+        break;
+      case "skills_activated":
+        item(kind, el("strong", {}, "Skills: "), data.skills.join(", "), " (", data.how, ")");
+        break;
+      case "model_retry":
+        item(kind, el("strong", {}, "Model call retried"), " (attempt ", String(data.attempt), "): ", data.error);
+        break;
+      case "context_trimmed":
+        item(kind, "Context trimmed: ", String(data.dropped_messages), " message(s) dropped");
+        break;
+      case "finished":
+        item(kind, el("strong", {}, "Finished "), stateBadge(data.state), " · ", tokens(data.usage),
+          data.cost_usd !== undefined ? " · " + cost(data.cost_usd) : "", data.reason ? el("pre", { class: "text" }, data.reason) : "");
+        break;
+      default:
+        item(kind, el("code", {}, kind));
+    }
+  };
+}
+
+// ---------- schedules and fires ----------
+
+async function schedulesView(root, _parts, params) {
+  const offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0);
+  const [{ agents }, { fires }] = await Promise.all([
+    api("/v1/agents"), api("/v1/fires?limit=" + PAGE + "&offset=" + offset),
+  ]);
+  root.append(el("h2", {}, "Schedules"));
+  const rows = agents.flatMap((agent) => agent.schedules.map((s) => el("tr", {},
+    el("th", { scope: "row" }, agent.name),
+    el("td", {}, el("code", {}, s.cron)),
+    el("td", {}, s.timezone),
+    el("td", {}, s.description),
+    el("td", {}, s.next_fires.slice(0, 3).map((t, i) => [i ? ", " : "", timeEl(t)])))));
+  root.append(table("Schedules", ["Agent", "Cron", "Time zone", "Means", "Next fires"], rows));
+  root.append(table("Fires (newest first; skipped and missed with their reasons)",
+    ["Fire", "Agent", "Outcome", "Reason", "Run"],
+    fires.map((run) => el("tr", {},
+      el("th", { scope: "row" }, timeEl(run.scheduled_for)),
+      el("td", {}, run.agent),
+      el("td", {}, stateBadge(run.state)),
+      el("td", {}, run.error || ""),
+      el("td", {}, runLink(run.id))))));
+  const pager = el("nav", { class: "pager", "aria-label": "Pages of fires" });
+  if (offset > 0) pager.append(el("a", { href: "#/schedules?offset=" + Math.max(0, offset - PAGE) }, "← Newer"));
+  if (fires.length === PAGE) pager.append(el("a", { href: "#/schedules?offset=" + (offset + PAGE) }, "Older →"));
+  root.append(pager);
+}
+
+// ---------- memory ----------
+
+async function memoryView(root, parts) {
+  const { namespaces } = await api("/v1/memory");
+  root.append(el("h2", {}, "Memory"));
+  const chosen = parts[0] || (namespaces[0] && namespaces[0].name);
+  root.append(el("nav", { class: "namespaces", "aria-label": "Namespaces" },
+    namespaces.length
+      ? el("ul", {}, namespaces.map((ns) => el("li", {},
+        el("a", { href: "#/memory/" + encodeURIComponent(ns.name), "aria-current": ns.name === chosen ? "page" : null },
+          ns.name + " (" + ns.entries + ")"))))
+      : el("p", {}, "No memories yet.")));
+  if (!chosen) return;
+  const { memories } = await api("/v1/memory/" + encodeURIComponent(chosen) + "?limit=200");
+  root.append(table("Memories of " + chosen + " (most recently updated first)",
+    ["Memory", "Category", "Importance", "Written by run", "Created", "Updated", "Recalled", "Metadata"],
+    memories.map((m) => el("tr", {},
+      el("td", { class: "content" }, m.content),
+      el("td", {}, m.category),
+      el("td", {}, String(m.importance)),
+      el("td", {}, m.run_id ? runLink(m.run_id) : "by hand"),
+      el("td", {}, timeEl(m.created_at)),
+      el("td", {}, timeEl(m.updated_at)),
+      el("td", {}, String(m.access_count)),
+      el("td", {}, Object.keys(m.metadata || {}).length ? el("code", {}, JSON.stringify(m.metadata)) : "")))));
+}
+
+// ---------- start ----------
+
+document.addEventListener("DOMContentLoaded", () => {
+  setupToken();
+  window.addEventListener("hashchange", route);
+  route();
+});
