@@ -149,7 +149,7 @@ function duration(run) {
 function tokens(usage) {
   if (!usage) return "";
   const input = usage.input_tokens, output = usage.output_tokens;
-  if (input === null && output === null) return "";
+  if (input == null && output == null) return "";
   return (input ?? "?") + " in / " + (output ?? "?") + " out";
 }
 
@@ -217,7 +217,7 @@ async function route() {
   }
   const views = { agents: agentsView, runs: runsView, run: runView, schedules: schedulesView, memory: memoryView };
   const render = views[name] || agentsView;
-  const container = el("div", { class: "view" });
+  const container = el("div", { class: "view", "data-route": location.hash });
   try {
     await render(container, parts.slice(1), params, () => seq === renderSeq);
   } catch (error) {
@@ -400,8 +400,8 @@ async function runView(root, parts, _params, isCurrent) {
   fillSummary(run);
   root.append(summary);
   const approval = el("div", { class: "approval" });
-  const showApproval = (r) => approval.replaceChildren(
-    r.state === "waiting_approval" ? [el("p", {}, "This run waits for a person's decision."), approvalButtons(r)] : []);
+  const showApproval = (r) => approval.replaceChildren(...(r.state === "waiting_approval"
+    ? [el("p", {}, "This run waits for a person's decision."), approvalButtons(r)] : []));
   showApproval(run);
   root.append(approval);
   if (run.error) root.append(section("Error", el("pre", { class: "error" }, run.error)));

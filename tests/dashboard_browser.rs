@@ -1,0 +1,509 @@
+//! The dashboard in a real headless Chromium, driven over WebDriver
+//! (`fantoccini` and Debian's `chromedriver`, started here on a free port):
+//! the real `aurad serve` with a token and `model: test` agents. The page
+//! asks for the token, starts a run whose input is an HTML injection
+//! attempt (it must show as text and never run), watches a run that waits
+//! for approval, approves it from the page and sees it finish live over the
+//! event stream, opens its detail from the runs list, and saves screenshots
+//! in light and dark (`target/test-artifacts/dashboard-*.png`).
+//!
+//! The accessibility smoke check is written here (no axe-core: it would
+//! need the npm registry in CI): every form control has a label, one `h1`
+//! and no skipped heading level, and every text's contrast against its
+//! background is at least 4.5:1 (3:1 for large text), on every view in
+//! both color schemes.
+//!
+//! Without chromium and chromedriver the test prints "skipped: install
+//! chromium chromium-driver" and passes, unless `CI` is set: then it fails
+//! (`.ci/run` installs them).
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use support::serve::{KillOnDrop, Serve, free_port, poll};
+
+const TOKEN: &str = "browser-token-7c2d";
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long the page may take for one step.
+const STEP: Duration = Duration::from_secs(20);
+/// The injection typed as a run's input (the test model echoes it back).
+const INJECTION: &str = r#"<img src=x onerror="window.__xss=1"> and <b>bold</b>"#;
+
+/// Where screenshots go: `target/test-artifacts/`.
+fn artifacts() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// False (and says why) when the browser is missing outside CI; panics in
+/// CI.
+fn browser_installed() -> bool {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|p| !Path::new(p).exists())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but {missing:?} is missing: .ci/run installs chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
+    );
+    println!("skipped: install chromium chromium-driver (missing {missing:?})");
+    false
+}
+
+/// chromedriver on a free loopback port, killed when dropped.
+fn start_chromedriver() -> (KillOnDrop, String) {
+    let port = free_port();
+    let child = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let child = KillOnDrop(child);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    poll("chromedriver to listen", String::new, || {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()
+    });
+    (child, format!("http://{addr}"))
+}
+
+/// A headless Chromium session, light or dark.
+async fn browser(webdriver: &str, dark: bool, profile: &Path) -> Client {
+    let scheme = if dark {
+        "--force-dark-mode"
+    } else {
+        "--blink-settings=preferredColorScheme=1"
+    };
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1200,900", "--hide-scrollbars", scheme,
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::rustls()
+        .expect("rustls")
+        .capabilities(caps)
+        .connect(webdriver)
+        .await
+        .expect("a chromedriver session")
+}
+
+/// Waits for `css`, failing with the page's visible text.
+async fn wait_for(client: &Client, css: &str) -> fantoccini::elements::Element {
+    match client
+        .wait()
+        .at_most(STEP)
+        .for_element(Locator::Css(css))
+        .await
+    {
+        Ok(element) => element,
+        Err(e) => {
+            let text = client
+                .execute("return document.body.innerText", vec![])
+                .await
+                .unwrap_or_default();
+            panic!("no `{css}` on the page ({e}); it shows:\n{text}")
+        }
+    }
+}
+
+/// Evaluates `script` until it returns true.
+async fn wait_until(client: &Client, what: &str, script: &str) {
+    let deadline = Instant::now() + STEP;
+    loop {
+        if client.execute(script, vec![]).await.unwrap() == json!(true) {
+            return;
+        }
+        if Instant::now() > deadline {
+            let text = client
+                .execute("return document.body.innerText", vec![])
+                .await
+                .unwrap_or_default();
+            panic!("timed out waiting for {what}; the page shows:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The accessibility smoke check, run in the page: a list of problems.
+const A11Y_CHECK: &str = r#"
+const problems = [];
+for (const c of document.querySelectorAll("input, select, textarea")) {
+  if (c.type === "hidden" || c.closest("[hidden]")) continue;
+  const labelled = (c.labels && c.labels.length) || c.getAttribute("aria-label") || c.getAttribute("aria-labelledby");
+  if (!labelled) problems.push("no label: " + c.outerHTML.slice(0, 80));
+}
+for (const b of document.querySelectorAll("button, a")) {
+  if (!(b.textContent.trim() || b.getAttribute("aria-label"))) problems.push("no name: " + b.outerHTML.slice(0, 80));
+}
+const headings = [...document.querySelectorAll("h1, h2, h3, h4, h5, h6")].filter((h) => !h.closest("[hidden]"));
+if (document.querySelectorAll("h1").length !== 1) problems.push("h1 count " + document.querySelectorAll("h1").length);
+let level = 0;
+for (const h of headings) {
+  const n = Number(h.tagName[1]);
+  if (n > level + 1) problems.push("heading skips from h" + level + " to " + h.tagName + ": " + h.textContent);
+  level = n;
+}
+const rgb = (text) => (text.match(/[\d.]+/g) || []).map(Number);
+const lum = ([r, g, b]) => {
+  const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+};
+const background = (el) => {
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3);
+  }
+  return rgb(getComputedStyle(document.documentElement).backgroundColor).slice(0, 3);
+};
+let checked = 0;
+for (const el of document.querySelectorAll("body *")) {
+  const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+  if (!own || el.closest("[hidden]") || !el.getClientRects().length) continue;
+  const style = getComputedStyle(el);
+  const fg = rgb(style.color).slice(0, 3);
+  const bg = background(el);
+  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  const ratio = (a + 0.05) / (b + 0.05);
+  const size = parseFloat(style.fontSize);
+  const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+  checked++;
+  if (ratio < (large ? 3 : 4.5)) problems.push("contrast " + ratio.toFixed(2) + " of `" + el.textContent.trim().slice(0, 40) + "` (" + style.color + " on rgb(" + bg + "))");
+}
+if (!checked) problems.push("no text checked");
+return problems;
+"#;
+
+async fn check_accessibility(client: &Client, view: &str) {
+    let problems = client.execute(A11Y_CHECK, vec![]).await.unwrap();
+    assert_eq!(
+        problems,
+        json!([]),
+        "accessibility problems on {view}: {problems:#}"
+    );
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    std::fs::write(artifacts().join(name), png).unwrap();
+}
+
+fn project() -> (tempfile::TempDir, SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    std::fs::write(
+        root.join("aurad.yaml"),
+        format!("listen: {addr}\nshutdown_grace: 5s\n"),
+    )
+    .unwrap();
+    std::fs::create_dir(root.join("agents")).unwrap();
+    std::fs::write(
+        root.join("agents/hello.yaml"),
+        "description: Answers with what it was asked.\nmodel: test\nprompt: hi\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("agents/ops.yaml"),
+        "description: Runs a shell command once a person approves it.\nmodel: test\nprompt: check the disk\ntools: [bash]\napprove: [bash]\nschedule: [{ cron: \"0 6 * * *\", timezone: Europe/Paris }]\n",
+    )
+    .unwrap();
+    (dir, addr)
+}
+
+/// Goes to `hash` and waits until its view is shown; returns the view.
+async fn open(client: &Client, base: &str, hash: &str) -> fantoccini::elements::Element {
+    client.goto(&format!("{base}/{hash}")).await.unwrap();
+    wait_for(client, &format!("main > .view[data-route=\"{hash}\"]")).await
+}
+
+/// Starts a run of `agent` from the page's form; returns its id (from
+/// the run view's address).
+async fn start_from_page(client: &Client, base: &str, agent: &str, input: &str) -> String {
+    let view = open(client, base, "#/agents").await;
+    let select = view.find(Locator::Css("form.start select")).await.unwrap();
+    select.select_by_value(agent).await.unwrap();
+    let text = view
+        .find(Locator::Css("form.start textarea"))
+        .await
+        .unwrap();
+    text.clear().await.unwrap();
+    text.send_keys(input).await.unwrap();
+    view.find(Locator::Css("form.start button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        client,
+        "the run view",
+        "return location.hash.startsWith('#/run/')",
+    )
+    .await;
+    let hash = client
+        .execute("return location.hash", vec![])
+        .await
+        .unwrap();
+    hash.as_str()
+        .unwrap()
+        .trim_start_matches("#/run/")
+        .to_string()
+}
+
+async fn drive(base: &str, webdriver: &str) {
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(webdriver, false, profile.path()).await;
+    client.goto(&format!("{base}/")).await.unwrap();
+
+    // The API answers 401: the page asks for the token, once.
+    let input = wait_for(&client, "#token-form:not([hidden]) #token-input").await;
+    check_accessibility(&client, "the token form").await;
+    input.send_keys(TOKEN).await.unwrap();
+    client
+        .find(Locator::Css("#token-form button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&client, "form.start").await;
+    let agents = client
+        .find(Locator::Css("main table"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        agents.contains("hello") && agents.contains("ops"),
+        "{agents}"
+    );
+    check_accessibility(&client, "agents").await;
+
+    // A run whose input (echoed in its output) is HTML: shown as text.
+    let id = start_from_page(&client, base, "hello", INJECTION).await;
+    wait_for(&client, "#live[data-finished='succeeded']").await;
+    let output = client
+        .find(Locator::Css("#run-output"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(output.contains(INJECTION), "output {output:?}");
+    let injected = client
+        .execute(
+            "return [window.__xss === undefined, document.querySelectorAll('main img, main b').length]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        injected,
+        json!([true, 0]),
+        "the run's text was inserted as HTML"
+    );
+    let timeline = client
+        .find(Locator::Css("#timeline"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        timeline.contains("Started") && timeline.contains("Finished"),
+        "{timeline}"
+    );
+    assert!(id.len() >= 8, "{id}");
+
+    // A run that waits for approval: approved from the page, watched live.
+    let waiting = start_from_page(&client, base, "ops", "check the disk").await;
+    let approve = wait_for(&client, ".approval button.approve").await;
+    let summary = wait_for(&client, "dl.summary[data-state='waiting_approval']").await;
+    assert!(summary.text().await.unwrap().contains("waiting approval"));
+    let live = client.find(Locator::Css("#live")).await.unwrap();
+    assert!(
+        live.attr("data-finished").await.unwrap().is_none(),
+        "finished before approval"
+    );
+    let timeline = client
+        .find(Locator::Css("#timeline"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(timeline.contains("Waits for approval: bash"), "{timeline}");
+    check_accessibility(&client, "a run waiting for approval").await;
+    screenshot(&client, "dashboard-waiting-light.png").await;
+    approve.click().await.unwrap();
+    // The same page (no reload) follows the stream to the end.
+    wait_for(&client, "#live[data-finished='succeeded']").await;
+    let timeline = client
+        .find(Locator::Css("#timeline"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(timeline.contains("Approved bash by api"), "{timeline}");
+    let folded = client
+        .execute(
+            "return [...document.querySelectorAll('#timeline details.tool')].map((d) => [d.open, d.querySelector('summary').textContent, d.textContent.includes('hello from aurad')])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        folded[0][0],
+        json!(false),
+        "tool calls start folded: {folded}"
+    );
+    assert!(
+        folded[0][1].as_str().unwrap().contains("bash · ok"),
+        "{folded}"
+    );
+    assert_eq!(
+        folded[0][2],
+        json!(true),
+        "the result is in the fold: {folded}"
+    );
+
+    // Its detail, opened from the runs list filtered by agent.
+    open(&client, base, "#/runs?agent=ops").await;
+    let link = wait_for(&client, &format!("main table a[href='#/run/{waiting}']")).await;
+    check_accessibility(&client, "runs").await;
+    screenshot(&client, "dashboard-runs-light.png").await;
+    link.click().await.unwrap();
+    wait_for(&client, "#live[data-finished='succeeded']").await;
+    let detail = client
+        .find(Locator::Css("main"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for expected in [
+        "Tool bash",
+        "Model call 1",
+        "Finished",
+        "succeeded",
+        "check the disk",
+    ] {
+        assert!(detail.contains(expected), "{expected} not in:\n{detail}");
+    }
+    check_accessibility(&client, "the run detail").await;
+    screenshot(&client, "dashboard-run-light.png").await;
+
+    let schedules = open(&client, base, "#/schedules")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        schedules.contains("0 6 * * *") && schedules.contains("Europe/Paris"),
+        "{schedules}"
+    );
+    check_accessibility(&client, "schedules").await;
+    open(&client, base, "#/memory").await;
+    check_accessibility(&client, "memory").await;
+    open(&client, base, "#/agents").await;
+    screenshot(&client, "dashboard-agents-light.png").await;
+    client.close().await.unwrap();
+
+    // Dark: the same views honour prefers-color-scheme.
+    let profile = tempfile::tempdir().unwrap();
+    let dark = browser(webdriver, true, profile.path()).await;
+    dark.goto(&format!("{base}/")).await.unwrap();
+    wait_for(&dark, "#token-input")
+        .await
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    dark.find(Locator::Css("#token-form button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&dark, "form.start").await;
+    let colors = dark
+        .execute(
+            "return [matchMedia('(prefers-color-scheme: dark)').matches, getComputedStyle(document.body).backgroundColor]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(colors, json!([true, "rgb(15, 18, 22)"]), "not dark");
+    check_accessibility(&dark, "agents (dark)").await;
+    screenshot(&dark, "dashboard-agents-dark.png").await;
+    open(&dark, base, &format!("#/run/{waiting}")).await;
+    wait_for(&dark, "#live[data-finished='succeeded']").await;
+    check_accessibility(&dark, "the run detail (dark)").await;
+    screenshot(&dark, "dashboard-run-dark.png").await;
+    // A phone's width: nothing wider than the screen but the tables'
+    // own scrolling regions.
+    dark.set_window_size(390, 844).await.unwrap();
+    let overflow = dark
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        overflow,
+        json!(true),
+        "the page scrolls sideways on a phone"
+    );
+    screenshot(&dark, "dashboard-run-phone-dark.png").await;
+    dark.close().await.unwrap();
+}
+
+#[test]
+fn the_dashboard_starts_watches_and_approves_runs_in_a_real_browser() {
+    if !browser_installed() {
+        return;
+    }
+    let (dir, addr) = project();
+    let serve = Serve::start_with_env(dir.path(), addr, &[], &[("AURAD_TOKEN", TOKEN)]);
+    let (chromedriver, webdriver) = start_chromedriver();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(drive(&format!("http://{addr}"), &webdriver));
+    drop(chromedriver);
+    // Everything the page did went through the API with the token.
+    let log = serve.log();
+    assert!(!log.contains("refused a request"), "{log}");
+    let out = support::serve::aurad(dir.path())
+        .args(["runs", "--json"])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&out.stdout).expect("`aurad runs --json`");
+    let states: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["state"].as_str())
+        .collect();
+    assert_eq!(states, ["succeeded", "succeeded"], "{runs}");
+}
