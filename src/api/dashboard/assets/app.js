@@ -38,7 +38,10 @@ function append(node, children) {
 
 function view() { return document.getElementById("view"); }
 
+let noticeAt = 0; // when the notice was shown; the next-but-one view clears it
+
 function notice(text, kind) {
+  noticeAt = Date.now();
   const box = document.getElementById("notice");
   box.textContent = text || "";
   box.className = kind || "";
@@ -209,6 +212,7 @@ function parseHash() {
 async function route() {
   if (stream) { stream.abort(); stream = null; }
   const seq = ++renderSeq;
+  if (Date.now() - noticeAt > 3000) notice("");
   const { parts, params } = parseHash();
   const name = parts[0] || "agents";
   for (const link of document.querySelectorAll("nav a")) {
@@ -394,7 +398,7 @@ async function runView(root, parts, _params, isCurrent) {
     ];
     if (r.parent_run_id) pairs.push(["Parent run", runLink(r.parent_run_id)]);
     if (r.scheduled_for) pairs.push(["Fire", timeEl(r.scheduled_for)]);
-    summary.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    summary.replaceChildren(...pairs.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v))));
     summary.dataset.state = r.state;
   };
   fillSummary(run);
@@ -488,7 +492,8 @@ function makeTimeline(timeline) {
         break;
       }
       case "usage":
-        item(kind, "Model call ", String(data.iteration), ": ", tokens(data), data.cost_usd !== undefined ? " · " + cost(data.cost_usd) : "");
+        item(kind, "Model call ", String(data.iteration), tokens(data) ? ": " + tokens(data) : " ended",
+          data.cost_usd !== undefined ? " · " + cost(data.cost_usd) : "");
         break;
       case "approval_requested":
         item(kind, el("strong", {}, "Waits for approval: "), el("code", {}, data.name), " ",
