@@ -392,9 +392,6 @@ fn fires_memory_and_paged_runs_answer_json() {
     assert_eq!(page("agent=hello&limit=2&offset=2"), newest_first[2..]);
     assert_eq!(page("agent=hello&trigger=api"), newest_first);
     assert!(page("agent=hello&trigger=schedule").is_empty());
-    let answer = get(addr, "/v1/runs?agent=hello&limit=2&offset=2");
-    assert_eq!(answer.json()["offset"], 2);
-    assert_eq!(answer.json()["limit"], 2);
     let bad = get(addr, "/v1/runs?offset=-1");
     assert_eq!(bad.status, 400);
     assert!(bad.body.contains("offset `-1`"), "{}", bad.body);

@@ -24,12 +24,7 @@ pub(super) async fn list(
     let Query(pairs) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let page = fire_page(&pairs)?;
     let fires = api.daemon.fires(&page).await?;
-    Ok(axum::Json(json!({
-        "fires": fires,
-        "limit": page.limit,
-        "offset": page.offset,
-    }))
-    .into_response())
+    Ok(axum::Json(json!({ "fires": fires })).into_response())
 }
 
 /// The page of `?agent=&limit=&offset=`; empty values mean the default.

@@ -30,12 +30,7 @@ pub(super) async fn list(
     let Query(pairs) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let page = run_page(&pairs)?;
     let runs = api.daemon.runs(&page).await?;
-    Ok(axum::Json(json!({
-        "runs": runs,
-        "limit": page.filter.limit,
-        "offset": page.offset,
-    }))
-    .into_response())
+    Ok(axum::Json(json!({ "runs": runs })).into_response())
 }
 
 /// The page of `?agent=&state=&trigger=&parent=&limit=&offset=` (`parent`:
