@@ -19,7 +19,7 @@ use aurad::types::memory::NewMemory;
 use aurad::types::{RunState, ScheduleId};
 use chrono::{TimeZone, Utc};
 use serde_json::Value;
-use support::serve::{Serve, free_port, poll};
+use support::serve::{Serve, poll};
 
 const TOKEN: &str = "dash-token-5b1e";
 
@@ -109,26 +109,16 @@ fn get(addr: SocketAddr, path: &str) -> Answer {
 
 /// A project of `model: test` agents on a free loopback port.
 fn project() -> (tempfile::TempDir, SocketAddr) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    std::fs::write(
-        root.join("aurad.yaml"),
-        format!("listen: {addr}\nshutdown_grace: 5s\n"),
-    )
-    .unwrap();
-    std::fs::create_dir(root.join("agents")).unwrap();
-    std::fs::write(
-        root.join("agents/hello.yaml"),
-        "description: Says hello.\nmodel: test\nprompt: hi\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("agents/nightly.yaml"),
-        "description: Runs at night.\nmodel: test\nprompt: hi\nschedule: [{ cron: \"0 3 * * *\" }]\n",
-    )
-    .unwrap();
-    (dir, addr)
+    support::test_model::project(&[
+        (
+            "hello",
+            "description: Says hello.\nmodel: test\nprompt: hi\n",
+        ),
+        (
+            "nightly",
+            "description: Runs at night.\nmodel: test\nprompt: hi\nschedule: [{ cron: \"0 3 * * *\" }]\n",
+        ),
+    ])
 }
 
 fn wait_succeeded(serve: &Serve, id: &str) -> Value {

@@ -125,6 +125,17 @@ async fn wait_for(client: &Client, css: &str) -> fantoccini::elements::Element {
     }
 }
 
+/// The visible text of the element at `css`.
+async fn text_of(client: &Client, css: &str) -> String {
+    let element = client.find(Locator::Css(css)).await.unwrap();
+    element.text().await.unwrap()
+}
+
+async fn click(client: &Client, css: &str) {
+    let element = client.find(Locator::Css(css)).await.unwrap();
+    element.click().await.unwrap();
+}
+
 /// Evaluates `script` until it returns true.
 async fn wait_until(client: &Client, what: &str, script: &str) {
     let deadline = Instant::now() + STEP;
@@ -208,26 +219,16 @@ async fn screenshot(client: &Client, name: &str) {
 }
 
 fn project() -> (tempfile::TempDir, SocketAddr) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    std::fs::write(
-        root.join("aurad.yaml"),
-        format!("listen: {addr}\nshutdown_grace: 5s\n"),
-    )
-    .unwrap();
-    std::fs::create_dir(root.join("agents")).unwrap();
-    std::fs::write(
-        root.join("agents/hello.yaml"),
-        "description: Answers with what it was asked.\nmodel: test\nprompt: hi\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("agents/ops.yaml"),
-        "description: Runs a shell command once a person approves it.\nmodel: test\nprompt: check the disk\ntools: [bash]\napprove: [bash]\nschedule: [{ cron: \"0 6 * * *\", timezone: Europe/Paris }]\n",
-    )
-    .unwrap();
-    (dir, addr)
+    support::test_model::project(&[
+        (
+            "hello",
+            "description: Answers with what it was asked.\nmodel: test\nprompt: hi\n",
+        ),
+        (
+            "ops",
+            "description: Runs a shell command once a person approves it.\nmodel: test\nprompt: check the disk\ntools: [bash]\napprove: [bash]\nschedule: [{ cron: \"0 6 * * *\", timezone: Europe/Paris }]\n",
+        ),
+    ])
 }
 
 /// Goes to `hash` and waits until its view is shown; returns the view.
@@ -279,21 +280,9 @@ async fn drive(base: &str, webdriver: &str) {
     let input = wait_for(&client, "#token-form:not([hidden]) #token-input").await;
     check_accessibility(&client, "the token form").await;
     input.send_keys(TOKEN).await.unwrap();
-    client
-        .find(Locator::Css("#token-form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#token-form button").await;
     wait_for(&client, "form.start").await;
-    let agents = client
-        .find(Locator::Css("main table"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let agents = text_of(&client, "main table").await;
     assert!(
         agents.contains("hello") && agents.contains("ops"),
         "{agents}"
@@ -303,13 +292,7 @@ async fn drive(base: &str, webdriver: &str) {
     // A run whose input (echoed in its output) is HTML: shown as text.
     let id = start_from_page(&client, base, "hello", INJECTION).await;
     wait_for(&client, "#live[data-finished='succeeded']").await;
-    let output = client
-        .find(Locator::Css("#run-output"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let output = text_of(&client, "#run-output").await;
     assert!(output.contains(INJECTION), "output {output:?}");
     let injected = client
         .execute(
@@ -323,13 +306,7 @@ async fn drive(base: &str, webdriver: &str) {
         json!([true, 0]),
         "the run's text was inserted as HTML"
     );
-    let timeline = client
-        .find(Locator::Css("#timeline"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let timeline = text_of(&client, "#timeline").await;
     assert!(
         timeline.contains("Started") && timeline.contains("Finished"),
         "{timeline}"
@@ -346,26 +323,14 @@ async fn drive(base: &str, webdriver: &str) {
         live.attr("data-finished").await.unwrap().is_none(),
         "finished before approval"
     );
-    let timeline = client
-        .find(Locator::Css("#timeline"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let timeline = text_of(&client, "#timeline").await;
     assert!(timeline.contains("Waits for approval: bash"), "{timeline}");
     check_accessibility(&client, "a run waiting for approval").await;
     screenshot(&client, "dashboard-waiting-light.png").await;
     approve.click().await.unwrap();
     // The same page (no reload) follows the stream to the end.
     wait_for(&client, "#live[data-finished='succeeded']").await;
-    let timeline = client
-        .find(Locator::Css("#timeline"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let timeline = text_of(&client, "#timeline").await;
     assert!(timeline.contains("Approved bash by api"), "{timeline}");
     let folded = client
         .execute(
@@ -396,13 +361,7 @@ async fn drive(base: &str, webdriver: &str) {
     screenshot(&client, "dashboard-runs-light.png").await;
     link.click().await.unwrap();
     wait_for(&client, "#live[data-finished='succeeded']").await;
-    let detail = client
-        .find(Locator::Css("main"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let detail = text_of(&client, "main").await;
     for expected in [
         "Tool bash",
         "Model call 1",
@@ -440,12 +399,7 @@ async fn drive(base: &str, webdriver: &str) {
         .send_keys(TOKEN)
         .await
         .unwrap();
-    dark.find(Locator::Css("#token-form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&dark, "#token-form button").await;
     wait_for(&dark, "form.start").await;
     let colors = dark
         .execute(

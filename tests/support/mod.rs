@@ -8,6 +8,7 @@ pub mod mcp_server;
 pub mod mock_llm;
 pub mod project;
 pub mod serve;
+pub mod test_model;
 
 /// The MCP test server of `examples/mcp_test_server.rs`, next to the running
 /// test or benchmark binary (`target/<profile>/examples/`). `cargo test`
