@@ -164,8 +164,15 @@ function stateBadge(state) {
   return el("span", { class: "state state-" + state }, state.replace(/_/g, " "));
 }
 
+// Run ids are UUIDv7: their first 12 hex digits are the start time, so runs
+// started in the same minute share a prefix. Lists show the time part's head
+// and the random tail; the full id is in the link's title and on the run page.
+function shortId(id) {
+  return id.length > 16 ? id.slice(0, 8) + "\u2026" + id.slice(-4) : id;
+}
+
 function runLink(id, text) {
-  return el("a", { href: "#/run/" + encodeURIComponent(id) }, text || id.slice(0, 8));
+  return el("a", { href: "#/run/" + encodeURIComponent(id), title: id }, text || shortId(id));
 }
 
 function pretty(text) {
@@ -317,7 +324,7 @@ function approvalButtons(run, after) {
       notice("Could not decide: " + error.message, "bad");
     }
   };
-  const label = (verb) => verb + " run " + run.id.slice(0, 8) + " of " + run.agent;
+  const label = (verb) => verb + " run " + shortId(run.id) + " of " + run.agent;
   buttons.push(
     el("button", { type: "button", class: "approve", "aria-label": label("Approve"), onclick: () => decide(true) }, "Approve"),
     el("button", { type: "button", class: "deny", "aria-label": label("Deny"), onclick: () => decide(false) }, "Deny"));
@@ -388,7 +395,7 @@ async function runView(root, parts, _params, isCurrent) {
   const id = parts[0] || "";
   const run = await api("/v1/runs/" + encodeURIComponent(id));
   const children = await api("/v1/runs?parent=" + encodeURIComponent(run.id) + "&limit=200");
-  root.append(el("h2", {}, "Run ", el("code", {}, run.id.slice(0, 8)), " of ", run.agent));
+  root.append(el("h2", {}, "Run ", el("code", {}, run.id), " of ", run.agent));
   const summary = el("dl", { class: "summary" });
   const fillSummary = (r) => {
     const pairs = [
