@@ -494,3 +494,77 @@ fn serve_exports_runs_and_puts_a_sub_run_under_its_tool_call() {
         ]
     );
 }
+
+#[test]
+fn a_pipeline_step_run_sits_under_its_step_in_the_pipeline_trace() {
+    let receiver = Receiver::start();
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Text("summary".into()));
+    let dir = project_with_mock(
+        &mock,
+        "steps:\n  - id: first\n    template: \"topic: {{ input }}\"\n  - id: sum\n    agent: b\n    input: \"{{ steps.first.output }}\"\n",
+    );
+    std::fs::write(
+        dir.path().join("agents/b.yaml"),
+        "model: mock/m\nsystem: s\n",
+    )
+    .unwrap();
+    append(
+        dir.path(),
+        "aurad.yaml",
+        &format!("otel: {{ endpoint: \"{}\" }}\n", receiver.endpoint()),
+    );
+    let out = aurad_run(dir.path(), "cats", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let spans = receiver.wait_spans(5);
+    assert_eq!(spans.len(), 5, "{spans:#?}");
+    let trace = &spans[0].trace_id;
+    assert!(spans.iter().all(|sp| &sp.trace_id == trace), "{spans:#?}");
+    let runs = by_op(&spans, "invoke_agent");
+    assert_eq!(runs.len(), 2, "{spans:#?}");
+    let (pipeline, child) = (runs[0], runs[1]);
+    assert_eq!(s(pipeline, "gen_ai.agent.name"), "a");
+    assert_eq!(s(pipeline, "aurad.run.model"), "pipeline");
+    assert_eq!(s(pipeline, "aurad.run.state"), "succeeded");
+    let mut steps: Vec<&Span> = spans
+        .iter()
+        .filter(|sp| sp.name.starts_with("step "))
+        .collect();
+    steps.sort_by_key(|sp| sp.start_time_unix_nano);
+    let names: Vec<&str> = steps.iter().map(|sp| sp.name.as_str()).collect();
+    assert_eq!(names, ["step first", "step sum"]);
+    assert!(steps.iter().all(|sp| sp.parent_span_id == pipeline.span_id));
+    assert_eq!(s(steps[1], "aurad.step.state"), "succeeded");
+    assert_eq!(s(child, "gen_ai.agent.name"), "b");
+    assert_eq!(child.parent_span_id, steps[1].span_id, "{spans:#?}");
+    assert_eq!(s(steps[1], "aurad.step.run_id"), s(child, "aurad.run.id"));
+    let chat = by_op(&spans, "chat")[0];
+    assert_eq!(chat.parent_span_id, child.span_id);
+}
+
+#[test]
+fn a_failing_tool_call_has_the_error_status() {
+    let receiver = Receiver::start();
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::tool_call(
+        "call_x",
+        "calculator",
+        r#"{"expression":"1/"}"#,
+    ));
+    mock.push(Reply::Text("could not compute".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [calculator]\n");
+    let endpoint = format!("{}/v1/traces", receiver.endpoint());
+    let out = aurad_run(
+        dir.path(),
+        "1/?",
+        &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint.as_str())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let spans = receiver.wait_spans(4);
+    let tool = by_op(&spans, "execute_tool")[0];
+    assert_eq!(s(tool, "gen_ai.tool.call.id"), "call_x");
+    assert_eq!(status(tool), StatusCode::Error, "{tool:#?}");
+    assert_eq!(s(tool, "error.type"), "tool_error");
+    // The run itself answered: not an error.
+    assert_ne!(status(by_op(&spans, "invoke_agent")[0]), StatusCode::Error);
+}

@@ -112,16 +112,31 @@ pub fn install(
 }
 
 /// Exports every span ended so far and stops the exporter, waiting at most
-/// about `timeout` (the exporter's own request timeout bounds each try).
-/// Blocks: call it outside the async runtime's worker threads (e.g. in
-/// `spawn_blocking`, or after `block_on` returns). A no-op when nothing
-/// was installed.
+/// `timeout` (a collector that does not answer must not hold the process:
+/// the spans still unsent are then lost, with a warning). Blocks: call it
+/// outside the async runtime's worker threads (in `spawn_blocking`, or
+/// after `block_on` returns). A no-op when nothing was installed.
 pub fn shutdown(timeout: Duration) {
     let Some(pipeline) = PIPELINE.get() else {
         return;
     };
-    if let Err(e) = pipeline.provider.shutdown_with_timeout(timeout) {
-        tracing::warn!("exporting the last traces failed: {e}");
+    let provider = pipeline.provider.clone();
+    let (done, finished) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("otel-shutdown".into())
+        .spawn(move || {
+            let _ = done.send(provider.shutdown_with_timeout(timeout));
+        });
+    if spawned.is_err() {
+        tracing::warn!("cannot start a thread to send the last traces; they are lost");
+        return;
+    }
+    match finished.recv_timeout(timeout) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!("exporting the last traces failed: {e}"),
+        Err(_) => tracing::warn!(
+            "the trace collector did not answer within {timeout:?}; the last traces are lost"
+        ),
     }
 }
 
