@@ -221,7 +221,7 @@ mod tests {
         );
         assert!(d[1].starts_with("aurad.yaml:5:"), "{d:?}");
         assert!(
-            d[2].starts_with("aurad.yaml:6:11: otel.headers.auth"),
+            d[2].starts_with("aurad.yaml:6:12: otel.headers.auth"),
             "{d:?}"
         );
         assert!(d[3].contains("unknown field `otel.colour`"), "{d:?}");
