@@ -16,6 +16,7 @@ pub mod registry;
 pub mod scheduler;
 pub mod skills;
 pub mod store;
+pub mod telemetry;
 pub mod text;
 pub mod tools;
 pub mod types;

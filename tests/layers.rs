@@ -29,6 +29,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("engine", &["config", "llm", "tools", "skills", "memory"]),
     ("registry", &["config", "llm", "tools", "mcp", "skills"]),
     ("api", &["config", "store"]),
+    ("telemetry", &["config", "llm", "tools"]),
     (
         "daemon",
         &[
@@ -42,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "scheduler",
             "skills",
             "store",
+            "telemetry",
             "tools",
         ],
     ),
@@ -59,6 +61,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "scheduler",
             "skills",
             "store",
+            "telemetry",
             "tools",
         ],
     ),

@@ -149,6 +149,13 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         Prepared::Agent(p) => p.spec.run_id.clone(),
         Prepared::Pipeline(p) => p.run_id.clone(),
     };
+    // Traces only when configured: otherwise nothing is set up.
+    if let Err(e) = crate::telemetry::install(
+        snapshot.project.settings.otel.as_ref(),
+        &config::process_env,
+    ) {
+        eprintln!("warning: {e}; traces are not exported");
+    }
     let json = args.json;
     let result = runtime.block_on(async {
         let cancel = CancellationToken::new();
@@ -178,6 +185,8 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         (result, renderer)
     });
     stop_mcp(&runtime);
+    // The exporter runs on its own thread: this waits for the run's spans.
+    crate::telemetry::shutdown(std::time::Duration::from_secs(5));
     // A tool stuck in a blocking call must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     let (result, mut renderer) = result;

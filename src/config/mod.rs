@@ -12,6 +12,7 @@ pub mod duration;
 pub mod interp;
 pub mod limits;
 pub mod mcp;
+pub mod otel;
 pub mod plugins;
 mod prices;
 mod schema;

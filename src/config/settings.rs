@@ -30,6 +30,8 @@ struct RawSettings {
     shutdown_grace: Option<Value>,
     prices: Option<Value>,
     allowed_hosts: Option<Vec<String>>,
+    /// Where OpenTelemetry traces go (`config::otel`).
+    otel: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,6 +110,9 @@ pub struct Settings {
     /// Names besides the listen address and `localhost` that the API
     /// answers to in the `Host` header (a reverse proxy's name).
     pub allowed_hosts: Vec<AllowedHost>,
+    /// `otel:`: export traces over OTLP/HTTP; `None`: only if the standard
+    /// `OTEL_EXPORTER_OTLP_*` variables say so.
+    pub otel: Option<super::otel::OtelSettings>,
 }
 
 /// A name the API answers to: `host` (any port) or `host:port`. Hosts are
@@ -206,6 +211,7 @@ impl Settings {
             shutdown_grace: Duration::from_secs(30),
             prices: BTreeMap::new(),
             allowed_hosts: Vec::new(),
+            otel: None,
         }
     }
 }
@@ -231,6 +237,9 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
     let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
     if let Some(prices) = &raw.prices {
         settings.prices = parse_prices(prices, path, text, &mut diags);
+    }
+    if let Some(otel) = &raw.otel {
+        settings.otel = super::otel::parse_otel(otel, path, text, &mut diags);
     }
     if let Some(listen) = &raw.listen {
         match listen.trim().parse::<SocketAddr>() {

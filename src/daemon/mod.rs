@@ -28,6 +28,7 @@ pub mod status;
 mod step_approval;
 pub mod supervisor;
 pub mod template;
+mod traced;
 pub mod watcher;
 
 use std::net::SocketAddr;

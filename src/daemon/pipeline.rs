@@ -26,6 +26,7 @@ use super::runner::{RunRequest, RunSink};
 use super::step_approval::StepApprovals;
 use super::supervisor::Env;
 use super::template::RequestVars;
+use super::traced::{TracedRun, TracedSink};
 use crate::config::steps::Pipeline;
 use crate::engine::RunOutcome;
 use crate::redact::Redactor;
@@ -230,6 +231,18 @@ pub async fn run_pipeline(
     sink: &mut dyn RunSink,
 ) -> Result<RunOutcome, StoreError> {
     let run_id = job.run_id.clone();
+    let mut traced = TracedSink::new(
+        sink,
+        TracedRun {
+            run_id: &run_id,
+            agent: &job.agent,
+            model: "pipeline",
+            trigger: &job.trigger,
+            parent: None,
+            resumed: job.resumed,
+        },
+    );
+    let sink: &mut dyn RunSink = &mut traced;
     store.begin_pipeline(&run_id, job.context()).await?;
     if !job.resumed {
         let started = RunEvent::Started {

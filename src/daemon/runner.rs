@@ -33,6 +33,7 @@ use super::approvals::{Approvals, RunGate, Slots};
 use super::notify::{Notice, Notifier};
 use super::recorder::Recorder;
 use super::template::{RequestVars, TriggerVars, render};
+use super::traced::{TracedRun, TracedSink};
 
 /// A request to run an agent.
 #[derive(Debug, Clone, Default)]
@@ -509,7 +510,7 @@ pub async fn run_claimed_with(
         mut spec,
         memory,
         provider,
-        mut tools,
+        tools,
         retry,
         timezone,
         fire: _,
@@ -517,9 +518,23 @@ pub async fn run_claimed_with(
         template_context: _,
         approval,
         origin: _,
-        parent: _,
+        parent,
         sub_agents,
     } = prepared;
+    let mut traced = TracedSink::new(
+        sink,
+        TracedRun {
+            run_id: &spec.run_id,
+            agent: &spec.agent,
+            model: &spec.model,
+            trigger: &spec.trigger,
+            parent: parent.as_ref(),
+            resumed: spec.resume.is_some(),
+        },
+    );
+    let provider = traced.provider(provider, &spec.model, &redactor);
+    let mut tools = traced.tools(tools, &redactor);
+    let sink: &mut dyn RunSink = &mut traced;
     // Events already stored: a resumed run numbers its own after them.
     let stored_seq = match spec.resume {
         Some(_) => store.append_events(&spec.run_id, Vec::new()).await?,

@@ -90,6 +90,12 @@ pub async fn serve(
     };
     log_diagnostics(&warnings);
     log_skipped(&snapshot);
+    // Read at start: a change of `otel:` takes a restart.
+    match crate::telemetry::install(snapshot.project.settings.otel.as_ref(), &*options.env) {
+        Ok(true) => tracing::info!("exporting traces over OTLP/HTTP"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!("{e}; traces are not exported"),
+    }
     let settings = snapshot.project.settings.clone();
     let database = settings.database.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(&database))
@@ -251,6 +257,11 @@ pub async fn serve(
         reloader.shutdown().await;
     }
     drop(daemon);
+    // The last spans go before the process does.
+    let _ = tokio::task::spawn_blocking(|| {
+        crate::telemetry::shutdown(std::time::Duration::from_secs(5))
+    })
+    .await;
     let closed = tokio::task::spawn_blocking(move || store.close()).await;
     drop(lock);
     match closed {

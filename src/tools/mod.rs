@@ -87,4 +87,6 @@ pub fn cap_output(mut text: String, cap: usize) -> String {
 }
 
 pub mod registry;
-pub use registry::{ToolOutcome, ToolRegistry, ToolSet, glob_could_extend, glob_match};
+pub use registry::{
+    CallObserver, CallWatch, ToolOutcome, ToolRegistry, ToolSet, glob_could_extend, glob_match,
+};

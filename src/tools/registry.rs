@@ -74,6 +74,7 @@ impl ToolRegistry {
         ToolSet {
             entries,
             sandbox: Sandbox::none(),
+            observer: None,
         }
     }
 
@@ -193,6 +194,19 @@ pub struct ToolSet {
     /// The confinement of the processes its tools start, whatever the
     /// caller's context says.
     sandbox: Sandbox,
+    /// Told of each call as it starts and ends (traces).
+    observer: Option<Arc<dyn CallObserver>>,
+}
+
+/// Watches the calls a [`ToolSet`] executes (the daemon's traces): `start`
+/// just before a call runs; the returned watch's `end` with its outcome.
+pub trait CallObserver: Send + Sync {
+    fn start(&self, call: &ToolCall) -> Box<dyn CallWatch>;
+}
+
+/// One call being watched ([`CallObserver::start`]).
+pub trait CallWatch: Send {
+    fn end(self: Box<Self>, outcome: &ToolOutcome);
 }
 
 impl ToolSet {
@@ -200,6 +214,12 @@ impl ToolSet {
     /// `sandbox:` for one run).
     pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
         self.sandbox = sandbox;
+        self
+    }
+
+    /// The same tools, each call told to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
         self
     }
 
@@ -237,6 +257,7 @@ impl ToolSet {
     /// Validates and runs one call. Never fails: every problem becomes an
     /// error outcome whose text tells the model what to do.
     pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> ToolOutcome {
+        let watch = self.observer.as_ref().map(|o| o.start(call));
         let started = Instant::now();
         let ctx = &ToolContext {
             sandbox: self.sandbox.clone(),
@@ -244,7 +265,7 @@ impl ToolSet {
         };
         let result = self.run(call, ctx).await;
         let duration_ms = started.elapsed().as_millis() as u64;
-        match result {
+        let outcome = match result {
             Ok(output) => ToolOutcome {
                 output: cap_output(output, ctx.output_cap),
                 is_error: false,
@@ -255,7 +276,11 @@ impl ToolSet {
                 is_error: true,
                 duration_ms,
             },
+        };
+        if let Some(watch) = watch {
+            watch.end(&outcome);
         }
+        outcome
     }
 
     async fn run(&self, call: &ToolCall, ctx: &ToolContext) -> Result<String, String> {
