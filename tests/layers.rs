@@ -29,6 +29,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("engine", &["config", "llm", "tools", "skills", "memory"]),
     ("registry", &["config", "llm", "tools", "mcp", "skills"]),
     ("api", &["config", "store"]),
+    ("replay", &["config", "engine", "llm", "tools"]),
     (
         "daemon",
         &[
@@ -56,6 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "mcp",
             "memory",
             "registry",
+            "replay",
             "scheduler",
             "skills",
             "store",
