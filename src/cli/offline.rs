@@ -60,12 +60,7 @@ pub(super) fn prepare_offline(
         .split_once('/')
         .map_or(agent.model.as_str(), |(_, m)| m)
         .to_string();
-    spec.price = snapshot
-        .project
-        .settings
-        .prices
-        .get(&agent.model)
-        .copied();
+    spec.price = snapshot.project.settings.prices.get(&agent.model).copied();
     Ok((spec, prepared.tools.sandbox().clone()))
 }
 

@@ -12,7 +12,7 @@ use clap::Args;
 use super::offline::{load_agent, prepare_offline, tools_for};
 use super::{EXIT_FAILED, EXIT_OK, open_store};
 use crate::llm::retry::RetryPolicy;
-use crate::replay::{ScriptedProvider, Trace, compare, play};
+use crate::replay::{RecordedApprovals, ScriptedProvider, Trace, compare, play};
 
 /// The replayed run differs from its recording.
 pub const EXIT_DIVERGED: i32 = 3;
@@ -69,11 +69,13 @@ fn replay(root: &Path, run_id: &str) -> Result<bool, String> {
     let (spec, sandbox) = prepare_offline(&snapshot, agent, Some(input), "replay")?;
     let provider = ScriptedProvider::new(recorded.model_turns());
     let tools = tools_for(&snapshot, agent, recorded.tool_results(), &[], sandbox);
+    let approvals = RecordedApprovals::from_events(&events);
     let runtime = super::runtime().ok_or("cannot start the async runtime")?;
     let played = runtime.block_on(play(
         &spec,
         &provider,
         &tools,
+        approvals.as_ref().map(|a| a as _),
         &snapshot.redactor,
         RetryPolicy::default(),
     ));
@@ -91,7 +93,7 @@ fn replay(root: &Path, run_id: &str) -> Result<bool, String> {
             agent.path.display()
         );
     }
-    let divergences = compare(&recorded, &played.trace());
+    let divergences = compare(&recorded, &played.trace(), provider.asked());
     if divergences.is_empty() {
         println!("identical: same tool calls, arguments, results, answer and end");
         return Ok(true);

@@ -23,7 +23,7 @@ use crate::llm::retry::RetryPolicy;
 use crate::llm::{ModelTurn, Provider};
 use crate::registry::{Snapshot, provider_for};
 use crate::replay::expect::{self, Unmet};
-use crate::replay::{Played, RecordedResult, ScriptedProvider, Trace, play};
+use crate::replay::{Played, RecordedApprovals, RecordedResult, ScriptedProvider, Trace, play};
 use crate::store::Store;
 use crate::types::ToolCall;
 
@@ -128,8 +128,9 @@ pub fn run(root: &Path, args: TestArgs) -> i32 {
             results.push(result);
         }
         if args.update && !updated.is_empty() {
-            let written = render_updated(file, &updated)
-                .and_then(|text| std::fs::write(root.join(&file.path), text).map_err(|e| e.to_string()));
+            let written = render_updated(file, &updated).and_then(|text| {
+                std::fs::write(root.join(&file.path), text).map_err(|e| e.to_string())
+            });
             match written {
                 Ok(()) => println!(
                     "updated {}: {} case(s) re-recorded",
@@ -155,7 +156,10 @@ pub fn run(root: &Path, args: TestArgs) -> i32 {
     if let Some(path) = &args.junit
         && let Err(e) = write_junit(path, &results)
     {
-        eprintln!("error: cannot write the JUnit report {}: {e}", path.display());
+        eprintln!(
+            "error: cannot write the JUnit report {}: {e}",
+            path.display()
+        );
         return EXIT_FAILED;
     }
     if broken {
@@ -195,6 +199,7 @@ async fn run_case(
     update: bool,
 ) -> Result<(Vec<Unmet>, Option<Vec<ScriptedTurn>>), String> {
     let agent = &snapshot.project.agents[agent_name];
+    let mut approvals = None;
     let (turns, recorded) = match &case.answers {
         Answers::Scripted(turns) => scripted(turns),
         Answers::Run(run_id) => {
@@ -209,6 +214,7 @@ async fn run_case(
                     "run {run_id} has no complete record of events in the store (unknown, pruned or unfinished)"
                 ));
             }
+            approvals = RecordedApprovals::from_events(&events);
             (trace.model_turns(), trace.tool_results())
         }
     };
@@ -236,6 +242,7 @@ async fn run_case(
         &spec,
         provider,
         &tools,
+        approvals.as_ref().map(|a| a as _),
         &snapshot.redactor,
         RetryPolicy::default(),
     )

@@ -282,7 +282,10 @@ pub fn parse(agent: &str, path: &Path, text: &str) -> Result<TestFile, Vec<Diagn
             ))
         };
         if raw.cases[..i].iter().any(|c| c.name == raw_case.name) {
-            err((line, 1), "another case has this name; give each case its own".into());
+            err(
+                (line, 1),
+                "another case has this name; give each case its own".into(),
+            );
         }
         let answers = match (&raw_case.turns, &raw_case.run) {
             (Some(turns), None) => Answers::Scripted(turns.clone()),
@@ -305,7 +308,10 @@ pub fn parse(agent: &str, path: &Path, text: &str) -> Result<TestFile, Vec<Diagn
         };
         if let Answers::Scripted(turns) = &answers {
             if turns.is_empty() {
-                err((line, 1), "`turns` is empty: script at least the final answer".into());
+                err(
+                    (line, 1),
+                    "`turns` is empty: script at least the final answer".into(),
+                );
             }
             for (t, turn) in turns.iter().enumerate() {
                 for call in &turn.tool_calls {
@@ -429,7 +435,10 @@ mod tests {
     #[test]
     fn test_files_are_told_from_agent_files() {
         assert_eq!(agent_of(Path::new("agents/a.test.yaml")), Some("a".into()));
-        assert_eq!(agent_of(Path::new("agents/a-b.test.yml")), Some("a-b".into()));
+        assert_eq!(
+            agent_of(Path::new("agents/a-b.test.yml")),
+            Some("a-b".into())
+        );
         assert!(!is_test_file(Path::new("agents/a.yaml")));
         assert!(!is_test_file(Path::new("agents/.test.yaml")));
     }
@@ -456,8 +465,12 @@ mod tests {
     #[test]
     fn problems_are_located() {
         let path = Path::new("agents/a.test.yaml");
-        let errs = parse("a", path, "cases:\n  - name: x\n    turns: []\n    expct: {}\n")
-            .unwrap_err();
+        let errs = parse(
+            "a",
+            path,
+            "cases:\n  - name: x\n    turns: []\n    expct: {}\n",
+        )
+        .unwrap_err();
         assert_eq!((errs[0].line, errs[0].column > 0), (4, true), "{errs:?}");
         assert!(errs[0].message.contains("expct"), "{errs:?}");
         let errs = parse(

@@ -44,8 +44,10 @@ pub enum Divergence {
     },
 }
 
-/// Every difference of `replayed` from `recorded`, in turn order.
-pub fn compare(recorded: &Trace, replayed: &Trace) -> Vec<Divergence> {
+/// Every difference of `replayed` from `recorded`, in turn order. `asked`:
+/// the model calls the replay made, counting one the recording could not
+/// answer (which left no turn in the replay's events).
+pub fn compare(recorded: &Trace, replayed: &Trace, asked: usize) -> Vec<Divergence> {
     let mut found = Vec::new();
     for (i, (r, p)) in recorded.turns.iter().zip(&replayed.turns).enumerate() {
         let turn = i + 1;
@@ -86,10 +88,11 @@ pub fn compare(recorded: &Trace, replayed: &Trace) -> Vec<Divergence> {
             }
         }
     }
-    if recorded.turns.len() != replayed.turns.len() {
+    let replayed_turns = replayed.turns.len().max(asked);
+    if recorded.turns.len() != replayed_turns {
         found.push(Divergence::Turns {
             recorded: recorded.turns.len(),
-            replayed: replayed.turns.len(),
+            replayed: replayed_turns,
         });
     }
     if recorded.end != replayed.end {
@@ -198,12 +201,9 @@ impl fmt::Display for Divergence {
                 recorded.to_string(),
                 replayed.to_string(),
             ),
-            Divergence::End { recorded, replayed } => sides(
-                f,
-                "a different end".into(),
-                end(recorded),
-                end(replayed),
-            ),
+            Divergence::End { recorded, replayed } => {
+                sides(f, "a different end".into(), end(recorded), end(replayed))
+            }
         }
     }
 }
@@ -263,7 +263,7 @@ mod tests {
         );
         let mut b = a.clone();
         b.turns[0].calls[0].arguments = r#"{ "b": 2, "a": 1 }"#.into();
-        assert_eq!(compare(&a, &b), vec![]);
+        assert_eq!(compare(&a, &b, 2), vec![]);
     }
 
     #[test]
@@ -283,7 +283,7 @@ mod tests {
             )],
             "other",
         );
-        let found = compare(&a, &b);
+        let found = compare(&a, &b, 1);
         let shown: Vec<String> = found.iter().map(|d| d.to_string()).collect();
         assert_eq!(found.len(), 4, "{shown:#?}");
         assert!(shown[0].starts_with("turn 1: call 1: different arguments"));

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::config::agent_tests::{ArgsMatch, ExpectedCall, Expect};
+use crate::config::agent_tests::{ArgsMatch, Expect, ExpectedCall};
 use crate::engine::RunOutcome;
 use crate::types::RunState;
 
@@ -95,8 +95,8 @@ pub fn check(expect: &Expect, outcome: &RunOutcome, trace: &Trace) -> Vec<Unmet>
     }
     if let Some(pattern) = &expect.answer_matches {
         // The pattern was checked when the file was loaded.
-        let matched = regex::Regex::new(pattern)
-            .is_ok_and(|re| answer.is_some_and(|a| re.is_match(a)));
+        let matched =
+            regex::Regex::new(pattern).is_ok_and(|re| answer.is_some_and(|a| re.is_match(a)));
         if !matched {
             fail(
                 "answer_matches",
@@ -199,7 +199,10 @@ mod tests {
 
     #[test]
     fn subsets_nest() {
-        assert!(is_subset(&json!({"a": {"b": 1}}), &json!({"a": {"b": 1, "c": 2}, "d": 3})));
+        assert!(is_subset(
+            &json!({"a": {"b": 1}}),
+            &json!({"a": {"b": 1, "c": 2}, "d": 3})
+        ));
         assert!(!is_subset(&json!({"a": {"b": 2}}), &json!({"a": {"b": 1}})));
         assert!(!is_subset(&json!({"x": 1}), &json!({})));
     }

@@ -8,6 +8,7 @@
 //! May depend on `engine`, `llm`, `tools` and `config` (the test case
 //! format).
 
+pub mod approvals;
 pub mod diverge;
 pub mod expect;
 pub mod play;
@@ -15,6 +16,7 @@ pub mod provider;
 pub mod tools;
 mod trace;
 
+pub use approvals::RecordedApprovals;
 pub use diverge::{Divergence, compare};
 pub use play::{Played, play};
 pub use provider::ScriptedProvider;

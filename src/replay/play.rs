@@ -4,6 +4,7 @@
 
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::approval::ApprovalGate;
 use crate::engine::{self, Parts, RunOutcome, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
@@ -26,12 +27,13 @@ impl Played {
     }
 }
 
-/// Runs `spec` with `provider` and `tools`: no store, no approvals (a call
-/// that waited for a person then runs as recorded), no daily budget.
+/// Runs `spec` with `provider` and `tools`: no store, no daily budget;
+/// `approvals` answers calls that wait for a person (`None`: none waits).
 pub async fn play(
     spec: &RunSpec,
     provider: &dyn Provider,
     tools: &ToolSet,
+    approvals: Option<&dyn ApprovalGate>,
     redactor: &Redactor,
     retry: RetryPolicy,
 ) -> Played {
@@ -43,7 +45,7 @@ pub async fn play(
         spending: None,
         redactor,
         sub_runs: None,
-        approvals: None,
+        approvals,
     };
     let outcome = engine::run(spec, parts, CancellationToken::new(), tx).await;
     let mut events = Vec::new();
