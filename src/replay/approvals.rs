@@ -109,3 +109,35 @@ impl ApprovalGate for RecordedApprovals {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_recorded_denial_is_given_back_once() {
+        let events = vec![RunEvent::ApprovalDecided {
+            id: "c1".into(),
+            name: "bash".into(),
+            approved: false,
+            by: DecidedBy::Cli,
+            reason: Some("not now".into()),
+        }];
+        let gate = RecordedApprovals::from_events(&events).unwrap();
+        assert!(gate.required("bash"));
+        assert!(!gate.required("read_file"));
+        let request = ApprovalRequest {
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            arguments: "{}".into(),
+        };
+        let decision = gate.decision(&request).await.unwrap();
+        assert!(!decision.approved);
+        assert_eq!(decision.denial_text(), "denied by a person: not now");
+        assert!(matches!(
+            gate.decision(&request).await,
+            Err(NoDecision::Failed(_))
+        ));
+        assert!(RecordedApprovals::from_events(&[]).is_none());
+    }
+}

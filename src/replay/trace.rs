@@ -163,3 +163,63 @@ impl Trace {
         self.turns.iter().map(|t| t.calls.len()).sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(iteration: u32) -> RunEvent {
+        RunEvent::Usage {
+            iteration,
+            usage: Usage {
+                input_tokens: Some(10),
+                output_tokens: Some(5),
+                cached_input_tokens: None,
+            },
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn turns_drop_retried_text_and_sub_run_usage() {
+        let events = vec![
+            RunEvent::TextDelta {
+                text: "cut off".into(),
+            },
+            RunEvent::ModelRetry {
+                attempt: 1,
+                delay_ms: 1,
+                error: "broken".into(),
+                reason: Default::default(),
+                discarded_output: true,
+            },
+            usage(1),
+            RunEvent::ToolCall {
+                id: "c1".into(),
+                name: "agent_b".into(),
+                arguments: r#"{"input":"x"}"#.into(),
+            },
+            // What the sub-run spent, under the same iteration: no turn.
+            usage(1),
+            RunEvent::ToolResult {
+                id: "c1".into(),
+                name: "agent_b".into(),
+                output: "y".into(),
+                is_error: false,
+                duration_ms: 3,
+            },
+            RunEvent::TextDelta { text: "do".into() },
+            RunEvent::TextDelta { text: "ne".into() },
+            usage(2),
+        ];
+        let trace = Trace::from_events(&events);
+        assert_eq!(trace.turns.len(), 2);
+        assert_eq!(trace.turns[0].text, "");
+        assert_eq!(trace.turns[1].text, "done");
+        assert_eq!(trace.call_count(), 1);
+        let results = trace.tool_results();
+        assert_eq!(results[0].arguments, serde_json::json!({"input": "x"}));
+        assert_eq!(results[0].output, "y");
+        assert_eq!(trace.end, None, "no finished event");
+    }
+}
