@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::diag::{Diagnostic, locate, locate_item};
+use super::diag::{Diagnostic, locate};
 use super::yaml_value::yaml_diagnostic;
 use crate::types::{RunState, Usage};
 
@@ -270,10 +270,8 @@ pub fn parse(agent: &str, path: &Path, text: &str) -> Result<TestFile, Vec<Diagn
     let mut cases = Vec::new();
     for (i, raw_case) in raw.cases.iter().enumerate() {
         let line = lines.get(i).copied().unwrap_or(1);
-        let at = |item: &str| {
-            let (l, c) = locate_item(text, &["cases"], item);
-            if l >= line { (l, c) } else { (line, 1) }
-        };
+        let end = lines.get(i + 1).copied().unwrap_or(usize::MAX);
+        let at = |needle: &str| place_in(text, line, end, needle);
         let mut err = |place: (usize, usize), message: String| {
             diags.push(Diagnostic::error(
                 path,
@@ -384,6 +382,17 @@ pub fn parse(agent: &str, path: &Path, text: &str) -> Result<TestFile, Vec<Diagn
     } else {
         Err(diags)
     }
+}
+
+/// Where `needle` first stands on lines `from..to` (1-based) of `text`;
+/// the start of line `from` when it does not.
+fn place_in(text: &str, from: usize, to: usize, needle: &str) -> (usize, usize) {
+    text.lines()
+        .enumerate()
+        .skip(from - 1)
+        .take(to.saturating_sub(from))
+        .find_map(|(i, l)| l.find(needle).map(|c| (i + 1, l[..c].chars().count() + 1)))
+        .unwrap_or((from, 1))
 }
 
 /// The 1-based lines where the items of the top-level `cases:` list start,
