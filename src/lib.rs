@@ -13,6 +13,7 @@ pub mod mcp;
 pub mod memory;
 pub mod redact;
 pub mod registry;
+pub mod replay;
 pub mod scheduler;
 pub mod skills;
 pub mod store;

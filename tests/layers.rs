@@ -30,6 +30,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("registry", &["config", "llm", "tools", "mcp", "skills"]),
     ("api", &["config", "store"]),
     ("telemetry", &["config", "llm", "tools"]),
+    ("replay", &["config", "engine", "llm", "tools"]),
     (
         "daemon",
         &[
@@ -58,6 +59,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "mcp",
             "memory",
             "registry",
+            "replay",
             "scheduler",
             "skills",
             "store",

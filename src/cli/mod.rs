@@ -7,12 +7,15 @@ mod approve;
 mod completions;
 mod mcp;
 mod memory;
+mod offline;
 mod render;
+mod replay;
 mod run;
 mod runs;
 mod serve;
 mod skills;
 mod steps;
+mod test;
 mod tools;
 mod trigger;
 mod validate;
@@ -104,6 +107,10 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// Replay a stored run's events; `--follow` waits for the rest.
     Logs(runs::LogsArgs),
+    /// Re-execute a stored run with its recorded answers and report where it diverges.
+    Replay(replay::ReplayArgs),
+    /// Run the regression cases of agents/NAME.test.yaml offline.
+    Test(test::TestArgs),
     /// Approve (or --deny) the tool call a run waits on; no run: list them.
     Approve(approve::ApproveArgs),
     /// Connect the MCP servers of mcp.json and show their state and tools.
@@ -195,6 +202,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Validate => validate::run(&root),
         Command::Runs(args) => runs::list(&root, args),
         Command::Logs(args) => runs::logs(&root, args),
+        Command::Replay(args) => replay::run(&root, args),
+        Command::Test(args) => test::run(&root, args),
         Command::Approve(args) => approve::run(&root, args),
         Command::Mcp(args) => mcp::mcp(&root, args),
         Command::Tools(args) => tools::tools(&root, args),

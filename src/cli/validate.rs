@@ -21,6 +21,9 @@ pub fn run(root: &Path) -> i32 {
         &snapshot,
         &config::process_env,
     ));
+    // `agents/NAME.test.yaml`: the cases of `aurad test`.
+    let (_, test_diagnostics) = config::agent_tests::load_all(root, &config::agent_names(root));
+    diagnostics.extend(test_diagnostics);
     print_diagnostics(&diagnostics);
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;

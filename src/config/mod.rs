@@ -5,6 +5,7 @@
 
 pub mod after;
 pub mod agent;
+pub mod agent_tests;
 pub mod approval;
 pub mod bounds;
 pub mod diag;
@@ -163,7 +164,9 @@ pub fn agent_names(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(root.join("agents"))
         .map(|entries| {
             entries
-                .filter_map(|e| e.ok().and_then(|e| yaml_stem(&e.path())))
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| !agent_tests::is_test_file(p))
+                .filter_map(|p| yaml_stem(&p))
                 .collect()
         })
         .unwrap_or_default();
@@ -204,6 +207,10 @@ pub(crate) fn yaml_files(
         let Some(name) = yaml_stem(&file) else {
             continue;
         };
+        // `agents/NAME.test.yaml` holds tests of NAME, not an agent.
+        if dir == "agents" && agent_tests::is_test_file(&file) {
+            continue;
+        }
         let rel = relative(root, &file);
         if let Some(first) = seen.get(&name) {
             diagnostics.push(Diagnostic::error(

@@ -295,7 +295,9 @@ fn relevant(root: &Path, path: &Path) -> Option<PathBuf> {
             tree.starts_with(&parts)
                 || (parts.starts_with(&tree)
                     && parts.len() > tree.len()
-                    && !is_editor_scratch(last))
+                    && !is_editor_scratch(last)
+                    // `agents/NAME.test.yaml` is read by `aurad test` only.
+                    && !(first == "agents" && crate::config::agent_tests::is_test_file(rel)))
         })
     };
     counts.then(|| rel.to_path_buf())
@@ -398,6 +400,7 @@ mod tests {
             "other/agents/a.yaml",
             "agents/.a.yaml.swp",
             "agents/a.yaml~",
+            "agents/a.test.yaml",
             "skills/web/.#SKILL.md",
             "skills/web/4913",
             ".claude/settings.json",

@@ -1,0 +1,90 @@
+//! What `aurad replay` and `aurad test` share: an agent loaded without
+//! starting its MCP servers or building its provider (no key needed), its
+//! run resolved by the daemon's own `prepare` (templates, skills, limits),
+//! and the tools it gets, answering from a recording.
+
+use std::path::Path;
+
+use super::print_for_agent;
+use crate::config::{self, Agent};
+use crate::daemon::{RunRequest, prepare};
+use crate::engine::RunSpec;
+use crate::registry::{self, Snapshot};
+use crate::replay::{RecordedResult, ToolPlan, scripted_toolset};
+use crate::tools::ToolSet;
+use crate::tools::sandbox::Sandbox;
+
+/// Loads agent `name` and what it needs, printing the problems that
+/// concern it; `Err` when it cannot run.
+pub(super) fn load_agent(root: &Path, name: &str) -> Result<Snapshot, String> {
+    let loaded = config::load_one(root, name, &config::process_env);
+    let (snapshot, diagnostics) = registry::build(loaded, &config::process_env);
+    let own_errors = print_for_agent(diagnostics, name);
+    if own_errors {
+        return Err(format!("agents/{name}.yaml has errors"));
+    }
+    match snapshot.project.agents.get(name) {
+        Some(agent) if agent.steps.is_some() => Err(format!(
+            "agent `{name}` is a pipeline (`steps:`): replay and test the agents its steps run"
+        )),
+        Some(_) => Ok(snapshot),
+        None => Err(format!(
+            "no agent named `{name}` in {}",
+            root.join("agents").display()
+        )),
+    }
+}
+
+/// A run of `agent` resolved as the daemon would, with the agent's model
+/// and price but no provider: the caller gives the answers.
+pub(super) fn prepare_offline(
+    snapshot: &Snapshot,
+    agent: &Agent,
+    input: Option<String>,
+    trigger: &str,
+) -> Result<(RunSpec, Sandbox), String> {
+    // `test` resolves without a key or a connection; the spec then gets
+    // the agent's own model back, for its price and the events.
+    let request = RunRequest {
+        agent: agent.name.clone(),
+        input,
+        model: Some("test".into()),
+        trigger: trigger.into(),
+        ..RunRequest::default()
+    };
+    let prepared = prepare(snapshot, request, &config::process_env)?;
+    let mut spec = prepared.spec;
+    spec.model = agent.model.clone();
+    spec.model_name = agent
+        .model
+        .split_once('/')
+        .map_or(agent.model.as_str(), |(_, m)| m)
+        .to_string();
+    spec.price = snapshot.project.settings.prices.get(&agent.model).copied();
+    Ok((spec, prepared.tools.sandbox().clone()))
+}
+
+/// The agent's tools answering from `recorded`, `real` ones excepted.
+pub(super) fn tools_for(
+    snapshot: &Snapshot,
+    agent: &Agent,
+    recorded: Vec<RecordedResult>,
+    real: &[String],
+    sandbox: Sandbox,
+) -> ToolSet {
+    let mut extra: Vec<String> = agent
+        .agents
+        .iter()
+        .map(|a| registry::sub_agents::agent_tool_name(a))
+        .collect();
+    if agent.memory.tools {
+        extra.extend(crate::memory::memory_tool_names());
+    }
+    let plan = ToolPlan {
+        registry: &snapshot.tools,
+        allowed: &agent.tools,
+        extra: &extra,
+        real,
+    };
+    scripted_toolset(&plan, recorded).with_sandbox(sandbox)
+}
