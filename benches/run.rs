@@ -6,15 +6,19 @@
 //! (b) process start to the first request reaching the mock;
 //! (c) the engine's own time per iteration, in process, with an in-memory
 //!     provider and tool (so neither HTTP nor a process is counted);
-//! (d) peak RSS of the `aurad run` process (getrusage of the children).
+//! (d) peak RSS of the `aurad run` process (getrusage of the children);
+//! (e) the floor of (a): the same four streamed completions and three
+//!     `bash -c 'echo hi'` processes from this process, with nothing of
+//!     aurad's (`benches/floor/`), alternated with (a) run by run.
 //!
 //! `AURAD_BENCH_RUNS` sets the number of processes (default 50).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod floor;
 mod stats;
-use stats::summary;
+use stats::{percentile, summary};
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -48,19 +52,24 @@ fn process_bench(runs: usize) {
         &mock,
         "model: mock/m\nsystem: Be brief.\nprompt: Say hi three times.\ntools: [bash]\n",
     );
+    // Answers by the conversation: a `bash` call until three tool results
+    // came back, then the text; the floor's requests get the same answers.
+    mock.set_responder(|request| {
+        let done = floor::tool_results(&request.body);
+        if done < 3 {
+            Reply::tool_call(&format!("call_{done}"), "bash", r#"{"command":"echo hi"}"#)
+        } else {
+            Reply::Text("hi hi hi".into())
+        }
+    });
+    let bodies = floor::bodies();
     let mut whole = Vec::new();
     let mut first_request = Vec::new();
     let mut rss = Vec::new();
+    let mut floors = Vec::new();
     for i in 0..runs + 3 {
-        for k in 0..3 {
-            mock.push(Reply::ToolCalls(vec![(
-                format!("call_{k}"),
-                "bash".into(),
-                r#"{"command":"echo hi"}"#.into(),
-            )]));
-        }
-        mock.push(Reply::Text("hi hi hi".into()));
-        let before = mock.requests().len();
+        let floor = floor::once(mock.addr(), &bodies);
+        mock.forget_requests();
         let start = Instant::now();
         let child = Command::new(exe)
             .args(["run", "a", "--dir"])
@@ -73,20 +82,22 @@ fn process_bench(runs: usize) {
         let elapsed = start.elapsed();
         assert_eq!(code, 0, "aurad run failed");
         let requests = mock.requests();
-        assert_eq!(requests.len(), before + 4);
+        assert_eq!(requests.len(), 4);
         if i >= 3 {
             // The first three runs warm the page cache and the database file.
             whole.push(elapsed.as_secs_f64() * 1000.0);
             rss.push(rss_kb as f64 / 1024.0);
-            first_request.push(
-                requests[before]
-                    .received_at
-                    .duration_since(start)
-                    .as_secs_f64()
-                    * 1000.0,
-            );
+            floors.push(floor.as_secs_f64() * 1000.0);
+            first_request
+                .push(requests[0].received_at.duration_since(start).as_secs_f64() * 1000.0);
         }
     }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        percentile(&v, 0.5)
+    };
+    let ratio = median(&whole) / median(&floors);
     summary("(a) aurad run, start to exit", whole, "ms");
     summary(
         "(b) start to first request at the mock",
@@ -94,6 +105,8 @@ fn process_bench(runs: usize) {
         "ms",
     );
     summary("(d) peak RSS of aurad run", rss, "MB");
+    summary("(e) floor: 4 completions + 3 bash -c", floors, "ms");
+    println!("(a) / (e): {ratio:.2}x (goal: 1.6x)");
 }
 
 /// Waits for the child `pid`; returns its exit code and its own peak RSS

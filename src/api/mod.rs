@@ -48,6 +48,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -79,6 +80,15 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let app = app(daemon, stop.clone());
+    // Without TCP_NODELAY, Nagle's algorithm holds back a small write while
+    // an earlier one is unacknowledged: the last chunk of an event stream
+    // (and the end of a chunked body) then waits for the client's delayed
+    // ACK, about 40 ms on Linux, before the client sees the stream end.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY on an accepted connection: {e}");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await

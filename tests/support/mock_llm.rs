@@ -324,6 +324,12 @@ impl MockLlm {
         self.shared.lock().requests.clone()
     }
 
+    /// Drops the requests recorded so far (a long benchmark keeps its
+    /// memory flat this way); `request_count` starts again from 0.
+    pub fn forget_requests(&self) {
+        self.shared.lock().requests.clear();
+    }
+
     pub fn request_count(&self) -> usize {
         self.shared.lock().requests.len()
     }
