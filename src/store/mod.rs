@@ -7,7 +7,7 @@
 //! `run_reads` (every read of runs and events), `approvals` (runs waiting
 //! for a person, decisions), `fires` (runs that never ran,
 //! interrupted runs, webhook deliveries), `steps` (pipeline runs' steps), `watches` (schedules watched since
-//! when), `memory`, `migrations`, `worker`.
+//! when), `retention` (pruning old runs and events), `memory`, `migrations`, `worker`.
 //!
 //! Two threads, each owning one connection ([`worker`]): the writer runs
 //! every write (and memory recall, which counts accesses); the reader, a
@@ -43,6 +43,7 @@ mod memory_tests;
 mod migrations;
 #[cfg(test)]
 mod open_tests;
+mod retention;
 mod run_reads;
 mod runs;
 #[cfg(test)]
@@ -67,6 +68,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use approvals::WaitingRun;
 pub use fires::Recovered;
 pub use memory::score as memory_score;
+pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;
@@ -135,6 +137,20 @@ pub enum StoreError {
         run_id: String,
         seq: i64,
         message: String,
+    },
+    /// Retention deleted the run's events (`retention: events:` in
+    /// aurad.yaml, or `aurad runs prune --events-only`); the run's record
+    /// is kept.
+    #[error(
+        "run {run_id}: its {events} events were pruned by retention on {} (`retention: events:` \
+         in aurad.yaml); the run's record (state, times, usage, cost, output, error) is kept: \
+         see `aurad runs` or GET /v1/runs/{run_id}",
+        time_text(*pruned_at)
+    )]
+    EventsPruned {
+        run_id: String,
+        pruned_at: DateTime<Utc>,
+        events: u64,
     },
     #[error(
         "the store is closed (its writer thread has stopped); this is a bug unless aurad is shutting down"
