@@ -5,8 +5,10 @@
 mod agents;
 mod approve;
 mod completions;
+mod follow;
 mod mcp;
 mod memory;
+mod prune;
 mod render;
 mod run;
 mod runs;
