@@ -153,7 +153,10 @@ async fn pruner(store: Store, progress: Arc<Mutex<Progress>>) -> PruneTimes {
         }
         last_pass = count;
         times.passes += 1;
-        for (scope, before) in [(PruneScope::Runs, cutoffs.0), (PruneScope::Events, cutoffs.1)] {
+        for (scope, before) in [
+            (PruneScope::Runs, cutoffs.0),
+            (PruneScope::Events, cutoffs.1),
+        ] {
             let Some(before) = before else { continue };
             loop {
                 let started = Instant::now();
@@ -208,10 +211,7 @@ fn main() {
                 let path = path.clone();
                 async move {
                     let latency = one_run(&store, i).await;
-                    finish_ms
-                        .lock()
-                        .unwrap()
-                        .push(latency.as_secs_f64() * 1e3);
+                    finish_ms.lock().unwrap().push(latency.as_secs_f64() * 1e3);
                     let count = {
                         let mut p = progress.lock().unwrap();
                         p.done.push(Utc::now());

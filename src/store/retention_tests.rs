@@ -331,3 +331,37 @@ async fn live_events_of_a_recent_run_are_untouched() {
     ));
     store.close().unwrap();
 }
+
+#[tokio::test]
+async fn pruned_pages_are_reused_so_the_file_stops_growing() {
+    let (_dir, path) = db();
+    let store = Store::open(&path).unwrap();
+    let page_count = || {
+        store.read(|conn| {
+            conn.query_row("PRAGMA page_count", [], |row| row.get::<_, i64>(0))
+                .map_err(sql("page_count"))
+        })
+    };
+    let mut pages = Vec::new();
+    for _ in 0..3 {
+        let runs = (0..150).map(|_| stored(&store, new_run("a"), 12, RunState::Succeeded));
+        futures::future::join_all(runs).await;
+        pages.push(page_count().await.unwrap());
+        // A cutoff in the future: every run written so far is old enough.
+        let later = Utc::now() + Duration::days(1);
+        while store
+            .prune_batch(PruneScope::Runs, later, 500)
+            .await
+            .unwrap()
+            .pruned
+            .runs_touched()
+            > 0
+        {}
+    }
+    // The second and third rounds fill the pages the first one freed.
+    assert!(
+        pages[2] <= pages[0] + pages[0] / 10,
+        "pages after each round: {pages:?}"
+    );
+    store.close().unwrap();
+}
