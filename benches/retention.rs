@@ -9,7 +9,8 @@
 //! writes meanwhile.
 //!
 //! `cargo bench --bench retention` (100k runs); `AURAD_SOAK_RUNS=20000` for
-//! a shorter soak. Writers: 32 runs at once, each claimed, given 12 events
+//! a shorter soak; `AURAD_SOAK_NO_PRUNE=1` for the same writes without the
+//! pruner (what the file grows to without retention). Writers: 32 runs at once, each claimed, given 12 events
 //! in 3 batches (as one model round each) and finished.
 
 #[path = "stats/mod.rs"]
@@ -138,16 +139,17 @@ struct PruneTimes {
 async fn pruner(store: Store, progress: Arc<Mutex<Progress>>) -> PruneTimes {
     let mut times = PruneTimes::default();
     let mut last_pass = 0;
+    let off = std::env::var_os("AURAD_SOAK_NO_PRUNE").is_some();
     loop {
         let (count, finished, cutoffs) = {
             let p = progress.lock().unwrap();
             let at = |keep: usize| p.done.len().checked_sub(keep).map(|k| p.done[k]);
             (p.done.len(), p.finished, (at(KEEP_RUNS), at(KEEP_EVENTS)))
         };
-        if finished && count < last_pass + PASS_EVERY {
+        if finished && (off || count < last_pass + PASS_EVERY) {
             return times;
         }
-        if count < last_pass + PASS_EVERY {
+        if off || count < last_pass + PASS_EVERY {
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         }
@@ -190,6 +192,9 @@ fn main() {
         .build()
         .unwrap();
     let progress = Arc::new(Mutex::new(Progress::default()));
+    if std::env::var_os("AURAD_SOAK_NO_PRUNE").is_some() {
+        println!("AURAD_SOAK_NO_PRUNE is set: the pruner does nothing");
+    }
     println!(
         "retention soak: {total} runs, 12 events each, {CONCURRENT} at once; keeping the newest \
          {KEEP_RUNS} runs and the events of the newest {KEEP_EVENTS}; a pass every {PASS_EVERY} \
