@@ -70,7 +70,7 @@ fn round(n: usize) -> Vec<RunEvent> {
 }
 
 async fn one_run(store: &Store, i: usize) -> Duration {
-    let run = new_run(if i % 2 == 0 { "triage" } else { "report" });
+    let run = new_run(if i.is_multiple_of(2) { "triage" } else { "report" });
     let id = run.id.clone();
     store.claim_run(run).await.expect("claim");
     for n in 0..3 {
@@ -222,7 +222,7 @@ fn main() {
                         p.done.push(Utc::now());
                         p.done.len()
                     };
-                    if count % REPORT_EVERY == 0 {
+                    if count.is_multiple_of(REPORT_EVERY) {
                         let (pages, free) = pages(&path);
                         println!(
                             "{count:>8}  {:>10.1}  {pages:>8}  {free:>8}  {:>7.1}s",
