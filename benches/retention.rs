@@ -70,7 +70,11 @@ fn round(n: usize) -> Vec<RunEvent> {
 }
 
 async fn one_run(store: &Store, i: usize) -> Duration {
-    let run = new_run(if i.is_multiple_of(2) { "triage" } else { "report" });
+    let run = new_run(if i.is_multiple_of(2) {
+        "triage"
+    } else {
+        "report"
+    });
     let id = run.id.clone();
     store.claim_run(run).await.expect("claim");
     for n in 0..3 {
