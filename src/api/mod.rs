@@ -288,6 +288,8 @@ impl From<StoreError> for ApiError {
                 ApiError::bad_request(e.to_string())
             }
             StoreError::NotFound(_) => ApiError::not_found(e.to_string()),
+            // Retention deleted them: 410, with the reason, never an empty stream.
+            StoreError::EventsPruned { .. } => ApiError::new(StatusCode::GONE, e.to_string()),
             other => ApiError::internal(format!("the store failed: {other}")),
         }
     }

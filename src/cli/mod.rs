@@ -5,9 +5,11 @@
 mod agents;
 mod approve;
 mod completions;
+mod follow;
 mod mcp;
 mod memory;
 mod offline;
+mod prune;
 mod render;
 mod replay;
 mod run;

@@ -1,5 +1,6 @@
 //! `aurad runs` and `aurad logs RUN_ID`: read the store, whether or not
-//! anything else is running.
+//! anything else is running. `aurad runs prune` is in `prune`, `aurad logs
+//! -f AGENT` in `follow`.
 
 use std::io::Write;
 use std::path::Path;
@@ -8,11 +9,14 @@ use clap::Args;
 
 use super::render::{Renderer, format_cost, format_usage};
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, open_store};
-use crate::store::RunFilter;
+use crate::store::{RunFilter, StoreError};
 use crate::types::{RunEvent, RunState};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct RunsArgs {
+    #[command(subcommand)]
+    pub command: Option<RunsCommand>,
     /// Only runs of this agent.
     #[arg(long)]
     pub agent: Option<String>,
@@ -27,9 +31,18 @@ pub struct RunsArgs {
     pub json: bool,
 }
 
+#[derive(Debug, clap::Subcommand)]
+pub enum RunsCommand {
+    /// Delete runs that ended longer ago than --older-than (or only their
+    /// events, with --events-only); runs not finished are kept.
+    Prune(super::prune::PruneArgs),
+}
+
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// The run id, or a unique prefix of it (at least 4 characters).
+    /// The run id, or a unique prefix of it (at least 4 characters). With
+    /// --follow, an agent's name: follows its newest run, then each next one.
+    #[arg(value_name = "RUN_ID|AGENT")]
     pub run_id: String,
     /// Print one JSON event per line.
     #[arg(long)]
@@ -42,9 +55,12 @@ pub struct LogsArgs {
 }
 
 /// How often `logs --follow` looks for new events.
-const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+pub(super) const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 pub fn list(root: &Path, args: RunsArgs) -> i32 {
+    if let Some(RunsCommand::Prune(prune)) = args.command {
+        return super::prune::run(root, prune);
+    }
     let state = match args.state.as_deref().map(|s| (s, RunState::parse(s))) {
         None => None,
         Some((_, Some(state))) => Some(state),
@@ -151,6 +167,9 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
+    if args.follow && super::follow::names_agent(root, &store, &args.run_id) {
+        return super::follow::agent(&store, &args.run_id, args.json);
+    }
     let run = match store.get_run_blocking(&args.run_id) {
         Ok(Some(run)) => run,
         Ok(None) => {
@@ -165,72 +184,15 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let events = match store.run_events_after_blocking(&run.id, 0) {
-        Ok(events) => events,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
-    };
     let mut renderer = Renderer::for_terminal();
-    let mut printer = |event: &RunEvent| {
-        if args.json {
-            if let Ok(line) = serde_json::to_string(event) {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
-        } else {
-            renderer.event(event);
-        }
+    let output = Output {
+        json: args.json,
+        run_id_in_json: false,
     };
-    let mut last_seq = 0;
-    let mut finished = false;
-    for (seq, event) in &events {
-        printer(event);
-        last_seq = *seq;
-        finished |= matches!(event, RunEvent::Finished { .. });
-    }
-    let mut run = run;
-    if args.follow && !run.state.is_final() {
-        if !args.json {
-            eprintln!(
-                "(run {} is {}: waiting for its next events; Ctrl-C stops following, not the run)",
-                run.id, run.state
-            );
-        }
-        loop {
-            std::thread::sleep(FOLLOW_POLL);
-            // The state first: events committed before it are read below.
-            match store.get_run_blocking(&run.id) {
-                Ok(Some(now)) => run = now,
-                Ok(None) => {
-                    eprintln!("error: run {} was deleted from the database", run.id);
-                    return EXIT_FAILED;
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return EXIT_FAILED;
-                }
-            }
-            match store.run_events_after_blocking(&run.id, last_seq) {
-                Ok(events) => {
-                    for (seq, event) in &events {
-                        printer(event);
-                        last_seq = *seq;
-                        finished |= matches!(event, RunEvent::Finished { .. });
-                    }
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return EXIT_FAILED;
-                }
-            }
-            if run.state.is_final() {
-                break;
-            }
-        }
-    }
+    let (run, finished) = match print_events(&store, run, args.follow, output, &mut renderer) {
+        Ok(done) => done,
+        Err(code) => return code,
+    };
     if args.json {
         return follow_code(args.follow, run.state);
     }
@@ -269,6 +231,95 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
         }
     }
     follow_code(args.follow, run.state)
+}
+
+/// How `print_events` writes events.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Output {
+    /// One JSON event per line instead of rendered text.
+    pub json: bool,
+    /// Each JSON line is `{"run_id", "seq", "event"}` (following an agent's
+    /// runs), not the bare event.
+    pub run_id_in_json: bool,
+}
+
+/// Prints `run`'s stored events and, with `follow`, its new ones until it
+/// is final (polling the store). Returns the run as last read and whether
+/// a `finished` event was printed; `Err` holds the exit code after an
+/// error was printed. Events pruned by retention are said so on stderr.
+pub(super) fn print_events(
+    store: &crate::store::Store,
+    mut run: crate::store::RunRecord,
+    follow: bool,
+    output: Output,
+    renderer: &mut Renderer,
+) -> Result<(crate::store::RunRecord, bool), i32> {
+    let mut last_seq = 0;
+    let mut finished = false;
+    let mut print_new =
+        |run_id: &str, last_seq: &mut i64, finished: &mut bool| -> Result<(), i32> {
+            let events = match store.run_events_after_blocking(run_id, *last_seq) {
+                Ok(events) => events,
+                Err(e @ StoreError::EventsPruned { .. }) => {
+                    eprintln!("note: {e}");
+                    return Ok(());
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Err(EXIT_FAILED);
+                }
+            };
+            for (seq, event) in &events {
+                if output.json {
+                    let line = if output.run_id_in_json {
+                        serde_json::to_string(
+                            &serde_json::json!({ "run_id": run_id, "seq": seq, "event": event }),
+                        )
+                    } else {
+                        serde_json::to_string(event)
+                    };
+                    if let Ok(line) = line {
+                        let mut out = std::io::stdout().lock();
+                        let _ = writeln!(out, "{line}");
+                        let _ = out.flush();
+                    }
+                } else {
+                    renderer.event(event);
+                }
+                *last_seq = *seq;
+                *finished |= matches!(event, RunEvent::Finished { .. });
+            }
+            Ok(())
+        };
+    print_new(&run.id, &mut last_seq, &mut finished)?;
+    if !follow || run.state.is_final() {
+        return Ok((run, finished));
+    }
+    if !output.json {
+        eprintln!(
+            "(run {} is {}: waiting for its next events; Ctrl-C stops following, not the run)",
+            run.id, run.state
+        );
+    }
+    loop {
+        std::thread::sleep(FOLLOW_POLL);
+        // The state first: events committed before it are read below.
+        match store.get_run_blocking(&run.id) {
+            Ok(Some(now)) => run = now,
+            Ok(None) => {
+                eprintln!("error: run {} was deleted from the database", run.id);
+                return Err(EXIT_FAILED);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(EXIT_FAILED);
+            }
+        }
+        print_new(&run.id, &mut last_seq, &mut finished)?;
+        if run.state.is_final() {
+            return Ok((run, finished));
+        }
+    }
 }
 
 /// One line per run started by `parent` (agents called as tools, oldest

@@ -1,6 +1,6 @@
 //! `aurad.yaml`: optional project settings (providers, database, listen
 //! address and the host names the API answers to, concurrency, shutdown
-//! grace, prices). Every field has a default.
+//! grace, prices, retention). Every field has a default.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,6 +32,7 @@ struct RawSettings {
     allowed_hosts: Option<Vec<String>>,
     /// Where OpenTelemetry traces go (`config::otel`).
     otel: Option<Value>,
+    retention: Option<RawRetention>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +114,8 @@ pub struct Settings {
     /// `otel:`: export traces over OTLP/HTTP; `None`: only if the standard
     /// `OTEL_EXPORTER_OTLP_*` variables say so.
     pub otel: Option<super::otel::OtelSettings>,
+    /// How long run data is kept (`retention:`).
+    pub retention: Retention,
 }
 
 /// A name the API answers to: `host` (any port) or `host:port`. Hosts are
@@ -212,6 +215,7 @@ impl Settings {
             prices: BTreeMap::new(),
             allowed_hosts: Vec::new(),
             otel: None,
+            retention: Retention::default(),
         }
     }
 }
@@ -277,6 +281,9 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
             Ok(d) => settings.shutdown_grace = d,
             Err(msg) => diags.push(err(&["shutdown_grace"], format!("shutdown_grace: {msg}"))),
         }
+    }
+    if let Some(r) = &raw.retention {
+        settings.retention = parse_retention(r, &err, &mut diags);
     }
     if let Some(db) = raw.database {
         if db.trim().is_empty() {
@@ -352,6 +359,89 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
         );
     }
     (settings, diags)
+}
+
+/// `retention:` in aurad.yaml: how long run data is kept, applied by
+/// `aurad serve` in the background (`daemon::retention`). Events go first:
+/// after `events` a finished run keeps its record but not its events; after
+/// `runs` the run goes with everything recorded about it. Runs not
+/// finished are kept whatever their age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub runs: Duration,
+    pub events: Duration,
+}
+
+impl Retention {
+    /// The shortest retention accepted: a bare number is seconds, and
+    /// `runs: 30` deleting every run older than 30 seconds is a mistake.
+    pub const MIN: Duration = Duration::from_secs(3600);
+}
+
+impl Default for Retention {
+    /// A year of runs, 90 days of events.
+    fn default() -> Retention {
+        Retention {
+            runs: Duration::from_secs(365 * 86_400),
+            events: Duration::from_secs(90 * 86_400),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    runs: Option<Value>,
+    events: Option<Value>,
+}
+
+fn parse_retention(
+    raw: &RawRetention,
+    err: &dyn Fn(&[&str], String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> Retention {
+    let mut retention = Retention::default();
+    let mut read = |key: &str, value: &Option<Value>, into: &mut Duration| {
+        let Some(value) = value else { return true };
+        let parsed = duration_value(value).and_then(|d| {
+            if d < Retention::MIN {
+                Err(format!(
+                    "{} is shorter than the minimum of 1h; write e.g. 30d",
+                    super::duration::format_duration(d)
+                ))
+            } else {
+                Ok(d)
+            }
+        });
+        match parsed {
+            Ok(d) => {
+                *into = d;
+                true
+            }
+            Err(msg) => {
+                diags.push(err(&["retention", key], format!("retention.{key}: {msg}")));
+                false
+            }
+        }
+    };
+    let runs_ok = read("runs", &raw.runs, &mut retention.runs);
+    let events_ok = read("events", &raw.events, &mut retention.events);
+    if raw.events.is_none() && retention.events > retention.runs {
+        // Only `runs` given, shorter than the default for events.
+        retention.events = retention.runs;
+    }
+    if runs_ok && events_ok && retention.events > retention.runs {
+        diags.push(err(
+            &["retention", "events"],
+            format!(
+                "retention.events ({}) is longer than retention.runs ({}): events are pruned \
+                 first, with their run at the latest; make `events` at most `runs`",
+                super::duration::format_duration(retention.events),
+                super::duration::format_duration(retention.runs)
+            ),
+        ));
+    }
+    retention
 }
 
 /// Where the `allowed_hosts` entry `entry` is written: its first
@@ -440,6 +530,61 @@ mod tests {
         );
         assert!(d[1].contains("is not a number"), "{d:?}");
         assert!(d[2].contains("in brackets"), "{d:?}");
+    }
+
+    #[test]
+    fn retention_defaults_reads_durations_and_locates_bad_values() {
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), "");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(s.retention, Retention::default());
+        assert_eq!(s.retention.events, Duration::from_secs(90 * 86_400));
+        let text = "retention: { runs: 30d, events: 7d }\n";
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            (s.retention.runs, s.retention.events),
+            (
+                Duration::from_secs(30 * 86_400),
+                Duration::from_secs(7 * 86_400)
+            )
+        );
+        // `runs` alone, shorter than the default for events, takes events with it.
+        let (s, d) = parse_settings(
+            Path::new("/p"),
+            Path::new("aurad.yaml"),
+            "retention:\n  runs: 2h\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(s.retention.events, Duration::from_secs(7200));
+        let text = "max_concurrent_runs: 2\nretention:\n  runs: soon\n  events: 30\n";
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        let d: Vec<_> = d.iter().map(|d| d.to_string()).collect();
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].starts_with("aurad.yaml:3:9: retention.runs: invalid duration \"soon\""),
+            "{d:?}"
+        );
+        assert!(
+            d[1].starts_with(
+                "aurad.yaml:4:11: retention.events: 30s is shorter than the minimum of 1h"
+            ),
+            "{d:?}"
+        );
+        assert_eq!(s.retention, Retention::default());
+        let text = "retention: { runs: 7d, events: 30d }\n";
+        let (_, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].to_string()
+                .contains("retention.events (30days) is longer than retention.runs (7days)"),
+            "{d:?}"
+        );
+        let (_, d) = parse_settings(
+            Path::new("/p"),
+            Path::new("aurad.yaml"),
+            "retention: { keep: 1d }\n",
+        );
+        assert!(d[0].to_string().contains("unknown field `keep`"), "{d:?}");
     }
 
     #[test]

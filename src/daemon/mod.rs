@@ -21,6 +21,7 @@ pub mod pipeline;
 mod pipeline_step;
 pub mod recorder;
 pub mod reload;
+pub mod retention;
 pub mod runner;
 pub mod scheduler;
 mod serve;

@@ -6,7 +6,7 @@
 //! logged, one located line per item; only an error in `aurad.yaml` or an
 //! unreadable directory refuses to start), start
 //! the scheduler, the `watch:` file triggers, the watcher, the API and the sweep that interrupts runs
-//! of other processes (`aurad run`) that died, and on the shutdown signal
+//! of other processes (`aurad run`) that died, the retention pruner, and on the shutdown signal
 //! stop accepting, let runs finish for the grace period, cancel the rest
 //! and flush the store.
 
@@ -189,6 +189,12 @@ pub async fn serve(
         snapshot_rx.clone(),
         stop.child_token(),
     ));
+    let retention_task = tokio::spawn(super::retention::run(
+        store.clone(),
+        snapshot_rx.clone(),
+        options.clock.clone(),
+        stop.child_token(),
+    ));
     let scheduler_task = tokio::spawn(scheduler.run(snapshot_rx, stop.child_token()));
     let sweep_task = tokio::spawn(sweep_dead_owners(store.clone(), stop.child_token()));
     let api_stop = CancellationToken::new();
@@ -228,6 +234,7 @@ pub async fn serve(
     let _ = scheduler_task.await;
     let _ = files_task.await;
     let _ = sweep_task.await;
+    let _ = retention_task.await;
     let mut reloader = reload_task.await.ok();
     let grace = daemon.snapshot().project.settings.shutdown_grace;
     let (running, queued) = supervisor.counts();

@@ -282,6 +282,19 @@ CREATE TABLE pipeline_steps (
 ) WITHOUT ROWID;
 "#,
     },
+    Migration {
+        name: "event bodies pruned by retention",
+        sql: r#"
+-- Set when retention deleted the run's events (store::retention): when,
+-- and how many (0 for a run that had none). Readers then say the events
+-- were pruned instead of showing an empty log. NULL: events kept.
+ALTER TABLE runs ADD COLUMN events_pruned_at TEXT;
+ALTER TABLE runs ADD COLUMN events_pruned INTEGER;
+-- The runs whose events are still kept, oldest first: the pruner walks
+-- these only, not the runs it pruned before.
+CREATE INDEX runs_events_kept ON runs(created_at) WHERE events_pruned_at IS NULL;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

@@ -8,7 +8,7 @@
 //! scheduled fires and memory namespaces a page at a time, for browsing), `approvals` (runs waiting
 //! for a person, decisions), `fires` (runs that never ran,
 //! interrupted runs, webhook deliveries), `steps` (pipeline runs' steps), `watches` (schedules watched since
-//! when), `memory`, `migrations`, `worker`.
+//! when), `retention` (pruning old runs and events), `memory`, `migrations`, `worker`.
 //!
 //! Two threads, each owning one connection ([`worker`]): the writer runs
 //! every write (and memory recall, which counts accesses); the reader, a
@@ -45,6 +45,7 @@ mod migrations;
 #[cfg(test)]
 mod open_tests;
 mod page_reads;
+mod retention;
 mod run_reads;
 mod runs;
 #[cfg(test)]
@@ -70,6 +71,7 @@ pub use approvals::WaitingRun;
 pub use fires::Recovered;
 pub use memory::score as memory_score;
 pub use page_reads::{FirePage, MemoryNamespace, RunPage};
+pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;
@@ -138,6 +140,20 @@ pub enum StoreError {
         run_id: String,
         seq: i64,
         message: String,
+    },
+    /// Retention deleted the run's events (`retention: events:` in
+    /// aurad.yaml, or `aurad runs prune --events-only`); the run's record
+    /// is kept.
+    #[error(
+        "run {run_id}: its {events} events were pruned by retention on {} (`retention: events:` \
+         in aurad.yaml); the run's record (state, times, usage, cost, output, error) is kept: \
+         see `aurad runs` or GET /v1/runs/{run_id}",
+        time_text(*pruned_at)
+    )]
+    EventsPruned {
+        run_id: String,
+        pruned_at: DateTime<Utc>,
+        events: u64,
     },
     #[error(
         "the store is closed (its writer thread has stopped); this is a bug unless aurad is shutting down"

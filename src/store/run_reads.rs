@@ -49,7 +49,7 @@ impl Store {
     }
 
     /// The run's events in order (the exact id). `NotFound` when there is no
-    /// such run. Blocking.
+    /// such run, `EventsPruned` when retention deleted its events. Blocking.
     pub fn run_events_blocking(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
         let run_id = run_id.to_owned();
         self.read_blocking(move |conn| events(conn, &run_id))
@@ -57,7 +57,7 @@ impl Store {
 
     /// The run's events with a seq above `after_seq`, with their seqs, in
     /// order (seqs start at 1, so 0 gives them all). `NotFound` when there is
-    /// no such run. For streaming: send these, then the live events numbered
+    /// no such run, `EventsPruned` when retention deleted its events. For streaming: send these, then the live events numbered
     /// after the seq `append_events` returned.
     pub async fn run_events_after(
         &self,
@@ -313,17 +313,34 @@ fn events_after(
         })
         .map_err(sql(context))?;
     if rows.is_empty() {
-        let exists: bool = conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
-                [run_id],
-                |row| row.get(0),
-            )
+        let pruned: Option<(Option<String>, Option<i64>)> = conn
+            .prepare_cached("SELECT events_pruned_at, events_pruned FROM runs WHERE id = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
             .map_err(sql(context))?;
-        if !exists {
-            return Err(StoreError::NotFound(format!(
-                "no run {run_id}; list runs with `aurad runs`"
-            )));
+        match pruned {
+            None => {
+                return Err(StoreError::NotFound(format!(
+                    "no run {run_id}; list runs with `aurad runs`"
+                )));
+            }
+            // Retention deleted them: say so rather than show none.
+            Some((Some(at), Some(events))) if events > 0 => {
+                let pruned_at = DateTime::parse_from_rfc3339(&at)
+                    .map_err(|e| StoreError::CorruptRun {
+                        run_id: run_id.to_owned(),
+                        message: format!("events_pruned_at `{at}` is not an RFC 3339 time: {e}"),
+                    })?
+                    .to_utc();
+                return Err(StoreError::EventsPruned {
+                    run_id: run_id.to_owned(),
+                    pruned_at,
+                    events: u64::try_from(events).unwrap_or(0),
+                });
+            }
+            Some(_) => {}
         }
     }
     rows.into_iter()

@@ -4,7 +4,8 @@
 //! by agent and the finished run) and the run of one version of a watched
 //! file (`watched_files`, keyed by agent, path and content hash). A file
 //! whose run was cut off by a crash (`interrupted`) may be claimed again:
-//! it was never processed to an end. Writer thread for claims.
+//! it was never processed to an end. A file whose run retention pruned
+//! stays processed (these records are kept). Writer thread for claims.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -75,18 +76,25 @@ impl Store {
         content_hash: &str,
     ) -> Result<bool, StoreError> {
         let (agent, path, hash) = (agent.to_owned(), path.to_owned(), content_hash.to_owned());
-        self.read(move |conn| {
-            Ok(matches!(
-                file_run(conn, &agent, &path, &hash)?,
-                Some(Some(state)) if state != RunState::Interrupted
-            ))
-        })
-        .await
+        self.read(move |conn| Ok(processed(file_run(conn, &agent, &path, &hash)?)))
+            .await
+    }
+}
+
+/// Whether a file version with this recorded run (see [`file_run`]) needs
+/// no other: it has a run that was not interrupted, or one whose row
+/// retention pruned (`store::retention` deletes final runs only, and keeps
+/// this record so the file is not run again).
+fn processed(found: Option<Option<RunState>>) -> bool {
+    match found {
+        None => false,
+        Some(None) => true,
+        Some(Some(state)) => state != RunState::Interrupted,
     }
 }
 
 /// The state of the run recorded for the file: `None` when there is none,
-/// `Some(None)` when its run row is gone.
+/// `Some(None)` when its run row is gone (pruned by retention).
 fn file_run(
     conn: &Connection,
     agent: &str,
@@ -117,8 +125,11 @@ fn claim_file(
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let context = "recording a watched file's run";
-    match file_run(tx, &run.agent, path, hash)? {
-        Some(Some(state)) if state != RunState::Interrupted => Ok(false),
+    let found = file_run(tx, &run.agent, path, hash)?;
+    if processed(found) {
+        return Ok(false);
+    }
+    match found {
         Some(_) => {
             tx.execute(
                 "UPDATE watched_files SET run_id = ?4, claimed_at = ?5
