@@ -19,8 +19,12 @@ use crate::types::RunEvent;
 pub type Numbered = (i64, RunEvent);
 
 /// How many live events a slow subscriber may fall behind before it is cut
-/// off (it can reconnect with `Last-Event-ID`).
-const CAPACITY: usize = 4096;
+/// off (it can reconnect with `Last-Event-ID`). The channel allocates all its
+/// slots when the first subscriber comes, so every watched run held 4,096
+/// event slots at once while it ran: with 8 runs streamed at a time that was
+/// the daemon's memory high-water. A subscriber 1,024 events behind is stuck
+/// anyway.
+const CAPACITY: usize = 1024;
 
 pub struct Hub {
     inner: Mutex<Inner>,
