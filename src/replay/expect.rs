@@ -110,18 +110,7 @@ pub fn check(expect: &Expect, outcome: &RunOutcome, trace: &Trace) -> Vec<Unmet>
             None => vec!["there is no answer".to_string()],
             Some(Err(e)) => vec![format!("the answer is not JSON ({e}): {}", shown_answer())],
             Some(Ok(value)) => match jsonschema::validator_for(schema) {
-                Ok(v) => v
-                    .iter_errors(&value)
-                    .take(5)
-                    .map(|e| {
-                        let at = e.instance_path().to_string();
-                        if at.is_empty() {
-                            e.to_string()
-                        } else {
-                            format!("at {at}: {e}")
-                        }
-                    })
-                    .collect(),
+                Ok(v) => crate::tools::schema_problems(&v, &value, 5),
                 Err(e) => vec![format!("the schema is invalid: {e}")],
             },
         };

@@ -187,6 +187,27 @@ struct Entry {
 /// draft 7, whose meta-schema is one small document (a test checks them
 /// under both); schemas from elsewhere (plugins, MCP servers) keep the
 /// default draft.
+/// What `value` breaks of `validator`'s schema, at most `most` problems, each
+/// with the JSON pointer where it is (`at /count: ...`); empty when valid.
+pub fn schema_problems(
+    validator: &jsonschema::Validator,
+    value: &serde_json::Value,
+    most: usize,
+) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(most)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {at}: {e}")
+            }
+        })
+        .collect()
+}
+
 fn compile_schema(tool: &dyn Tool) -> Result<jsonschema::Validator, String> {
     let schema = &tool.spec().parameters;
     let compiled = if tool.source() == "builtin" {
@@ -353,18 +374,7 @@ impl ToolSet {
                 ));
             }
             Ok(v) => {
-                let problems: Vec<String> = v
-                    .iter_errors(&args)
-                    .take(10)
-                    .map(|e| {
-                        let at = e.instance_path().to_string();
-                        if at.is_empty() {
-                            e.to_string()
-                        } else {
-                            format!("at {at}: {e}")
-                        }
-                    })
-                    .collect();
+                let problems = schema_problems(v, &args, 10);
                 if !problems.is_empty() {
                     return Err(format!(
                         "error: invalid arguments for `{}`: {}; fix them and call again",
