@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod approval;
 pub mod cron;
+mod database;
 #[cfg(test)]
 mod cron_tests;
 pub mod memory;
@@ -15,6 +16,7 @@ pub mod plugin;
 mod schedule_id;
 pub mod timestamp;
 pub use cron::CronSchedule;
+pub use database::{Database, DatabaseUrl};
 pub use schedule_id::ScheduleId;
 
 /// A tool as the model sees it: a name, a description and the JSON Schema of

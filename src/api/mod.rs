@@ -378,7 +378,7 @@ mod tests {
         assert_eq!(ApiError::from(ambiguous).status, StatusCode::BAD_REQUEST);
         let missing = StoreError::NotFound("gone".into());
         assert_eq!(ApiError::from(missing).status, StatusCode::NOT_FOUND);
-        let broken = StoreError::Sqlite("disk I/O error".into());
+        let broken = StoreError::Database("disk I/O error".into());
         let error = ApiError::from(broken);
         assert_eq!(error.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(error.message.contains("disk I/O error"));

@@ -393,7 +393,7 @@ fn batch_backoff() -> ExponentialBuilder {
 /// busy lock, an I/O error, a transaction rolled back by another job) may;
 /// a closed store, a missing run or bad input will not.
 fn is_transient(error: &StoreError) -> bool {
-    matches!(error, StoreError::Sqlite(_) | StoreError::Io(_))
+    matches!(error, StoreError::Database(_) | StoreError::Io(_))
 }
 
 /// Appends `events` to run `run_id`, retrying transient failures with

@@ -45,6 +45,9 @@ mod migrations;
 #[cfg(test)]
 mod open_tests;
 mod page_reads;
+// Wired into `Store` by the backend facade; until then only its tests use it.
+#[allow(dead_code)]
+mod postgres;
 mod retention;
 mod run_reads;
 mod runs;
@@ -86,9 +89,10 @@ const STATEMENT_CACHE: usize = 64;
 /// Everything that can go wrong in the store. Messages say what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
-    /// SQLite failed; the text says what was being done and why it failed.
+    /// The database failed; the text says which, what was being done and
+    /// why it failed.
     #[error("{0}")]
-    Sqlite(String),
+    Database(String),
     /// The file or its directory could not be created.
     #[error("{0}")]
     Io(String),
@@ -196,7 +200,7 @@ impl StoreError {
             Some(ErrorCode::DiskFull) => "; free some disk space",
             _ => "",
         };
-        StoreError::Sqlite(format!("{context}: {error}{hint}"))
+        StoreError::Database(format!("{context}: {error}{hint}"))
     }
 }
 

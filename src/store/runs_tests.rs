@@ -490,7 +490,7 @@ async fn the_reader_connection_only_reads() {
                 .map_err(sql("deleting"))
         })
         .await;
-    assert!(matches!(write, Err(StoreError::Sqlite(_))), "{write:?}");
+    assert!(matches!(write, Err(StoreError::Database(_))), "{write:?}");
     store.close().unwrap();
 }
 

@@ -296,7 +296,7 @@ impl Group {
             if conn.is_autocommit() {
                 // SQLite ended the transaction itself (an I/O error, a full
                 // disk): the work of the group so far is gone.
-                let e = StoreError::Sqlite(
+                let e = StoreError::Database(
                     "the write was rolled back after a database error in the same \
                      transaction; retry"
                         .into(),
@@ -364,7 +364,7 @@ fn abandon(
         d.finish(Err(error.clone()));
     }
     let reason = error.to_string();
-    let untried = StoreError::Sqlite(format!(
+    let untried = StoreError::Database(format!(
         "not written: another write of the same transaction failed first ({}); retry",
         reason.trim_end_matches("; retry")
     ));

@@ -185,7 +185,7 @@ async fn a_transaction_lost_mid_group_fails_every_job_of_it_and_the_store_goes_o
     let messages: Vec<String> = results
         .into_iter()
         .map(|result| match result {
-            Err(StoreError::Sqlite(message)) => message,
+            Err(StoreError::Database(message)) => message,
             other => panic!("expected a rolled-back write, got {other:?}"),
         })
         .collect();
