@@ -16,6 +16,7 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+pub(crate) mod run_rows;
 mod schema;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -134,6 +135,26 @@ impl Postgres {
     /// The connection string with its password masked.
     pub(crate) fn url(&self) -> &DatabaseUrl {
         &self.url
+    }
+
+    /// Runs `work` with a pooled connection on the backend's runtime and
+    /// awaits its result: the shape of every operation of this backend.
+    /// Clone what `work` needs first (it must own it).
+    pub(crate) async fn with_client<R, Fut>(
+        &self,
+        work: impl FnOnce(Object) -> Fut + Send + 'static,
+    ) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        Fut: Future<Output = Result<R, StoreError>> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        let url = self.url.clone();
+        self.spawn(async move {
+            let client = get(&pool, &url).await?;
+            work(client).await
+        })
+        .await
     }
 
     /// A clone of the pool, to move into a future given to [`Postgres::spawn`].
