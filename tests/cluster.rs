@@ -241,18 +241,14 @@ fn a_killed_node_s_runs_are_interrupted_and_its_fires_taken_over() {
         "nothing left running or queued by the dead node"
     );
     // /v1/status: the dead node is listed not alive.
-    let status = poll(
-        "the dead node to show as not alive",
-        String::new,
-        || {
-            let status = get_json(survivor, "/v1/status")?;
-            let nodes = status["nodes"].as_array()?.clone();
-            nodes
-                .iter()
-                .any(|n| n["id"] == killed_owner.as_str() && n["alive"] == false)
-                .then_some(nodes)
-        },
-    );
+    let status = poll("the dead node to show as not alive", String::new, || {
+        let status = get_json(survivor, "/v1/status")?;
+        let nodes = status["nodes"].as_array()?.clone();
+        nodes
+            .iter()
+            .any(|n| n["id"] == killed_owner.as_str() && n["alive"] == false)
+            .then_some(nodes)
+    });
     assert!(status.len() >= 3);
 }
 
