@@ -18,7 +18,7 @@ use tokio_postgres::Row;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_by_id, run_from_row};
 use super::{Postgres, pg};
-use crate::store::{StoreError, WaitingRun, time_text};
+use crate::store::{StoreError, WaitingRun};
 use crate::types::RunState;
 use crate::types::approval::{ApprovalRecord, ApprovalRequest, DecidedBy, Decision};
 
@@ -277,6 +277,11 @@ impl Postgres {
         })
         .await
     }
+}
+
+/// A time as the SQLite backend writes it in messages.
+fn time_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 fn already_decided(run_id: &str, approval: &ApprovalRecord, done: &Decision) -> StoreError {

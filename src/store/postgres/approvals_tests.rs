@@ -1,7 +1,7 @@
-//! Approvals on a real PostgreSQL server: what the SQLite store tests of
-//! approvals check (a decision is made once and only while the run waits,
-//! a re-asked call keeps its first times, the run goes on), the reads, and
-//! two nodes deciding the same approval at once.
+//! Approvals on a real PostgreSQL server, beyond the interface tests both
+//! backends run (`store/approvals_tests.rs`): states that cannot wait,
+//! which call `waiting_runs` lists, a row written wrong, and two nodes
+//! deciding the same approval at once.
 //!
 //! Also the small helpers the other tests of this group use (`node`,
 //! `exec`, `count`, `insert_run`, `run`): runs are inserted with plain SQL
@@ -111,96 +111,6 @@ fn decision(approved: bool, by: DecidedBy) -> Decision {
         by,
         at: super::run_rows::millis(Utc::now()),
     }
-}
-
-#[test]
-fn a_decision_is_made_once_and_only_while_the_run_waits() {
-    let Some(db) = TestDb::create("decision_once") else {
-        return;
-    };
-    let store = node(&db);
-    insert_run(
-        &store,
-        "r1",
-        "a",
-        RunState::Running,
-        Some("pid:1"),
-        Utc::now(),
-    );
-    let idle = block_on(store.decide_approval("r1", decision(true, DecidedBy::Cli))).unwrap_err();
-    assert!(
-        matches!(&idle, StoreError::Conflict(m) if m.contains("not waiting for approval (it is running)")),
-        "{idle}"
-    );
-    let asked = Utc::now();
-    let timeout_at = asked + Duration::hours(1);
-    let stored = block_on(store.wait_for_approval(
-        "r1",
-        "{\"turn\":1}".into(),
-        request(),
-        asked,
-        timeout_at,
-    ))
-    .unwrap();
-    assert_eq!(stored.request, request());
-    assert_eq!(stored.requested_at, super::run_rows::millis(asked));
-    assert!(stored.decision.is_none());
-    assert_eq!(run(&store, "r1").unwrap().state, RunState::WaitingApproval);
-    assert_eq!(
-        block_on(store.approval_checkpoint("r1"))
-            .unwrap()
-            .as_deref(),
-        Some("{\"turn\":1}")
-    );
-    // Asked again (a resumed run): the first times stand.
-    let again = block_on(store.wait_for_approval(
-        "r1",
-        "{}".into(),
-        request(),
-        asked + Duration::hours(2),
-        timeout_at + Duration::hours(2),
-    ))
-    .unwrap();
-    assert_eq!(again.timeout_at, stored.timeout_at);
-    let waiting = block_on(store.waiting_runs()).unwrap();
-    assert_eq!(waiting.len(), 1);
-    assert_eq!(waiting[0].run.id, "r1");
-    assert_eq!(waiting[0].approval, stored);
-
-    let decided = block_on(store.decide_approval("r1", decision(false, DecidedBy::Api))).unwrap();
-    assert_eq!(decided.decision.as_ref().unwrap().by, DecidedBy::Api);
-    let twice = block_on(store.decide_approval("r1", decision(true, DecidedBy::Cli))).unwrap_err();
-    assert!(
-        matches!(&twice, StoreError::Conflict(m) if m.contains("already denied by api")),
-        "{twice}"
-    );
-    let read = block_on(store.approval("r1", "call_1")).unwrap().unwrap();
-    assert_eq!(read.decision, decided.decision);
-    assert!(!read.decision.unwrap().approved);
-    assert_eq!(block_on(store.approval("r1", "other")).unwrap(), None);
-    // Decided but not resumed yet: still listed, with its decision.
-    let waiting = block_on(store.waiting_runs()).unwrap();
-    assert_eq!(waiting[0].approval.decision, decided.decision);
-    assert!(block_on(store.resume_after_approval("r1", "pid:2")).unwrap());
-    assert!(!block_on(store.resume_after_approval("r1", "pid:2")).unwrap());
-    let now = run(&store, "r1").unwrap();
-    assert_eq!(
-        (now.state, now.owner.as_deref()),
-        (RunState::Running, Some("pid:2"))
-    );
-    assert!(block_on(store.approval_checkpoint("r1")).unwrap().is_none());
-    assert_eq!(
-        count(
-            &store,
-            "SELECT COUNT(*) FROM runs WHERE checkpoint IS NOT NULL"
-        ),
-        0
-    );
-    assert!(block_on(store.waiting_runs()).unwrap().is_empty());
-    let missing =
-        block_on(store.decide_approval("0000000000000000-none", decision(true, DecidedBy::Cli)))
-            .unwrap_err();
-    assert!(matches!(missing, StoreError::NotFound(_)), "{missing}");
 }
 
 #[test]

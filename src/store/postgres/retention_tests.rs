@@ -1,8 +1,9 @@
-//! Retention on a real PostgreSQL server: what the SQLite retention tests
-//! check (events first with the run marked, whole runs with every related
-//! row, what is never pruned, the newest fire of each schedule kept, small
-//! batches adding up to the dry run), two nodes pruning at once, and freed
-//! space reused after a vacuum.
+//! Retention on a real PostgreSQL server, on runs aged with SQL (the
+//! interface tests both backends run, `store/retention_tests.rs`, cover
+//! batches and live runs): events first with the run marked, whole runs
+//! with every related row, what is never pruned, the newest fire of each
+//! schedule kept, two nodes pruning at once, and freed space reused after
+//! a vacuum.
 
 use std::sync::{Arc, Barrier};
 
@@ -246,30 +247,6 @@ fn the_newest_fire_of_each_schedule_is_kept() {
         .map(|id| run(&store, id).is_some())
         .collect();
     assert_eq!(left, [false, false, true, true, true]);
-}
-
-#[test]
-fn batches_stay_small_and_add_up_to_the_dry_run() {
-    let Some(db) = TestDb::create("prune_batches") else {
-        return;
-    };
-    let store = node(&db);
-    for n in 0..30 {
-        stored(&store, &format!("r{n:02}"), RunState::Succeeded, 9, 20);
-    }
-    let before = days_ago(10);
-    let dry = block_on(store.prunable(PruneScope::Events, before)).unwrap();
-    assert_eq!((dry.runs_emptied, dry.events), (30, 270));
-    // 9 events + the run's row = 10 rows a run: 5 runs per 50-row batch.
-    let first = block_on(store.prune_batch(PruneScope::Events, before, 50)).unwrap();
-    assert_eq!((first.pruned.runs_emptied, first.pruned.events), (5, 45));
-    let mut total = first.pruned;
-    total.add(prune_all(&store, PruneScope::Events, before, 50));
-    assert_eq!(total, dry);
-    // Then the runs themselves; their events are gone already.
-    let runs = prune_all(&store, PruneScope::Runs, before, 7);
-    assert_eq!((runs.runs, runs.events), (30, 0));
-    assert_eq!(count(&store, "SELECT COUNT(*) FROM runs"), 0);
 }
 
 /// Two nodes prune the same old runs at once, events then runs: each run

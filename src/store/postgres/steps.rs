@@ -11,15 +11,13 @@
 //! once each take a run the other did not lock, and a run taken by one is
 //! then owned by a live node, which the other's `is_alive` keeps.
 //!
-//! Depends on the store's types, `run_rows`, the SQLite backend's
-//! `encode_events` (pure serialisation) and `tokio-postgres`.
+//! Depends on the store's types, `run_rows` and `tokio-postgres`.
 
 use chrono::Utc;
 use deadpool_postgres::GenericClient;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::{Postgres, pg};
-use crate::store::runs::encode_events;
 use crate::store::{RunRecord, StepEnd, StepRecord, StoreError};
 use crate::types::{RunEvent, RunState, StepState, Usage};
 
@@ -29,6 +27,26 @@ const STEP_ROW: i32 = -1;
 
 fn item_sql(item: Option<usize>) -> i32 {
     item.map_or(STEP_ROW, |i| i32::try_from(i).unwrap_or(i32::MAX))
+}
+
+/// Serialises events on the caller's side, as the SQLite backend does.
+fn encode_events(
+    run_id: &str,
+    events: &[RunEvent],
+) -> Result<Vec<(&'static str, String)>, StoreError> {
+    events
+        .iter()
+        .map(|event| {
+            serde_json::to_string(event)
+                .map(|data| (event.kind(), data))
+                .map_err(|e| {
+                    StoreError::Invalid(format!(
+                        "run {run_id}: cannot encode a `{}` event: {e}",
+                        event.kind()
+                    ))
+                })
+        })
+        .collect()
 }
 
 fn tokens(t: Option<u64>) -> Option<i64> {

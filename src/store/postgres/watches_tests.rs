@@ -1,7 +1,6 @@
-//! Schedule watches on a real PostgreSQL server: what the SQLite test of
-//! watches by id checks (a watch lasts while its schedule is unchanged and
-//! present, across a reconnect), and two nodes watching or unwatching at
-//! once.
+//! Schedule watches on a real PostgreSQL server, beyond the interface
+//! test both backends run (`store/watches_tests.rs`): `since` kept to the
+//! millisecond, and two nodes watching or unwatching at once.
 
 use std::sync::{Arc, Barrier};
 
@@ -18,62 +17,6 @@ fn at(text: &str) -> DateTime<Utc> {
 
 fn id(agent: &str, expression: &str, zone: &str) -> ScheduleId {
     ScheduleId::of(agent, expression, zone, None)
-}
-
-#[test]
-fn a_watch_lasts_while_its_schedule_is_unchanged_and_present() {
-    let Some(db) = TestDb::create("watch_lasts") else {
-        return;
-    };
-    let store = node(&db);
-    let (t1, t2, t3) = (
-        at("2026-06-01T10:00:00Z"),
-        at("2026-06-01T11:00:00Z"),
-        at("2026-06-01T12:00:00Z"),
-    );
-    let (a_daily, b_daily) = (id("a", "0 9 * * *", "UTC"), id("b", "0 9 * * *", "UTC"));
-    let a_paris = id("a", "0 9 * * *", "Europe/Paris");
-    let daily = "0 9 * * * (UTC)";
-    assert_eq!(
-        block_on(store.watch_schedule("a", &a_daily, daily, t1)),
-        Ok(t1)
-    );
-    assert_eq!(
-        block_on(store.watch_schedule("b", &b_daily, daily, t1)),
-        Ok(t1)
-    );
-    // Unchanged: since stays, across a reconnect too.
-    store.close().unwrap();
-    let store = node(&db);
-    assert_eq!(
-        block_on(store.watch_schedule("a", &a_daily, daily, t2)),
-        Ok(t1)
-    );
-    // Edited (another id): starts anew.
-    let paris = "0 9 * * * (Europe/Paris)";
-    assert_eq!(
-        block_on(store.watch_schedule("a", &a_paris, paris, t2)),
-        Ok(t2)
-    );
-    // `b` and the old `a` are gone; `b` comes back: starts anew.
-    let keep = vec![("a".to_string(), a_paris.clone())];
-    assert_eq!(block_on(store.unwatch_schedules_except(keep)), Ok(2));
-    assert_eq!(
-        block_on(store.watch_schedule("b", &b_daily, daily, t3)),
-        Ok(t3)
-    );
-    assert_eq!(
-        block_on(store.watch_schedule("a", &a_paris, paris, t3)),
-        Ok(t2)
-    );
-    // Edited back: the old state is gone, so it starts anew too.
-    assert_eq!(
-        block_on(store.watch_schedule("a", &a_daily, daily, t3)),
-        Ok(t3)
-    );
-    // Nothing kept: all forgotten.
-    assert_eq!(block_on(store.unwatch_schedules_except(Vec::new())), Ok(3));
-    assert_eq!(count(&store, "SELECT COUNT(*) FROM schedule_watches"), 0);
 }
 
 #[test]
