@@ -3,8 +3,8 @@
 //! taking over at once are tested on PostgreSQL in
 //! `postgres/steps_tests.rs`.
 
-use crate::store::testing::{new_run, store_test, text};
 use crate::store::StepEnd;
+use crate::store::testing::{new_run, store_test, text};
 use crate::types::{RunState, StepState, Usage};
 
 fn end(state: StepState, child: Option<&str>) -> StepEnd {
