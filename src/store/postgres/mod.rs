@@ -16,6 +16,7 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+mod nodes;
 pub(crate) mod run_rows;
 mod schema;
 #[cfg(test)]
