@@ -91,6 +91,15 @@ mod run_reads;
 mod runs;
 #[cfg(test)]
 mod runs_tests;
+// Interface tests of approvals, retention, steps and watches (both backends).
+#[cfg(test)]
+mod approvals_tests;
+#[cfg(test)]
+mod retention_tests;
+#[cfg(test)]
+mod steps_tests;
+#[cfg(test)]
+mod watches_tests;
 mod sqlite;
 mod steps;
 #[cfg(test)]

@@ -23,6 +23,19 @@ mod schema;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+// Approvals, pipeline steps, schedule watches, retention.
+mod approvals;
+#[cfg(test)]
+mod approvals_tests;
+mod retention;
+#[cfg(test)]
+mod retention_tests;
+mod steps;
+#[cfg(test)]
+mod steps_tests;
+mod watches;
+#[cfg(test)]
+mod watches_tests;
 
 use std::future::Future;
 use std::sync::Mutex;
