@@ -16,6 +16,10 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+mod memory;
+mod memory_recall;
+#[cfg(test)]
+mod memory_tests;
 pub(crate) mod run_rows;
 mod schema;
 #[cfg(test)]
