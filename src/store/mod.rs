@@ -73,6 +73,8 @@ use rusqlite::{Connection, OpenFlags};
 pub use approvals::WaitingRun;
 pub use fires::Recovered;
 pub use memory::score as memory_score;
+#[doc(hidden)]
+pub use postgres::memory_bench as pg_memory_bench;
 pub use page_reads::{FirePage, MemoryNamespace, RunPage};
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};

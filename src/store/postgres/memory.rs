@@ -4,7 +4,8 @@
 //! count N and a change epoch, `memory_df`, `memory_terms` postings in impact
 //! order) plus `memories.terms`, the memory's terms (`memory_score::term_counts`,
 //! never PostgreSQL's stemming) under a GIN index. The math is
-//! `crate::store::memory_score`'s; recall is in `memory_recall`.
+//! `crate::store::memory_score`'s; recall is in `memory_recall`, the
+//! `Postgres` methods in `memory_api`.
 //!
 //! Races between nodes: every operation that writes a namespace's memories
 //! (save, delete, import, and recall, which bumps access counts and caches
@@ -24,11 +25,11 @@ use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
 use super::memory_recall::{self, Candidates};
+use super::pg;
 use super::run_rows::millis;
-use super::{Postgres, pg};
+use crate::store::StoreError;
 use crate::store::memory_score::{self as score, TermCounts};
-use crate::store::{MemoryNamespace, StoreError};
-use crate::types::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Recalled, Saved};
+use crate::types::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Saved};
 
 /// The columns [`stored_from_row`] reads, in its order.
 pub(super) const MEMORY_COLUMNS: &str = "id, namespace, content, category, importance, created_at, \
@@ -327,7 +328,7 @@ pub(super) async fn load(
 
 /// A [`NewMemory`] checked, with its times normalised to milliseconds: the
 /// same checks and messages as the SQLite backend's (`memory::write`).
-struct Checked {
+pub(super) struct Checked {
     new: NewMemory,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -336,7 +337,11 @@ struct Checked {
 }
 
 /// Checks `new`; `what` names it in errors (e.g. `entry 3`).
-fn check(mut new: NewMemory, now: DateTime<Utc>, what: &str) -> Result<Checked, StoreError> {
+pub(super) fn check(
+    mut new: NewMemory,
+    now: DateTime<Utc>,
+    what: &str,
+) -> Result<Checked, StoreError> {
     if new.namespace.trim().is_empty() {
         return Err(StoreError::Invalid(format!(
             "{what}: the memory namespace is empty: give a name (e.g. the agent's)"
@@ -384,11 +389,12 @@ fn check(mut new: NewMemory, now: DateTime<Utc>, what: &str) -> Result<Checked, 
     })
 }
 
-async fn save(
+pub(super) async fn save(
     tx: &Transaction<'_>,
     checked: &Checked,
     max_entries: usize,
     now: DateTime<Utc>,
+    how: Candidates,
 ) -> Result<Saved, StoreError> {
     let new = &checked.new;
     let ns = namespace_or_create(tx, &new.namespace).await?;
@@ -400,7 +406,7 @@ async fn save(
         1,
         score::MERGE_THRESHOLD,
         now,
-        memory_recall::CANDIDATES,
+        how,
     )
     .await?;
     let saved = match best.into_iter().find(|b| b.score > score::MERGE_THRESHOLD) {
@@ -530,7 +536,7 @@ async fn insert(tx: &Transaction<'_>, ns: Namespace, checked: &Checked) -> Resul
 
 /// Deletes one memory and its postings (the caller holds the namespace's
 /// lock).
-async fn delete_in(
+pub(super) async fn delete_in(
     tx: &Transaction<'_>,
     ns: Namespace,
     namespace_name: &str,
@@ -599,7 +605,7 @@ async fn cleanup(
     Ok(())
 }
 
-async fn import(
+pub(super) async fn import(
     tx: &Transaction<'_>,
     checked: &[Checked],
     now: DateTime<Utc>,
@@ -725,206 +731,4 @@ async fn warm_norms(tx: &Transaction<'_>, name: &str) -> Result<(), StoreError> 
         memory_recall::write_norms(tx, ids, norms, ns.epoch).await?;
     }
     Ok(())
-}
-
-impl Postgres {
-    /// The `limit` best memories of `namespace` for `query` scoring at least
-    /// `min_score`, best first; bumps the access count of each returned one.
-    pub(crate) async fn memory_recall(
-        &self,
-        namespace: &str,
-        query: &str,
-        limit: usize,
-        min_score: f64,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<Recalled>, StoreError> {
-        self.memory_recall_by(
-            namespace,
-            query,
-            limit,
-            min_score,
-            now,
-            memory_recall::CANDIDATES,
-        )
-        .await
-    }
-
-    /// [`Postgres::memory_recall`] with the candidates found `how` (the
-    /// bench compares the two ways).
-    pub(crate) async fn memory_recall_by(
-        &self,
-        namespace: &str,
-        query: &str,
-        limit: usize,
-        min_score: f64,
-        now: DateTime<Utc>,
-        how: Candidates,
-    ) -> Result<Vec<Recalled>, StoreError> {
-        if limit == 0 || score::term_counts(query).is_empty() {
-            return Ok(Vec::new());
-        }
-        let (name, query) = (namespace.to_owned(), query.to_owned());
-        self.with_client(move |mut client| async move {
-            // Nothing to find: answered without a transaction or a lock.
-            if self::namespace(&client, &name, false)
-                .await?
-                .is_none_or(|ns| ns.entries == 0)
-            {
-                return Ok(Vec::new());
-            }
-            let tx = client
-                .transaction()
-                .await
-                .map_err(pg("starting a recall"))?;
-            let found =
-                memory_recall::recall(&tx, &name, &query, limit, min_score, now, how).await?;
-            tx.commit().await.map_err(pg("committing a recall"))?;
-            Ok(found)
-        })
-        .await
-    }
-
-    /// Saves `new`, merging it into its best match if that scores above 0.8;
-    /// then, if the namespace holds more than `max_entries`, keeps the best
-    /// 80% of `max_entries` by the cleanup score.
-    pub(crate) async fn memory_save(
-        &self,
-        new: NewMemory,
-        max_entries: usize,
-        now: DateTime<Utc>,
-    ) -> Result<Saved, StoreError> {
-        let checked = check(new, now, "memory")?;
-        self.with_client(move |mut client| async move {
-            let tx = client
-                .transaction()
-                .await
-                .map_err(pg("starting a memory save"))?;
-            let saved = save(&tx, &checked, max_entries, now).await?;
-            tx.commit().await.map_err(pg("committing a memory save"))?;
-            Ok(saved)
-        })
-        .await
-    }
-
-    /// Deletes memory `id` of `namespace`; false if there is none.
-    pub(crate) async fn memory_delete(&self, namespace: &str, id: i64) -> Result<bool, StoreError> {
-        let name = namespace.to_owned();
-        self.with_client(move |mut client| async move {
-            let tx = client
-                .transaction()
-                .await
-                .map_err(pg("starting a memory delete"))?;
-            let Some(ns) = self::namespace(&tx, &name, true).await? else {
-                return Ok(false);
-            };
-            let deleted = delete_in(&tx, ns, &name, id).await?;
-            tx.commit()
-                .await
-                .map_err(pg("committing a memory delete"))?;
-            Ok(deleted)
-        })
-        .await
-    }
-
-    /// The memories of `namespace`, most recently updated first; `limit` 0
-    /// means all.
-    pub(crate) async fn memory_list(
-        &self,
-        namespace: &str,
-        limit: usize,
-    ) -> Result<Vec<Memory>, StoreError> {
-        let name = namespace.to_owned();
-        let limit = (limit > 0).then(|| i64::try_from(limit).unwrap_or(i64::MAX));
-        self.with_client(move |client| async move {
-            let stmt = client
-                .prepare_cached(&format!(
-                    "SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = $1 \
-                     ORDER BY updated_at DESC, id DESC LIMIT $2"
-                ))
-                .await
-                .map_err(pg("listing memories"))?;
-            client
-                .query(&stmt, &[&name, &limit])
-                .await
-                .map_err(pg("listing memories"))?
-                .iter()
-                .map(|r| stored_from_row(r).map(|s| s.memory))
-                .collect()
-        })
-        .await
-    }
-
-    /// Memory `id` of `namespace`, if there is one.
-    pub(crate) async fn memory_get(
-        &self,
-        namespace: &str,
-        id: i64,
-    ) -> Result<Option<Memory>, StoreError> {
-        let name = namespace.to_owned();
-        self.with_client(move |client| async move {
-            Ok(load(&client, &name, id).await?.map(|s| s.memory))
-        })
-        .await
-    }
-
-    /// How many memories `namespace` holds.
-    pub(crate) async fn memory_count(&self, namespace: &str) -> Result<usize, StoreError> {
-        let name = namespace.to_owned();
-        self.with_client(move |client| async move {
-            Ok(self::namespace(&client, &name, false)
-                .await?
-                .map_or(0, |ns| ns.entries as usize))
-        })
-        .await
-    }
-
-    /// Adds `entries` as they are (no merging, no cleanup; timestamps and
-    /// access counts kept) in one transaction; returns how many.
-    pub(crate) async fn memory_import(
-        &self,
-        entries: Vec<NewMemory>,
-        now: DateTime<Utc>,
-    ) -> Result<usize, StoreError> {
-        let checked: Vec<Checked> = entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| check(e, now, &format!("entry {i}")))
-            .collect::<Result<_, _>>()?;
-        self.with_client(move |mut client| async move {
-            let tx = client
-                .transaction()
-                .await
-                .map_err(pg("starting a memory import"))?;
-            import(&tx, &checked, now).await?;
-            tx.commit()
-                .await
-                .map_err(pg("committing a memory import"))?;
-            Ok(checked.len())
-        })
-        .await
-    }
-
-    /// Every memory namespace, by name (byte order, as SQLite sorts), with
-    /// its entry count.
-    pub(crate) async fn memory_namespaces(&self) -> Result<Vec<MemoryNamespace>, StoreError> {
-        self.with_client(|client| async move {
-            let stmt = client
-                .prepare_cached(
-                    "SELECT name, entries FROM memory_namespaces ORDER BY name COLLATE \"C\"",
-                )
-                .await
-                .map_err(pg("listing memory namespaces"))?;
-            Ok(client
-                .query(&stmt, &[])
-                .await
-                .map_err(pg("listing memory namespaces"))?
-                .iter()
-                .map(|r| MemoryNamespace {
-                    name: r.get(0),
-                    entries: r.get::<_, i64>(1).max(0) as u64,
-                })
-                .collect())
-        })
-        .await
-    }
 }

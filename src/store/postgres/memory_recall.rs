@@ -38,7 +38,7 @@ const MAX_BATCH: i32 = 1024;
 
 /// How recall finds the memories it scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Candidates {
+pub enum Candidates {
     /// `memory_terms` postings in impact order, stopped early.
     Postings,
     /// `memories.terms && query` through the GIN index, all scored.

@@ -17,6 +17,9 @@
 //! `crate::types`.
 
 mod memory;
+mod memory_api;
+#[doc(hidden)]
+pub mod memory_bench;
 mod memory_recall;
 #[cfg(test)]
 mod memory_tests;
