@@ -608,9 +608,7 @@ async fn cleanup(
 pub(super) async fn import(
     tx: &Transaction<'_>,
     checked: &[Checked],
-    now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let _ = now;
     // Lock (or create) every namespace first, in name order: two imports
     // touching the same namespaces cannot deadlock.
     let mut spaces: BTreeMap<String, (Namespace, i64)> = BTreeMap::new();

@@ -196,7 +196,7 @@ impl Postgres {
                 .transaction()
                 .await
                 .map_err(pg("starting a memory import"))?;
-            import(&tx, &checked, now).await?;
+            import(&tx, &checked).await?;
             tx.commit()
                 .await
                 .map_err(pg("committing a memory import"))?;
