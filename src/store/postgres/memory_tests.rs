@@ -14,23 +14,26 @@ use futures::executor::block_on;
 use super::memory_recall::Candidates;
 use super::testing::TestDb;
 use super::{Postgres, get, pg};
-use crate::store::{Store, StoreError, memory_score};
+use crate::store::testing::{Kind, TestStore};
+use crate::store::{StoreError, memory_score};
 use crate::types::memory::{Memory, NewMemory, Recalled, Saved};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).unwrap()
 }
 
-/// One backend under test.
+/// One backend under test: a `Store` (either backend, through the
+/// interface), or the PostgreSQL backend itself with a chosen way of
+/// finding candidates.
 enum Node {
-    Sqlite(Store, tempfile::TempDir),
+    Store(TestStore),
     Pg(Postgres, Candidates),
 }
 
 impl Node {
     fn save(&self, new: NewMemory, max: usize, now: DateTime<Utc>) -> Result<Saved, StoreError> {
         match self {
-            Node::Sqlite(s, _) => s.memory_save_blocking(new, max, now),
+            Node::Store(TestStore { store: s, .. }) => s.memory_save_blocking(new, max, now),
             Node::Pg(p, _) => block_on(p.memory_save(new, max, now)),
         }
     }
@@ -44,49 +47,53 @@ impl Node {
         now: DateTime<Utc>,
     ) -> Result<Vec<Recalled>, StoreError> {
         match self {
-            Node::Sqlite(s, _) => block_on(s.memory_recall(ns, q, limit, min, now)),
+            Node::Store(TestStore { store: s, .. }) => {
+                s.memory_recall_blocking(ns, q, limit, min, now)
+            }
             Node::Pg(p, how) => block_on(p.memory_recall_by(ns, q, limit, min, now, *how)),
         }
     }
 
     fn delete(&self, ns: &str, id: i64) -> Result<bool, StoreError> {
         match self {
-            Node::Sqlite(s, _) => s.memory_delete_blocking(ns, id),
+            Node::Store(TestStore { store: s, .. }) => s.memory_delete_blocking(ns, id),
             Node::Pg(p, _) => block_on(p.memory_delete(ns, id)),
         }
     }
 
     fn list(&self, ns: &str, limit: usize) -> Result<Vec<Memory>, StoreError> {
         match self {
-            Node::Sqlite(s, _) => s.memory_list_blocking(ns, limit),
+            Node::Store(TestStore { store: s, .. }) => s.memory_list_blocking(ns, limit),
             Node::Pg(p, _) => block_on(p.memory_list(ns, limit)),
         }
     }
 
     fn get(&self, ns: &str, id: i64) -> Result<Option<Memory>, StoreError> {
         match self {
-            Node::Sqlite(s, _) => s.memory_get_blocking(ns, id),
+            Node::Store(TestStore { store: s, .. }) => s.memory_get_blocking(ns, id),
             Node::Pg(p, _) => block_on(p.memory_get(ns, id)),
         }
     }
 
     fn count(&self, ns: &str) -> Result<usize, StoreError> {
         match self {
-            Node::Sqlite(s, _) => s.memory_count_blocking(ns),
+            Node::Store(TestStore { store: s, .. }) => s.memory_count_blocking(ns),
             Node::Pg(p, _) => block_on(p.memory_count(ns)),
         }
     }
 
     fn import(&self, entries: Vec<NewMemory>, now: DateTime<Utc>) -> Result<usize, StoreError> {
         match self {
-            Node::Sqlite(s, _) => s.memory_import_blocking(entries, now),
+            Node::Store(TestStore { store: s, .. }) => s.memory_import_blocking(entries, now),
             Node::Pg(p, _) => block_on(p.memory_import(entries, now)),
         }
     }
 
     fn namespaces(&self) -> String {
         match self {
-            Node::Sqlite(s, _) => format!("{:?}", block_on(s.memory_namespaces())),
+            Node::Store(TestStore { store: s, .. }) => {
+                format!("{:?}", block_on(s.memory_namespaces()))
+            }
             Node::Pg(p, _) => format!("{:?}", block_on(p.memory_namespaces())),
         }
     }
@@ -278,10 +285,8 @@ fn pg_node(db: &TestDb, how: Candidates) -> Node {
     Node::Pg(Postgres::connect(db.url()).unwrap(), how)
 }
 
-fn sqlite_node() -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
-    Node::Sqlite(store, dir)
+fn store_node(kind: Kind, test: &str) -> Option<Node> {
+    TestStore::open(kind, test).map(Node::Store)
 }
 
 fn assert_same(want: &[String], got: &[String], what: &str) {
@@ -293,13 +298,7 @@ fn assert_same(want: &[String], got: &[String], what: &str) {
 
 #[test]
 fn the_same_script_gives_the_same_outputs_as_sqlite() {
-    let Some(db_postings) = TestDb::create("memory_same_postings") else {
-        return;
-    };
-    let Some(db_terms) = TestDb::create("memory_same_terms") else {
-        return;
-    };
-    let want = script(&sqlite_node());
+    let want = script(&store_node(Kind::Sqlite, "memory_same_sqlite").unwrap());
     // The script exercised what it should.
     let text = want.join("\n");
     for needle in [
@@ -311,15 +310,18 @@ fn the_same_script_gives_the_same_outputs_as_sqlite() {
     ] {
         assert!(text.contains(needle), "script lacks {needle}:\n{text}");
     }
+    // PostgreSQL through the `Store` interface (recall's chosen way)...
+    let Some(node) = store_node(Kind::Postgres, "memory_same_store") else {
+        return;
+    };
+    assert_same(&want, &script(&node), "Store on PostgreSQL");
+    // ...and the backend itself with each way of finding candidates.
     for how in [Candidates::Postings, Candidates::Terms] {
-        let db = if how == Candidates::Postings {
-            &db_postings
-        } else {
-            &db_terms
+        let Some(db) = TestDb::create("memory_same_backend") else {
+            return;
         };
-        let node = pg_node(db, how);
-        let got = script(&node);
-        assert_same(&want, &got, &format!("{how:?}"));
+        let node = pg_node(&db, how);
+        assert_same(&want, &script(&node), &format!("{how:?}"));
         if let Node::Pg(pg, _) = &node {
             check_index(pg);
         }

@@ -175,10 +175,7 @@ impl Postgres {
         &self,
         work: impl Future<Output = Result<R, StoreError>> + Send + 'static,
     ) -> Result<R, StoreError> {
-        self.runtime
-            .spawn(work)
-            .await
-            .map_err(|e| join_error(&e))?
+        self.runtime.spawn(work).await.map_err(|e| join_error(&e))?
     }
 
     /// Runs `work` on the backend's runtime and blocks the calling thread
@@ -239,7 +236,10 @@ pub(crate) async fn get(pool: &Pool, url: &DatabaseUrl) -> Result<Object, StoreE
 
 fn connect_hint(e: &tokio_postgres::Error) -> &'static str {
     match e.code() {
-        Some(c) if *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+        Some(c)
+            if *c == SqlState::INVALID_PASSWORD
+                || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
+        {
             "; check the user and password in `database:` (aurad.yaml) or AURAD_DATABASE_URL"
         }
         Some(c) if *c == SqlState::INVALID_CATALOG_NAME => {

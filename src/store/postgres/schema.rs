@@ -15,7 +15,7 @@ use super::pg;
 use crate::store::StoreError;
 
 /// Key of the advisory lock held while migrating (`aurad` in ASCII).
-const MIGRATION_LOCK: i64 = 0x6175_7261_64;
+const MIGRATION_LOCK: i64 = 0x61_7572_6164;
 
 pub(super) struct Migration {
     pub name: &'static str,
@@ -246,7 +246,11 @@ pub(super) async fn migrate_with(
         )
         .await
         .map_err(pg("recording the schema version"))?;
-        tracing::debug!(version, name = migration.name, "applied PostgreSQL schema migration");
+        tracing::debug!(
+            version,
+            name = migration.name,
+            "applied PostgreSQL schema migration"
+        );
     }
     tx.commit()
         .await
