@@ -103,9 +103,9 @@ use std::sync::Arc;
 pub use approvals::WaitingRun;
 pub use error::{MAX_MATCHES, StoreError};
 pub use fires::Recovered;
+pub use page_reads::{FirePage, MemoryNamespace, RunPage};
 #[doc(hidden)]
 pub use postgres::memory_bench as pg_memory_bench;
-pub use page_reads::{FirePage, MemoryNamespace, RunPage};
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use steps::{StepEnd, StepRecord};

@@ -605,10 +605,7 @@ async fn cleanup(
     Ok(())
 }
 
-pub(super) async fn import(
-    tx: &Transaction<'_>,
-    checked: &[Checked],
-) -> Result<(), StoreError> {
+pub(super) async fn import(tx: &Transaction<'_>, checked: &[Checked]) -> Result<(), StoreError> {
     // Lock (or create) every namespace first, in name order: two imports
     // touching the same namespaces cannot deadlock.
     let mut spaces: BTreeMap<String, (Namespace, i64)> = BTreeMap::new();
