@@ -45,8 +45,10 @@ pub enum Candidates {
     Terms,
 }
 
-/// The way recall and the merge check of a save use (measured with
-/// `cargo bench --bench pg_memory`).
+/// The way recall and the merge check of a save use. Measured with
+/// `cargo bench --bench pg_memory` (2026-12-05, loaded 2-core machine, both
+/// ways alternating per query): recall p50 at 1,000 memories 8.0 ms either
+/// way; at 10,000, postings 32.7 ms, GIN terms 40.4 ms (saves 39.9 vs 44.1).
 pub(super) const CANDIDATES: Candidates = Candidates::Postings;
 
 /// Recall: the best matches, then each one's access count bumped (moving
