@@ -115,6 +115,8 @@ pub use error::{MAX_MATCHES, StoreError};
 pub use fires::Recovered;
 pub use nodes::{NodeInfo, NodeRecord};
 pub use page_reads::{FirePage, MemoryNamespace, RunPage};
+#[doc(hidden)]
+pub use postgres::memory_bench as pg_memory_bench;
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use steps::{StepEnd, StepRecord};

@@ -16,6 +16,13 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+mod memory;
+mod memory_api;
+#[doc(hidden)]
+pub mod memory_bench;
+mod memory_recall;
+#[cfg(test)]
+mod memory_tests;
 mod nodes;
 pub(crate) mod run_rows;
 mod schema;
