@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod approval;
 pub mod cron;
-mod database;
 #[cfg(test)]
 mod cron_tests;
+mod database;
 pub mod memory;
 pub mod plugin;
 mod schedule_id;

@@ -131,10 +131,16 @@ mod tests {
     #[test]
     fn passwords_never_show() {
         for (text, shown) in [
-            ("postgres://u:s3cret@db:5432/aurad", "postgres://u:***@db:5432/aurad"),
+            (
+                "postgres://u:s3cret@db:5432/aurad",
+                "postgres://u:***@db:5432/aurad",
+            ),
             ("postgresql://u:p@ss@h/d", "postgresql://u:***@h/d"),
             ("postgres://u@h/d", "postgres://u@h/d"),
-            ("postgres://h/d?password=s3cret&sslmode=disable", "postgres://h/d?password=***&sslmode=disable"),
+            (
+                "postgres://h/d?password=s3cret&sslmode=disable",
+                "postgres://h/d?password=***&sslmode=disable",
+            ),
             ("postgres://u:s3cret@h", "postgres://u:***@h"),
         ] {
             let url = DatabaseUrl::new(text);
@@ -148,8 +154,14 @@ mod tests {
     #[test]
     fn postgres_urls_select_postgres() {
         let root = std::path::Path::new("/p");
-        assert!(matches!(Database::from_setting("postgres://h/d", root), Database::Postgres(_)));
-        assert!(matches!(Database::from_setting("PostgreSQL://h/d", root), Database::Postgres(_)));
+        assert!(matches!(
+            Database::from_setting("postgres://h/d", root),
+            Database::Postgres(_)
+        ));
+        assert!(matches!(
+            Database::from_setting("PostgreSQL://h/d", root),
+            Database::Postgres(_)
+        ));
         assert_eq!(
             Database::from_setting("data/x.db", root),
             Database::Sqlite("/p/data/x.db".into())

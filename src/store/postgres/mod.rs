@@ -16,12 +16,19 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+mod fires;
+mod page_reads;
+mod run_reads;
 pub(crate) mod run_rows;
+pub(crate) mod runs;
+#[cfg(test)]
+mod runs_tests;
 mod schema;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+mod watched_files;
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -168,10 +175,7 @@ impl Postgres {
         &self,
         work: impl Future<Output = Result<R, StoreError>> + Send + 'static,
     ) -> Result<R, StoreError> {
-        self.runtime
-            .spawn(work)
-            .await
-            .map_err(|e| join_error(&e))?
+        self.runtime.spawn(work).await.map_err(|e| join_error(&e))?
     }
 
     /// Runs `work` on the backend's runtime and blocks the calling thread
@@ -232,7 +236,10 @@ pub(crate) async fn get(pool: &Pool, url: &DatabaseUrl) -> Result<Object, StoreE
 
 fn connect_hint(e: &tokio_postgres::Error) -> &'static str {
     match e.code() {
-        Some(c) if *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+        Some(c)
+            if *c == SqlState::INVALID_PASSWORD
+                || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
+        {
             "; check the user and password in `database:` (aurad.yaml) or AURAD_DATABASE_URL"
         }
         Some(c) if *c == SqlState::INVALID_CATALOG_NAME => {

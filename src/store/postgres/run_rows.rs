@@ -24,7 +24,8 @@ pub(crate) fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
         message,
     };
     let state: String = column(row, 2, &id)?;
-    let state = RunState::parse(&state).ok_or_else(|| corrupt(format!("unknown state `{state}`")))?;
+    let state =
+        RunState::parse(&state).ok_or_else(|| corrupt(format!("unknown state `{state}`")))?;
     let tokens = |index: usize, name: &str| -> Result<Option<u64>, StoreError> {
         let value: Option<i64> = column(row, index, &id)?;
         value
@@ -38,7 +39,9 @@ pub(crate) fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
     };
     let result: Option<String> = column(row, 19, &id)?;
     let result = result
-        .map(|text| serde_json::from_str(&text).map_err(|e| corrupt(format!("result is not JSON: {e}"))))
+        .map(|text| {
+            serde_json::from_str(&text).map_err(|e| corrupt(format!("result is not JSON: {e}")))
+        })
         .transpose()?;
     let schedule_id: Option<String> = column(row, 15, &id)?;
     let schedule_id = schedule_id
@@ -89,7 +92,10 @@ pub(crate) async fn run_by_id(
 ) -> Result<Option<RunRecord>, StoreError> {
     let params: [&(dyn ToSql + Sync); 1] = [&id];
     let row = client
-        .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"), &params)
+        .query_opt(
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+            &params,
+        )
         .await
         .map_err(pg("looking up a run"))?;
     row.as_ref().map(run_from_row).transpose()

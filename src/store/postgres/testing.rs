@@ -24,15 +24,23 @@ impl TestDb {
         let admin = std::env::var("AURAD_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_SERVER.into());
         let name = format!(
             "aurad_test_{}",
-            uuid::Uuid::new_v4().simple().to_string().get(..16).unwrap_or("x")
+            uuid::Uuid::new_v4()
+                .simple()
+                .to_string()
+                .get(..16)
+                .unwrap_or("x")
         );
         match admin_query(&admin, &format!("CREATE DATABASE {name}")) {
             Ok(()) => {}
             Err(e) if std::env::var_os("CI").is_some() => {
-                panic!("{test}: PostgreSQL at {admin} does not answer ({e}); CI runs the PostgreSQL tests")
+                panic!(
+                    "{test}: PostgreSQL at {admin} does not answer ({e}); CI runs the PostgreSQL tests"
+                )
             }
             Err(e) => {
-                eprintln!("{test}: skipped: no PostgreSQL at {admin} ({e}); start one, or set AURAD_TEST_POSTGRES");
+                eprintln!(
+                    "{test}: skipped: no PostgreSQL at {admin} ({e}); start one, or set AURAD_TEST_POSTGRES"
+                );
                 return None;
             }
         }
@@ -48,7 +56,10 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let _ = admin_query(&self.admin, &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        let _ = admin_query(
+            &self.admin,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
     }
 }
 
@@ -71,7 +82,10 @@ fn admin_query(admin: &str, statement: &str) -> Result<(), String> {
             .map_err(|_| "connecting timed out".to_string())?
             .map_err(|e| e.to_string())?;
             let driver = tokio::spawn(conn);
-            let outcome = client.batch_execute(&statement).await.map_err(|e| e.to_string());
+            let outcome = client
+                .batch_execute(&statement)
+                .await
+                .map_err(|e| e.to_string());
             drop(client);
             let _ = driver.await;
             outcome
