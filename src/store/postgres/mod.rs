@@ -17,8 +17,14 @@
 //! `crate::types`.
 
 mod fires;
+#[cfg(test)]
+mod fires_tests;
 mod page_reads;
+#[cfg(test)]
+mod page_reads_tests;
 mod run_reads;
+#[cfg(test)]
+mod run_reads_tests;
 pub(crate) mod run_rows;
 pub(crate) mod runs;
 #[cfg(test)]
@@ -29,6 +35,8 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 mod watched_files;
+#[cfg(test)]
+mod watched_files_tests;
 
 use std::future::Future;
 use std::sync::Mutex;
