@@ -88,7 +88,7 @@ fn list_filters_limit_offset_and_order() {
             trigger: Some("api".into()),
             ..Default::default()
         }),
-        [child.id.clone()]
+        vec![child.id.clone()]
     );
     let children = page(RunPage {
         filter: RunFilter {
@@ -97,7 +97,7 @@ fn list_filters_limit_offset_and_order() {
         },
         ..Default::default()
     });
-    assert_eq!(children, [child.id.clone()]);
+    assert_eq!(children, vec![child.id.clone()]);
     assert_eq!(block(store.get_run(&child.id)).unwrap().unwrap().depth, 1);
     assert_eq!(
         page(RunPage {

@@ -15,7 +15,7 @@ use super::pg;
 use crate::store::StoreError;
 
 /// Key of the advisory lock held while migrating (`aurad` in ASCII).
-const MIGRATION_LOCK: i64 = 0x6175_7261_64;
+const MIGRATION_LOCK: i64 = 0x61_7572_6164;
 
 pub(super) struct Migration {
     pub name: &'static str,
