@@ -5,16 +5,11 @@
 //! last day, each claimed in the transaction of its run. All writes, on the
 //! writer thread.
 
-use chrono::{DateTime, Duration, Utc};
-use rusqlite::{Connection, params};
+use crate::types::RunState;
+use chrono::{DateTime, Utc};
 
-use super::run_reads::run_by_id;
-use super::runs::{RowStart, claim, encode_events, insert_events, insert_run};
-use super::{NewRun, RunRecord, Store, StoreError, now_text, sql, time_text};
-use crate::types::{RunEvent, RunState, Usage};
-
-/// How long a webhook delivery id is remembered.
-const DELIVERY_MEMORY: Duration = Duration::hours(24);
+use super::{Store, StoreError};
+use crate::store::{NewRun, RunRecord};
 
 /// What [`Store::recover_stale_runs`] did with the runs of processes that
 /// are gone, each list oldest first, as the runs are now.
@@ -39,23 +34,7 @@ impl Store {
         state: RunState,
         reason: String,
     ) -> Result<bool, StoreError> {
-        if !state.is_final() {
-            return Err(StoreError::Invalid(format!(
-                "run {}: a run that never ran is recorded in a final state, not `{state}`",
-                run.id
-            )));
-        }
-        let finished = RunEvent::Finished {
-            state,
-            reason: Some(reason.clone()),
-            output: None,
-            usage: Usage::default(),
-            cost_usd: None,
-            result: None,
-        };
-        let rows = encode_events(&run.id, &[finished])?;
-        self.call_durable(move |conn| unrun(conn, &run, state, &reason, &rows))
-            .await
+        route!(self.record_unrun(run, state, reason))
     }
 
     /// Marks every `running` or `queued` run whose owner `is_alive` says is
@@ -68,10 +47,7 @@ impl Store {
         &self,
         is_alive: impl Fn(&str) -> bool + Send + 'static,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        self.call_durable(move |conn| {
-            interrupt_stale(conn, &is_alive, None).map(|recovered| recovered.interrupted)
-        })
-        .await
+        route!(self.interrupt_stale_runs(is_alive))
     }
 
     /// At start-up of the daemon `new_owner`: like
@@ -84,9 +60,7 @@ impl Store {
         is_alive: impl Fn(&str) -> bool + Send + 'static,
         new_owner: &str,
     ) -> Result<Recovered, StoreError> {
-        let new_owner = new_owner.to_owned();
-        self.call_durable(move |conn| interrupt_stale(conn, &is_alive, Some(&new_owner)))
-            .await
+        route!(self.recover_stale_runs(is_alive, new_owner))
     }
 
     /// For a live daemon's periodic sweep: marks `running` runs whose owner
@@ -99,31 +73,7 @@ impl Store {
         &self,
         is_alive: impl Fn(&str) -> bool,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        let running: Vec<(String, Option<String>)> = self
-            .read(|conn| {
-                conn.prepare_cached("SELECT id, owner FROM runs WHERE state = ?1")
-                    .and_then(|mut stmt| {
-                        stmt.query_map([RunState::Running.as_str()], |row| {
-                            Ok((row.get(0)?, row.get(1)?))
-                        })?
-                        .collect()
-                    })
-                    .map_err(sql("listing running runs"))
-            })
-            .await?;
-        let dead: Vec<(String, Option<String>)> = running
-            .into_iter()
-            .filter(|(_, owner)| {
-                !owner
-                    .as_deref()
-                    .is_some_and(|o| !o.is_empty() && is_alive(o))
-            })
-            .collect();
-        if dead.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.call_durable(move |conn| interrupt_listed(conn, &dead))
-            .await
+        route!(self.interrupt_dead_running_runs(is_alive))
     }
 
     /// Claims `run` (as [`Store::claim_run`]) for webhook delivery
@@ -138,24 +88,7 @@ impl Store {
         delivery_id: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<RunRecord>, StoreError> {
-        if !matches!(run.state, RunState::Queued | RunState::Running) {
-            return Err(StoreError::Invalid(format!(
-                "run {}: a run is claimed as `queued` or `running`, not `{}`",
-                run.id, run.state
-            )));
-        }
-        let delivery_id = delivery_id.to_owned();
-        self.call_durable(move |conn| {
-            let context = "claiming a webhook delivery's run";
-            let tx = conn.savepoint().map_err(sql(context))?;
-            if !remember_delivery(&tx, &run.agent, &delivery_id, now)? {
-                return Ok(None);
-            }
-            let record = claim(&tx, &run)?;
-            tx.commit().map_err(sql(context))?;
-            Ok(Some(record))
-        })
-        .await
+        route!(self.claim_run_for_delivery(run, delivery_id, now))
     }
 
     /// Remembers webhook delivery `delivery_id` for `agent`, received at
@@ -168,211 +101,6 @@ impl Store {
         delivery_id: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let (agent, delivery_id) = (agent.to_owned(), delivery_id.to_owned());
-        self.call(move |conn| claim_delivery(conn, &agent, &delivery_id, now))
-            .await
+        route!(self.claim_delivery(agent, delivery_id, now))
     }
-}
-
-fn unrun(
-    conn: &mut Connection,
-    run: &NewRun,
-    state: RunState,
-    reason: &str,
-    rows: &[(&'static str, String)],
-) -> Result<bool, StoreError> {
-    let context = format!("run {}: cannot record it", run.id);
-    let tx = conn
-        .savepoint()
-        .map_err(|e| StoreError::sqlite(&context, e))?;
-    let now = now_text();
-    let row = RowStart {
-        state,
-        created_at: &now,
-        started_at: None,
-        finished_at: Some(&now),
-        error: Some(reason),
-    };
-    match insert_run(&tx, run, &row) {
-        Ok(()) => {}
-        Err(StoreError::FireTaken { .. }) => return Ok(false),
-        Err(e) => return Err(e),
-    }
-    insert_events(&tx, &run.id, rows)?;
-    tx.commit().map_err(|e| StoreError::sqlite(&context, e))?;
-    Ok(true)
-}
-
-/// Why a run of `owner` (`None`: no owner recorded) was interrupted.
-pub(crate) fn interrupt_reason(state: RunState, owner: Option<&str>) -> String {
-    let owner = owner.unwrap_or("no owner recorded");
-    if state == RunState::Queued {
-        format!(
-            "interrupted: the process that queued it ({owner}) stopped (crash, kill or power \
-             loss) before the run started"
-        )
-    } else {
-        format!(
-            "interrupted: the process that ran it ({owner}) stopped (crash, kill or power \
-             loss) before the run finished"
-        )
-    }
-}
-
-/// Marks run `id` (found in `state`, owned by `owner`) `interrupted` with a
-/// `finished` event, inside the caller's transaction.
-fn interrupt_one(
-    tx: &Connection,
-    id: &str,
-    state: RunState,
-    owner: Option<&str>,
-    now: &str,
-) -> Result<(), StoreError> {
-    let reason = interrupt_reason(state, owner);
-    tx.execute(
-        "UPDATE runs SET state = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
-        params![id, RunState::Interrupted.as_str(), now, reason],
-    )
-    .map_err(sql("interrupting a run left by a stopped process"))?;
-    let finished = RunEvent::Finished {
-        state: RunState::Interrupted,
-        reason: Some(reason),
-        output: None,
-        usage: Usage::default(),
-        cost_usd: None,
-        result: None,
-    };
-    insert_events(tx, id, &encode_events(id, &[finished])?)?;
-    Ok(())
-}
-
-fn records(tx: &Connection, ids: &[String]) -> Result<Vec<RunRecord>, StoreError> {
-    ids.iter()
-        .map(|id| {
-            run_by_id(tx, id)?.ok_or_else(|| {
-                StoreError::Internal(format!("run {id} vanished while being recovered"))
-            })
-        })
-        .collect()
-}
-
-/// Interrupts the running and queued runs of gone owners; with
-/// `requeue_to`, queued ones become that owner's instead.
-fn interrupt_stale(
-    conn: &mut Connection,
-    is_alive: &dyn Fn(&str) -> bool,
-    requeue_to: Option<&str>,
-) -> Result<Recovered, StoreError> {
-    let context = "interrupting runs left by stopped processes";
-    let tx = conn.savepoint().map_err(sql(context))?;
-    let open: Vec<(String, String, Option<String>)> = tx
-        .prepare_cached(
-            "SELECT id, state, owner FROM runs WHERE state IN (?1, ?2)
-             ORDER BY created_at, id",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_map(
-                params![RunState::Running.as_str(), RunState::Queued.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )?
-            .collect()
-        })
-        .map_err(sql(context))?;
-    let now = now_text();
-    let (mut interrupted, mut requeued) = (Vec::new(), Vec::new());
-    for (id, state, owner) in open {
-        let owner = owner.filter(|o| !o.is_empty());
-        if owner.as_deref().is_some_and(is_alive) {
-            continue;
-        }
-        let state = RunState::parse(&state).unwrap_or(RunState::Running);
-        if let (RunState::Queued, Some(new_owner)) = (state, requeue_to) {
-            tx.execute(
-                "UPDATE runs SET owner = ?2 WHERE id = ?1",
-                params![id, new_owner],
-            )
-            .map_err(sql(context))?;
-            requeued.push(id);
-            continue;
-        }
-        interrupt_one(&tx, &id, state, owner.as_deref(), &now)?;
-        interrupted.push(id);
-    }
-    let recovered = Recovered {
-        interrupted: records(&tx, &interrupted)?,
-        requeued: records(&tx, &requeued)?,
-    };
-    tx.commit().map_err(sql(context))?;
-    Ok(recovered)
-}
-
-/// Interrupts each listed run that is still `running` under the owner it
-/// was listed with.
-fn interrupt_listed(
-    conn: &mut Connection,
-    listed: &[(String, Option<String>)],
-) -> Result<Vec<RunRecord>, StoreError> {
-    let context = "interrupting runs whose process is gone";
-    let tx = conn.savepoint().map_err(sql(context))?;
-    let now = now_text();
-    let mut changed = Vec::new();
-    for (id, owner) in listed {
-        let unchanged: bool = tx
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND state = ?2 AND owner IS ?3)",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row(params![id, RunState::Running.as_str(), owner], |row| {
-                    row.get(0)
-                })
-            })
-            .map_err(sql(context))?;
-        if unchanged {
-            let owner = owner.as_deref().filter(|o| !o.is_empty());
-            interrupt_one(&tx, id, RunState::Running, owner, &now)?;
-            changed.push(id.clone());
-        }
-    }
-    let runs = records(&tx, &changed)?;
-    tx.commit().map_err(sql(context))?;
-    Ok(runs)
-}
-
-/// Remembers delivery `delivery_id` of `agent` at `now` inside the caller's
-/// transaction, forgetting those older than a day first: false when it was
-/// seen within the day.
-fn remember_delivery(
-    tx: &Connection,
-    agent: &str,
-    delivery_id: &str,
-    now: DateTime<Utc>,
-) -> Result<bool, StoreError> {
-    let context = "recording a webhook delivery";
-    tx.execute(
-        "DELETE FROM webhook_deliveries WHERE received_at < ?1",
-        [time_text(now - DELIVERY_MEMORY)],
-    )
-    .map_err(sql(context))?;
-    let inserted = tx
-        .execute(
-            "INSERT OR IGNORE INTO webhook_deliveries (agent, delivery_id, received_at)
-             VALUES (?1, ?2, ?3)",
-            params![agent, delivery_id, time_text(now)],
-        )
-        .map_err(sql(context))?;
-    Ok(inserted == 1)
-}
-
-fn claim_delivery(
-    conn: &mut Connection,
-    agent: &str,
-    delivery_id: &str,
-    now: DateTime<Utc>,
-) -> Result<bool, StoreError> {
-    let tx = conn
-        .savepoint()
-        .map_err(sql("recording a webhook delivery"))?;
-    let new = remember_delivery(&tx, agent, delivery_id, now)?;
-    tx.commit().map_err(sql("recording a webhook delivery"))?;
-    Ok(new)
 }

@@ -22,8 +22,8 @@ use tokio_postgres::types::ToSql;
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::runs::{RowStart, insert_events, insert_run, insert_run_as};
 use super::{Postgres, pg};
-use crate::store::fires::interrupt_reason;
-use crate::store::runs::encode_events;
+use crate::store::sqlite::fires::interrupt_reason;
+use crate::store::sqlite::runs::encode_events;
 use crate::store::{NewRun, Recovered, RunRecord, StoreError};
 use crate::types::{RunEvent, RunState, Usage};
 

@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::{Postgres, pg};
-use crate::store::run_reads::MAX_MATCHES;
+use crate::store::MAX_MATCHES;
 use crate::store::{RunFilter, RunPage, RunRecord, StoreError};
 use crate::types::{RunEvent, RunState, ScheduleId};
 

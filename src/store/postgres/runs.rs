@@ -20,7 +20,7 @@ use tokio_postgres::types::ToSql;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::{Postgres, is_unique_violation, pg};
-use crate::store::runs::encode_events;
+use crate::store::sqlite::runs::encode_events;
 use crate::store::{NewRun, RunEnd, RunRecord, StoreError};
 use crate::types::{RunEvent, RunState, Usage, timestamp};
 

@@ -5,7 +5,7 @@
 use chrono::{Duration, Utc};
 
 use super::tests::{db, new_run};
-use super::*;
+use crate::store::*;
 use crate::types::RunState;
 use crate::types::approval::{ApprovalRequest, DecidedBy, Decision};
 

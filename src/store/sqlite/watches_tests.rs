@@ -5,6 +5,7 @@ use super::super::migrations::{MIGRATIONS, migrate_with};
 use super::super::tests::{db, raw};
 use super::*;
 use crate::store::RunFilter;
+use crate::store::*;
 
 fn at(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text).unwrap().to_utc()

@@ -6,12 +6,13 @@ use rusqlite::params;
 
 use super::super::tests::{db, fire_run, new_run, text};
 use super::*;
+use crate::store::*;
 use crate::store::{NewRun, RunFilter, RunRecord, TriggerClaim};
 use crate::types::{RunEvent, RunState, Usage};
 
 /// Claims `run`, stores `events` texts and, when `state` is final,
 /// finishes it with an output and usage.
-async fn stored(store: &Store, run: NewRun, events: usize, state: RunState) -> RunRecord {
+async fn stored(store: &Sqlite, run: NewRun, events: usize, state: RunState) -> RunRecord {
     let id = run.id.clone();
     store.claim_run(run).await.unwrap();
     let texts = (0..events).map(|i| text(&format!("e{i}"))).collect();
@@ -38,7 +39,7 @@ async fn stored(store: &Store, run: NewRun, events: usize, state: RunState) -> R
     store.get_run(&id).await.unwrap().unwrap()
 }
 
-async fn set(store: &Store, id: &str, statement: &'static str, value: &str) {
+async fn set(store: &Sqlite, id: &str, statement: &'static str, value: &str) {
     let (id, value) = (id.to_owned(), value.to_owned());
     store
         .call(move |conn| {
@@ -50,7 +51,7 @@ async fn set(store: &Store, id: &str, statement: &'static str, value: &str) {
 }
 
 /// Moves run `id` `days` into the past (created, started and finished).
-async fn age(store: &Store, id: &str, days: i64) {
+async fn age(store: &Sqlite, id: &str, days: i64) {
     let then = time_text(Utc::now() - Duration::days(days));
     set(
         store,
@@ -63,7 +64,7 @@ async fn age(store: &Store, id: &str, days: i64) {
     .await;
 }
 
-async fn rows(store: &Store, query: &'static str, id: &str) -> i64 {
+async fn rows(store: &Sqlite, query: &'static str, id: &str) -> i64 {
     let id = id.to_owned();
     store
         .read(move |conn| {
@@ -75,7 +76,7 @@ async fn rows(store: &Store, query: &'static str, id: &str) -> i64 {
 }
 
 /// Prunes `scope` before `days` ago to the end, in batches of `max_rows`.
-async fn prune_all(store: &Store, scope: PruneScope, days: i64, max_rows: usize) -> Pruned {
+async fn prune_all(store: &Sqlite, scope: PruneScope, days: i64, max_rows: usize) -> Pruned {
     let before = Utc::now() - Duration::days(days);
     let mut total = Pruned::default();
     loop {
@@ -100,7 +101,7 @@ fn not_final_lists_exactly_the_states_that_are_not_final() {
 #[tokio::test]
 async fn old_runs_lose_their_events_keep_their_record_and_readers_say_so() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let old = stored(&store, new_run("a"), 3, RunState::Succeeded).await;
     let recent = stored(&store, new_run("a"), 2, RunState::Failed).await;
     let running = stored(&store, new_run("a"), 2, RunState::Running).await;
@@ -151,7 +152,7 @@ async fn old_runs_lose_their_events_keep_their_record_and_readers_say_so() {
 #[tokio::test]
 async fn old_final_runs_go_with_every_related_row_and_unfinished_ones_stay() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let done = stored(&store, new_run("a"), 4, RunState::Failed).await;
     let id = done.id.clone();
     store
@@ -250,7 +251,7 @@ async fn old_final_runs_go_with_every_related_row_and_unfinished_ones_stay() {
 #[tokio::test]
 async fn the_newest_fire_of_each_schedule_is_kept() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let base = Utc::now() - Duration::days(50);
     let mut ids = Vec::new();
     for (n, hours) in [(0, 0), (0, 1), (0, 2), (1, 0)] {
@@ -281,7 +282,7 @@ async fn the_newest_fire_of_each_schedule_is_kept() {
 #[tokio::test]
 async fn batches_stay_small_and_add_up_to_the_dry_run() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     for _ in 0..30 {
         let run = stored(&store, new_run("a"), 9, RunState::Succeeded).await;
         age(&store, &run.id, 20).await;
@@ -311,7 +312,7 @@ async fn batches_stay_small_and_add_up_to_the_dry_run() {
 #[tokio::test]
 async fn live_events_of_a_recent_run_are_untouched() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let run = stored(&store, new_run("a"), 2, RunState::Succeeded).await;
     // A cutoff in the future takes every final run, and nothing else.
     let later = Utc::now() + Duration::days(1);
@@ -335,7 +336,7 @@ async fn live_events_of_a_recent_run_are_untouched() {
 #[tokio::test]
 async fn pruned_pages_are_reused_so_the_file_stops_growing() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let page_count = || {
         store.read(|conn| {
             conn.query_row("PRAGMA page_count", [], |row| row.get::<_, i64>(0))

@@ -9,6 +9,7 @@ use chrono::{Duration, TimeZone, Utc};
 
 use super::tests::{db, fire_run, new_run, raw, seqs, sid, text};
 use super::*;
+use crate::store::*;
 use crate::types::{RunEvent, RunState, Usage};
 
 fn at(h: u32, m: u32) -> DateTime<Utc> {

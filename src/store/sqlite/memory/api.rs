@@ -1,4 +1,4 @@
-//! The typed `Store::memory_*` methods: each sends one function of
+//! The typed `Sqlite::memory_*` methods: each sends one function of
 //! `store::memory` to the writer thread, or to the reader thread for the
 //! pure reads (list, get, count), so those never take the write lock (async,
 //! or `_blocking` for code without a runtime such as the CLI).
@@ -7,14 +7,10 @@ use chrono::{DateTime, Utc};
 
 use super::write::{count, delete, import, list, save};
 use super::{load, nothing_to_recall, recall};
-use crate::store::{Store, StoreError};
+use crate::store::{Sqlite, StoreError};
 use crate::types::memory::{Memory, NewMemory, Recalled, Saved};
 
-impl Store {
-    /// The `limit` best memories of `namespace` for `query` scoring at least
-    /// `min_score`, best first; bumps the access count of each returned one.
-    /// Whether there is anything to find is asked on the reader thread
-    /// first, so a run of an agent without memories costs the writer nothing.
+impl Sqlite {
     pub async fn memory_recall(
         &self,
         namespace: &str,
@@ -48,9 +44,6 @@ impl Store {
         self.call_blocking(move |c| recall(c, &ns, &q, limit, min_score, now))
     }
 
-    /// Saves `new`, merging it into its best match if that scores above 0.8;
-    /// then, if the namespace holds more than `max_entries`, keeps the best
-    /// 80% of `max_entries` by the cleanup score.
     pub async fn memory_save(
         &self,
         new: NewMemory,
@@ -69,7 +62,6 @@ impl Store {
         self.call_blocking(move |c| save(c, new, max_entries, now))
     }
 
-    /// Deletes memory `id` of `namespace`; false if there is none.
     pub async fn memory_delete(&self, namespace: &str, id: i64) -> Result<bool, StoreError> {
         let ns = namespace.to_owned();
         self.call(move |c| delete(c, &ns, id)).await
@@ -80,8 +72,6 @@ impl Store {
         self.call_blocking(move |c| delete(c, &ns, id))
     }
 
-    /// The memories of `namespace`, most recently updated first; `limit` 0
-    /// means all.
     pub async fn memory_list(
         &self,
         namespace: &str,
@@ -100,7 +90,6 @@ impl Store {
         self.read_blocking(move |c| list(c, &ns, limit))
     }
 
-    /// Memory `id` of `namespace`, if there is one.
     pub async fn memory_get(&self, namespace: &str, id: i64) -> Result<Option<Memory>, StoreError> {
         let ns = namespace.to_owned();
         self.read(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
@@ -116,7 +105,6 @@ impl Store {
         self.read_blocking(move |c| Ok(load(c, &ns, id)?.map(|s| s.memory)))
     }
 
-    /// How many memories `namespace` holds.
     pub async fn memory_count(&self, namespace: &str) -> Result<usize, StoreError> {
         let ns = namespace.to_owned();
         self.read(move |c| count(c, &ns)).await
@@ -127,8 +115,6 @@ impl Store {
         self.read_blocking(move |c| count(c, &ns))
     }
 
-    /// Adds `entries` as they are (no merging, no cleanup; timestamps and
-    /// access counts kept) in one transaction; returns how many.
     pub async fn memory_import(
         &self,
         entries: Vec<NewMemory>,

@@ -12,7 +12,8 @@ use super::{
     MEMORY_COLUMNS, Namespace, add_terms, best_matches, created, load, namespace,
     namespace_or_create, remove_terms, stamp, stored_from_row, touch,
 };
-use crate::store::{StoreError, sql};
+use crate::store::StoreError;
+use crate::store::sqlite::sql;
 use crate::types::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Saved};
 
 /// A [`NewMemory`] checked and with its timestamps normalised.

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 
 use super::tests::{db, new_run, raw};
 use super::*;
+use crate::store::*;
 use crate::types::{RunState, Usage};
 
 type Pending<'a, R> = Pin<Box<dyn Future<Output = Result<R, StoreError>> + 'a>>;
@@ -20,7 +21,7 @@ struct Gate<'a> {
 }
 
 impl<'a> Gate<'a> {
-    async fn close(store: &'a Store) -> Gate<'a> {
+    async fn close(store: &'a Sqlite) -> Gate<'a> {
         let (release, wait) = mpsc::channel::<()>();
         let (entered, inside) = tokio::sync::oneshot::channel();
         let mut held: Pending<'a, ()> = Box::pin(store.call(move |_| {
@@ -57,7 +58,7 @@ const NORMAL: i64 = 1;
 /// Runs `write` in one group with a job reading `PRAGMA synchronous`;
 /// returns what that job read.
 async fn synchronous_of_group_with<R: std::fmt::Debug>(
-    store: &Store,
+    store: &Sqlite,
     write: impl Future<Output = Result<R, StoreError>>,
 ) -> i64 {
     let gate = Gate::close(store).await;
@@ -71,7 +72,7 @@ async fn synchronous_of_group_with<R: std::fmt::Debug>(
 #[tokio::test]
 async fn claims_starts_and_final_states_make_their_group_commit_with_full_sync() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     assert_eq!(store.call(synchronous).await, Ok(NORMAL));
     assert_eq!(store.call_durable(synchronous).await, Ok(FULL));
 
@@ -100,7 +101,7 @@ async fn claims_starts_and_final_states_make_their_group_commit_with_full_sync()
 #[tokio::test]
 async fn a_failing_job_in_a_group_is_rolled_back_alone() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let first = new_run("a");
     let twin = NewRun {
         agent: "twin".into(),
@@ -146,7 +147,7 @@ async fn a_failing_job_in_a_group_is_rolled_back_alone() {
 #[tokio::test]
 async fn every_job_of_a_group_is_answered_after_the_commit() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let runs: Vec<NewRun> = (0..20).map(|i| new_run(&format!("agent{i}"))).collect();
     let gate = Gate::close(&store).await;
     let mut claims = Vec::new();
@@ -170,7 +171,7 @@ async fn every_job_of_a_group_is_answered_after_the_commit() {
 #[tokio::test]
 async fn a_transaction_lost_mid_group_fails_every_job_of_it_and_the_store_goes_on() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let (before, after) = (new_run("before"), new_run("after"));
     let gate = Gate::close(&store).await;
     let first = queued(store.claim_run(before.clone())).await;

@@ -7,6 +7,7 @@ use chrono::{TimeZone, Utc};
 
 use super::tests::{db, raw};
 use super::*;
+use crate::store::*;
 use crate::types::memory::{NewMemory, Saved};
 
 fn check_index(path: &Path) {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use tempfile::TempDir;
 
-use super::*;
-use crate::types::{RunEvent, RunState, Usage};
+use crate::store::*;
+use crate::types::{RunState, Usage};
 
 pub(super) fn db() -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -15,52 +15,7 @@ pub(super) fn db() -> (TempDir, PathBuf) {
     (dir, path)
 }
 
-pub(super) fn new_run(agent: &str) -> NewRun {
-    NewRun {
-        parent: None,
-        id: new_run_id(),
-        agent: agent.into(),
-        trigger: "cli".into(),
-        input: "hello".into(),
-        model: "test".into(),
-        definition_hash: "abc123".into(),
-        owner: "pid:1".into(),
-        fire: None,
-        state: RunState::Running,
-        template_context: None,
-    }
-}
-
-/// Schedule number `n` of `agent`, for tests (`n * * * *` in UTC).
-pub(super) fn sid(agent: &str, n: usize) -> crate::types::ScheduleId {
-    crate::types::ScheduleId::of(agent, &format!("{n} * * * *"), "UTC", None)
-}
-
-/// A scheduled run of `agent` for fire `(sid(agent, n), at)`.
-pub(super) fn fire_run(agent: &str, n: usize, at: chrono::DateTime<chrono::Utc>) -> NewRun {
-    NewRun {
-        trigger: "schedule".into(),
-        fire: Some(Fire {
-            schedule_id: sid(agent, n),
-            scheduled_for: at,
-        }),
-        ..new_run(agent)
-    }
-}
-
-pub(super) fn text(t: &str) -> RunEvent {
-    RunEvent::TextDelta { text: t.into() }
-}
-
-pub(super) fn texts(events: &[RunEvent]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| match e {
-            RunEvent::TextDelta { text } => text.clone(),
-            other => other.kind().to_string(),
-        })
-        .collect()
-}
+pub(super) use crate::store::testing::{fire_run, new_run, sid, text, texts};
 
 pub(super) fn raw(path: &Path) -> Connection {
     Connection::open(path).expect("raw open")
@@ -81,91 +36,6 @@ pub(super) fn seqs(path: &Path, run_id: &str) -> Vec<i64> {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap()
-}
-
-#[tokio::test]
-async fn claim_append_finish_round_trip() {
-    let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
-    let run = new_run("triage");
-    store.claim_run(run.clone()).await.unwrap();
-
-    let claimed = store.get_run(&run.id).await.unwrap().unwrap();
-    assert_eq!(claimed.state, RunState::Running);
-    assert_eq!(claimed.owner.as_deref(), Some("pid:1"));
-    assert_eq!(claimed.started_at, Some(claimed.created_at));
-    assert!(claimed.finished_at.is_none());
-    assert_eq!(claimed.usage, Usage::default());
-    // Shown as RFC 3339 UTC with milliseconds, as stored.
-    let json = serde_json::to_value(&claimed).unwrap();
-    let shown = json["created_at"].as_str().unwrap();
-    assert!(shown.ends_with('Z') && shown.len() == 24, "{shown}");
-    assert_eq!(
-        chrono::DateTime::parse_from_rfc3339(shown).unwrap(),
-        claimed.created_at
-    );
-    assert_eq!(json["finished_at"], serde_json::Value::Null);
-
-    let usage = Usage {
-        input_tokens: Some(12),
-        output_tokens: Some(34),
-        cached_input_tokens: Some(2),
-    };
-    let events = vec![
-        RunEvent::Started {
-            run_id: run.id.clone(),
-            agent: run.agent.clone(),
-            model: run.model.clone(),
-            trigger: run.trigger.clone(),
-            definition_hash: run.definition_hash.clone(),
-            input: run.input.clone(),
-        },
-        text("Hi"),
-        RunEvent::Usage {
-            iteration: 1,
-            usage,
-            cost_usd: None,
-        },
-        RunEvent::Finished {
-            state: RunState::Succeeded,
-            reason: None,
-            output: Some("Hi".into()),
-            usage,
-            cost_usd: None,
-            result: None,
-        },
-    ];
-    store.append_events(&run.id, events.clone()).await.unwrap();
-    store
-        .finish_run(&run.id, RunState::Succeeded, None, Some("Hi".into()), usage)
-        .await
-        .unwrap();
-
-    let done = store.get_run(&run.id).await.unwrap().unwrap();
-    assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(done.output.as_deref(), Some("Hi"));
-    assert_eq!(done.usage, usage);
-    assert!(done.finished_at.is_some());
-    assert_eq!(store.run_events(&run.id).await.unwrap(), events);
-    assert_eq!(
-        store.list_runs(&RunFilter::default()).await.unwrap(),
-        vec![done.clone()]
-    );
-    drop(store);
-
-    // The blocking twins, after a reopen.
-    let store = Store::open(&path).unwrap();
-    assert_eq!(store.get_run_blocking(&run.id).unwrap(), Some(done));
-    assert_eq!(store.run_events_blocking(&run.id).unwrap(), events);
-    let kinds: Vec<String> = raw(&path)
-        .prepare("SELECT kind FROM events ORDER BY seq")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(kinds, ["started", "text_delta", "usage", "finished"]);
-    store.close().unwrap();
 }
 
 #[tokio::test]

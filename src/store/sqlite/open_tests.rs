@@ -4,12 +4,13 @@
 use super::migrations::{MIGRATIONS, Migration, migrate_with};
 use super::tests::{db, new_run, raw, text, user_version};
 use super::*;
+use crate::store::*;
 use crate::types::{RunState, Usage};
 
 #[test]
 fn migrations_apply_once_and_reopen_is_idempotent() {
     let (_dir, path) = db();
-    Store::open(&path).unwrap().close().unwrap();
+    Sqlite::open(&path).unwrap().close().unwrap();
     assert_eq!(user_version(&path), MIGRATIONS.len() as i64);
     let mode: String = raw(&path)
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -22,7 +23,7 @@ fn migrations_apply_once_and_reopen_is_idempotent() {
             [],
         )
         .unwrap();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     assert_eq!(user_version(&path), MIGRATIONS.len() as i64);
     let run = store.get_run_blocking("marker").unwrap().unwrap();
     assert_eq!(run.state, RunState::Running);
@@ -32,7 +33,7 @@ fn migrations_apply_once_and_reopen_is_idempotent() {
 #[test]
 fn later_migrations_apply_and_failed_ones_roll_back() {
     let (_dir, path) = db();
-    Store::open(&path).unwrap().close().unwrap();
+    Sqlite::open(&path).unwrap().close().unwrap();
     let mut conn = raw(&path);
     let mut more: Vec<Migration> = MIGRATIONS
         .iter()
@@ -72,7 +73,7 @@ fn later_migrations_apply_and_failed_ones_roll_back() {
 fn newer_schema_is_refused() {
     let (_dir, path) = db();
     raw(&path).pragma_update(None, "user_version", 99).unwrap();
-    let err = Store::open(&path).unwrap_err();
+    let err = Sqlite::open(&path).unwrap_err();
     let known = MIGRATIONS.len() as i64;
     assert_eq!(err, StoreError::NewerSchema { found: 99, known });
     let message = err.to_string();
@@ -88,7 +89,7 @@ fn newer_schema_is_refused() {
 fn not_a_database_says_what_to_do() {
     let (_dir, path) = db();
     std::fs::write(&path, vec![b'x'; 4096]).unwrap();
-    let err = Store::open(&path).unwrap_err().to_string();
+    let err = Sqlite::open(&path).unwrap_err().to_string();
     assert!(err.contains("not a usable aurad database"), "{err}");
 }
 
@@ -96,14 +97,14 @@ fn not_a_database_says_what_to_do() {
 fn open_creates_missing_directories() {
     let (dir, _) = db();
     let path = dir.path().join("data/sub/aurad.db");
-    Store::open(&path).unwrap().close().unwrap();
+    Sqlite::open(&path).unwrap().close().unwrap();
     assert!(path.exists());
 }
 
 #[test]
 fn dropping_the_store_flushes_pending_work() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let clone = store.clone();
     let id = new_run_id();
     let sent = id.clone();
@@ -126,7 +127,7 @@ fn dropping_the_store_flushes_pending_work() {
         .unwrap();
     drop(store);
     drop(clone);
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     assert_eq!(
         store.get_run_blocking(&id).unwrap().unwrap().state,
         RunState::Running
@@ -137,7 +138,7 @@ fn dropping_the_store_flushes_pending_work() {
 #[tokio::test]
 async fn close_flushes_and_later_calls_fail_cleanly() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let clone = store.clone();
     let run = new_run("a");
     store.claim_run(run.clone()).await.unwrap();
@@ -146,7 +147,7 @@ async fn close_flushes_and_later_calls_fail_cleanly() {
     assert_eq!(clone.claim_run(new_run("b")).await, Err(StoreError::Closed));
     assert_eq!(clone.get_run_blocking(&run.id), Err(StoreError::Closed));
     clone.close().unwrap();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     assert_eq!(store.run_events_blocking(&run.id).unwrap(), vec![text("x")]);
     store.close().unwrap();
 }
@@ -154,7 +155,7 @@ async fn close_flushes_and_later_calls_fail_cleanly() {
 #[tokio::test]
 async fn a_panicking_job_is_an_error_and_the_store_keeps_working() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let result: Result<(), StoreError> = store.call(|_| panic!("boom")).await;
     assert!(matches!(result, Err(StoreError::Internal(_))));
     store.claim_run(new_run("a")).await.unwrap();
@@ -164,7 +165,7 @@ async fn a_panicking_job_is_an_error_and_the_store_keeps_working() {
 #[tokio::test]
 async fn the_writer_connection_enforces_foreign_keys_and_waits_for_locks() {
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let (fk, timeout): (i64, i64) = store
         .call(|conn| {
             let fk = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0));
@@ -185,7 +186,7 @@ fn futures_are_send_and_store_is_sync() {
     fn shareable<T: Send + Sync + Clone + 'static>() {}
     shareable::<Store>();
     let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
+    let store = Sqlite::open(&path).unwrap();
     let filter = RunFilter::default();
     send(&store.claim_run(new_run("a")));
     send(&store.append_events("x", vec![]));
