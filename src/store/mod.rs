@@ -79,6 +79,8 @@ macro_rules! route_blocking_sqlite {
 mod approvals;
 mod error;
 mod fires;
+#[cfg(test)]
+mod fires_tests;
 mod memory;
 pub mod memory_score;
 mod page_reads;
@@ -95,6 +97,8 @@ mod steps;
 #[cfg(test)]
 pub(crate) mod testing;
 mod watched_files;
+#[cfg(test)]
+mod watched_files_tests;
 mod watches;
 
 use std::path::Path;
