@@ -214,51 +214,6 @@ fn last_fire_and_last_run() {
 }
 
 #[test]
-fn consecutive_failures_count_back_to_the_last_success() {
-    use RunState::*;
-    let Some(db) = TestDb::create("pg_failures") else {
-        return;
-    };
-    let store = node(&db);
-    let history = |agent: &str, states: &[RunState]| {
-        for &state in states {
-            if state.is_final() {
-                block(store.record_unrun(new_run(agent), state, "x".into())).unwrap();
-            } else {
-                let run = NewRun {
-                    state,
-                    ..new_run(agent)
-                };
-                block(store.claim_run(run)).unwrap();
-            }
-        }
-    };
-    assert_eq!(block(store.consecutive_failures("a")).unwrap(), 0);
-    history("a", &[Failed, Succeeded, Failed, Skipped, TimedOut]);
-    assert_eq!(block(store.consecutive_failures("a")).unwrap(), 2);
-    history(
-        "a",
-        &[
-            Cancelled,
-            Interrupted,
-            Missed,
-            BudgetExceeded,
-            Running,
-            Queued,
-        ],
-    );
-    assert_eq!(block(store.consecutive_failures("a")).unwrap(), 2);
-    history("a", &[Interrupted, Interrupted, Failed]);
-    assert_eq!(block(store.consecutive_failures("a")).unwrap(), 3);
-    history("b", &[Failed]);
-    assert_eq!(block(store.consecutive_failures("b")).unwrap(), 1);
-    history("a", &[Succeeded]);
-    assert_eq!(block(store.consecutive_failures("a")).unwrap(), 0);
-    history("c", &[Failed; 105]);
-    assert_eq!(block(store.consecutive_failures("c")).unwrap(), 100);
-}
-
-#[test]
 fn corrupt_rows_are_errors_naming_the_run() {
     let Some(db) = TestDb::create("pg_corrupt") else {
         return;

@@ -1,9 +1,10 @@
-//! PostgreSQL tests of claiming, starting, appending to and finishing runs
-//! (what the SQLite runs tests cover), and the races of several nodes: one
-//! fire claimed by two nodes at once, one queued run started twice, events
-//! appended from two nodes to one run and to different runs. Each test has
-//! a database of its own on a real server; two `Postgres` handles on it
-//! stand for two nodes. Also the helpers this group's tests share.
+//! PostgreSQL-only tests of runs (the interface cases run on both backends
+//! in `store/runs_tests.rs`): times and fire instants kept to the
+//! millisecond, and the races of several nodes: one fire claimed by two
+//! nodes at once, one queued run started twice, events appended from two
+//! nodes to one run and to different runs. Each test has a database of its
+//! own on a real server; two `Postgres` handles on it stand for two nodes.
+//! Also the helpers this group's PostgreSQL tests share.
 
 use std::sync::Barrier;
 
@@ -11,8 +12,8 @@ use chrono::{DateTime, TimeZone, Utc};
 
 use super::testing::TestDb;
 use super::{Postgres, pg};
-use crate::store::{Fire, NewRun, RunEnd, RunFilter, StoreError, new_run_id};
-use crate::types::{RunEvent, RunState, ScheduleId, Usage};
+use crate::store::{NewRun, RunEnd, RunFilter, StoreError};
+use crate::types::{RunEvent, RunState, Usage};
 
 /// A node on the test database.
 pub(super) fn node(db: &TestDb) -> Postgres {
@@ -25,52 +26,7 @@ pub(super) fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     futures::executor::block_on(f)
 }
 
-pub(super) fn new_run(agent: &str) -> NewRun {
-    NewRun {
-        parent: None,
-        id: new_run_id(),
-        agent: agent.into(),
-        trigger: "cli".into(),
-        input: "hello".into(),
-        model: "test".into(),
-        definition_hash: "abc123".into(),
-        owner: "pid:1".into(),
-        fire: None,
-        state: RunState::Running,
-        template_context: None,
-    }
-}
-
-/// Schedule number `n` of `agent`.
-pub(super) fn sid(agent: &str, n: usize) -> ScheduleId {
-    ScheduleId::of(agent, &format!("{n} * * * *"), "UTC", None)
-}
-
-/// A scheduled run of `agent` for fire `(sid(agent, n), at)`.
-pub(super) fn fire_run(agent: &str, n: usize, at: DateTime<Utc>) -> NewRun {
-    NewRun {
-        trigger: "schedule".into(),
-        fire: Some(Fire {
-            schedule_id: sid(agent, n),
-            scheduled_for: at,
-        }),
-        ..new_run(agent)
-    }
-}
-
-pub(super) fn text(t: &str) -> RunEvent {
-    RunEvent::TextDelta { text: t.into() }
-}
-
-pub(super) fn texts(events: &[RunEvent]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| match e {
-            RunEvent::TextDelta { text } => text.clone(),
-            other => other.kind().to_string(),
-        })
-        .collect()
-}
+pub(super) use crate::store::testing::{fire_run, new_run, sid, text, texts};
 
 /// Runs raw SQL (a test editing rows behind the store's back).
 pub(super) fn execute(store: &Postgres, statement: &str) {
@@ -330,29 +286,6 @@ fn two_nodes_claiming_one_fire_make_one_run() {
 }
 
 #[test]
-fn claims_are_queued_or_running_only() {
-    let Some(db) = TestDb::create("pg_claim_states") else {
-        return;
-    };
-    let store = node(&db);
-    for state in RunState::ALL.into_iter().filter(|s| s.is_final()) {
-        let run = NewRun {
-            state,
-            ..new_run("a")
-        };
-        let err = block(store.claim_run(run)).unwrap_err();
-        assert!(
-            matches!(&err, StoreError::Invalid(m) if m.contains("record_unrun")),
-            "{err}"
-        );
-    }
-    assert_eq!(
-        block(store.list_runs(&RunFilter::default())).unwrap(),
-        vec![]
-    );
-}
-
-#[test]
 fn a_queued_run_starts_once_even_when_two_nodes_start_it() {
     let Some(db) = TestDb::create("pg_start_once") else {
         return;
@@ -398,209 +331,6 @@ fn a_queued_run_starts_once_even_when_two_nodes_start_it() {
     assert_eq!(
         block(one.queued_template_context(&running_claim.id)).unwrap(),
         None
-    );
-}
-
-#[test]
-fn a_run_cancelled_while_queued_never_starts() {
-    let Some(db) = TestDb::create("pg_cancel_queued") else {
-        return;
-    };
-    let store = node(&db);
-    let queued = || NewRun {
-        state: RunState::Queued,
-        ..new_run("a")
-    };
-    let (a, b) = (queued(), queued());
-    block(store.claim_run(a.clone())).unwrap();
-    block(store.claim_run(b.clone())).unwrap();
-    let reason = "cancelled while queued".to_string();
-    let finished = RunEvent::Finished {
-        state: RunState::Cancelled,
-        reason: Some(reason.clone()),
-        output: None,
-        usage: Usage::default(),
-        cost_usd: None,
-        result: None,
-    };
-    let seq = block(store.finish_run_with_events(
-        &a.id,
-        vec![finished.clone()],
-        RunState::Cancelled,
-        Some(reason.clone()),
-        None,
-        Usage::default(),
-    ))
-    .unwrap();
-    assert_eq!(seq, 1);
-    block(store.finish_run(&b.id, RunState::Cancelled, None, None, Usage::default())).unwrap();
-    for id in [&a.id, &b.id] {
-        assert!(!block(store.start_run(id)).unwrap());
-        let run = block(store.get_run(id)).unwrap().unwrap();
-        assert_eq!(run.state, RunState::Cancelled);
-        assert_eq!(run.started_at, None);
-        assert!(run.finished_at.is_some());
-    }
-    assert_eq!(
-        block(store.get_run(&a.id)).unwrap().unwrap().error,
-        Some(reason)
-    );
-    assert_eq!(block(store.run_events(&a.id)).unwrap(), vec![finished]);
-}
-
-#[test]
-fn appends_return_seqs_and_events_after_a_seq_can_be_read() {
-    let Some(db) = TestDb::create("pg_append_seqs") else {
-        return;
-    };
-    let store = node(&db);
-    let (run, other) = (new_run("a"), new_run("a"));
-    block(store.claim_run(run.clone())).unwrap();
-    block(store.claim_run(other.clone())).unwrap();
-    let id = run.id.as_str();
-    assert_eq!(block(store.append_events(id, vec![])).unwrap(), 0);
-    assert_eq!(block(store.run_events_after(id, 0)).unwrap(), vec![]);
-    assert_eq!(
-        block(store.append_events(id, vec![text("a"), text("b")])).unwrap(),
-        2
-    );
-    assert_eq!(
-        block(store.append_events(&other.id, vec![text("z")])).unwrap(),
-        1
-    );
-    assert_eq!(block(store.append_events(id, vec![text("c")])).unwrap(), 3);
-    assert_eq!(block(store.append_events(id, vec![])).unwrap(), 3);
-    assert_eq!(
-        block(store.run_events_after(id, 0)).unwrap(),
-        vec![(1, text("a")), (2, text("b")), (3, text("c"))]
-    );
-    assert_eq!(
-        block(store.run_events_after(id, 2)).unwrap(),
-        vec![(3, text("c"))]
-    );
-    assert_eq!(block(store.run_events_after(id, 3)).unwrap(), vec![]);
-    assert_eq!(block(store.run_events_after(id, -5)).unwrap().len(), 3);
-    let last = block(store.finish_run_with_events(
-        id,
-        vec![text("d")],
-        RunState::Succeeded,
-        None,
-        None,
-        Usage::default(),
-    ))
-    .unwrap();
-    assert_eq!(last, 4);
-    let last = block(store.finish_run_with_events(
-        &other.id,
-        vec![],
-        RunState::Failed,
-        None,
-        None,
-        Usage::default(),
-    ))
-    .unwrap();
-    assert_eq!(last, 1);
-    for err in [
-        block(store.run_events_after("nope", 0)).unwrap_err(),
-        block(store.append_events("nope", vec![])).unwrap_err(),
-        block(store.append_events("nope", vec![text("x")])).unwrap_err(),
-        block(store.finish_run("nope", RunState::Failed, None, None, Usage::default()))
-            .unwrap_err(),
-    ] {
-        assert!(matches!(err, StoreError::NotFound(_)), "{err}");
-    }
-    assert!(matches!(
-        block(store.finish_run(id, RunState::Running, None, None, Usage::default())),
-        Err(StoreError::Invalid(_))
-    ));
-}
-
-fn usage_event(input: u64, output: u64, cost_usd: Option<f64>) -> RunEvent {
-    RunEvent::Usage {
-        iteration: 1,
-        usage: Usage {
-            input_tokens: Some(input),
-            output_tokens: Some(output),
-            cached_input_tokens: None,
-        },
-        cost_usd,
-    }
-}
-
-#[test]
-fn a_running_run_carries_what_its_stored_usage_events_spent() {
-    let Some(db) = TestDb::create("pg_usage_spent") else {
-        return;
-    };
-    let store = node(&db);
-    let run = new_run("a");
-    let queued = NewRun {
-        state: RunState::Queued,
-        ..new_run("a")
-    };
-    block(store.claim_run(run.clone())).unwrap();
-    block(store.claim_run(queued.clone())).unwrap();
-    let id = run.id.as_str();
-    let read = |id: &str| block(store.get_run(id)).unwrap().unwrap();
-    block(store.append_events(id, vec![text("a")])).unwrap();
-    let row = read(id);
-    assert_eq!((row.usage, row.cost_usd), (Usage::default(), None));
-    block(store.append_events(
-        id,
-        vec![
-            usage_event(10, 5, Some(0.25)),
-            text("b"),
-            usage_event(20, 1, None),
-        ],
-    ))
-    .unwrap();
-    block(store.append_events(id, vec![usage_event(1, 1, Some(0.5))])).unwrap();
-    let row = read(id);
-    assert_eq!(row.usage.input_tokens, Some(31));
-    assert_eq!(row.usage.output_tokens, Some(7));
-    assert_eq!(row.usage.cached_input_tokens, None);
-    assert_eq!(row.cost_usd, Some(0.75));
-    let since = Utc::now() - chrono::Duration::hours(1);
-    assert_eq!(block(store.cost_since("a", since, "other")).unwrap(), 0.75);
-    assert_eq!(block(store.cost_since("a", since, id)).unwrap(), 0.0);
-    assert_eq!(block(store.cost_since("b", since, "")).unwrap(), 0.0);
-    assert_eq!(
-        block(store.cost_since("a", Utc::now() + chrono::Duration::hours(1), "")).unwrap(),
-        0.0
-    );
-
-    let end = RunEnd {
-        usage: Usage {
-            input_tokens: Some(31),
-            output_tokens: Some(7),
-            cached_input_tokens: None,
-        },
-        cost_usd: Some(0.75),
-        ..RunEnd::new(RunState::Succeeded, None)
-    };
-    block(store.finish_run_as(id, vec![], end)).unwrap();
-    block(store.append_events(id, vec![usage_event(100, 100, Some(9.0))])).unwrap();
-    assert_eq!(read(id).cost_usd, Some(0.75));
-    block(store.append_events(&queued.id, vec![usage_event(1, 1, Some(1.0))])).unwrap();
-    assert_eq!(read(&queued.id).cost_usd, None);
-
-    // Finished without totals: keeps what its events stored.
-    let stopped = new_run("a");
-    block(store.claim_run(stopped.clone())).unwrap();
-    block(store.append_events(&stopped.id, vec![usage_event(4, 2, Some(0.125))])).unwrap();
-    block(store.finish_run(
-        &stopped.id,
-        RunState::Cancelled,
-        Some("cancelled".into()),
-        None,
-        Usage::default(),
-    ))
-    .unwrap();
-    let row = read(&stopped.id);
-    assert_eq!(row.state, RunState::Cancelled);
-    assert_eq!(
-        (row.usage.input_tokens, row.cost_usd),
-        (Some(4), Some(0.125))
     );
 }
 
