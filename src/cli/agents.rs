@@ -12,6 +12,7 @@ use crate::config::{self, Agent};
 use crate::daemon::AgentInfo;
 use crate::scheduler::failure_backoff;
 use crate::store::{RunFilter, RunRecord, Store};
+use crate::types::Database;
 use crate::types::RunState;
 
 #[derive(Debug, Args)]
@@ -32,8 +33,13 @@ pub fn run(root: &Path, args: AgentsArgs) -> i32 {
     let now = Utc::now();
     let project = &loaded.project;
     // Without a valid aurad.yaml the database is not known; without the
-    // file there are no runs yet (and listing must not create it).
-    let history = if settings_broken || !project.settings.database.exists() {
+    // SQLite file there are no runs yet (and listing must not create it).
+    let no_file = project
+        .settings
+        .database
+        .sqlite_path()
+        .is_some_and(|path| !path.exists());
+    let history = if settings_broken || no_file {
         None
     } else {
         match read_history(&project.settings.database, project.agents.keys()) {
@@ -91,11 +97,10 @@ struct Past {
 }
 
 fn read_history<'a>(
-    database: &Path,
+    database: &Database,
     agents: impl Iterator<Item = &'a String>,
 ) -> Result<Vec<Past>, String> {
-    let store =
-        Store::open(database).map_err(|e| format!("database {}: {e}", database.display()))?;
+    let store = Store::connect(database).map_err(|e| format!("database {database}: {e}"))?;
     let runtime = super::runtime().ok_or("cannot read the database")?;
     let mut history = Vec::new();
     for agent in agents {

@@ -302,8 +302,8 @@ fn open_store(root: &Path) -> Result<crate::store::Store, String> {
         print_diagnostics(&diagnostics);
         return Err("aurad.yaml has errors".into());
     }
-    let path = &settings.database;
-    crate::store::Store::open(path).map_err(|e| format!("database {}: {e}", path.display()))
+    let database = &settings.database;
+    crate::store::Store::connect(database).map_err(|e| format!("database {database}: {e}"))
 }
 
 #[cfg(test)]

@@ -136,10 +136,10 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         }
     };
     let database = &snapshot.project.settings.database;
-    let store = match crate::store::Store::open(database) {
+    let store = match crate::store::Store::connect(database) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: database {}: {e}", database.display());
+            eprintln!("error: database {database}: {e}");
             stop_mcp(&runtime);
             return EXIT_FAILED;
         }

@@ -241,11 +241,17 @@ fn yaml_stem(file: &Path) -> Option<String> {
 pub fn load_settings(root: &Path, env: EnvLookup) -> (Settings, Vec<Diagnostic>) {
     let file = root.join("aurad.yaml");
     let rel = PathBuf::from("aurad.yaml");
-    match read_interpolated(&file, &rel, env, interp::Escape::Yaml) {
+    let (mut settings, diags) = match read_interpolated(&file, &rel, env, interp::Escape::Yaml) {
         Ok(None) => (Settings::defaults(root), Vec::new()),
         Ok(Some((text, _))) => settings::parse_settings(root, &rel, &text),
         Err(diags) => (Settings::defaults(root), diags),
+    };
+    // The environment names the database over the file (a secret kept
+    // out of the project, or one file shared by nodes of several databases).
+    if let Some(url) = env("AURAD_DATABASE_URL").filter(|u| !u.trim().is_empty()) {
+        settings.database = crate::types::Database::from_setting(url.trim(), root);
     }
+    (settings, diags)
 }
 
 fn load_agent_file(

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -15,7 +15,12 @@ use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate, offset_to_place};
 use super::duration::duration_value;
 use super::prices::parse_prices;
 use super::yaml_value::yaml_diagnostic;
-use crate::types::Price;
+use crate::types::{Database, Price};
+
+/// How long a PostgreSQL node may go without a heartbeat (`cluster.lease`).
+pub const DEFAULT_CLUSTER_LEASE: Duration = Duration::from_secs(15);
+const MIN_CLUSTER_LEASE: Duration = Duration::from_secs(1);
+const MAX_CLUSTER_LEASE: Duration = Duration::from_secs(600);
 
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -33,6 +38,14 @@ struct RawSettings {
     /// Where OpenTelemetry traces go (`config::otel`).
     otel: Option<Value>,
     retention: Option<RawRetention>,
+    /// Several nodes on one PostgreSQL database (`cluster: {lease: 15s}`).
+    cluster: Option<RawCluster>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    lease: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,8 +107,13 @@ pub struct ProviderConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
-    /// Absolute path of the SQLite database.
-    pub database: PathBuf,
+    /// The store: a SQLite file (absolute path; the default `aurad.db`) or
+    /// a PostgreSQL database (`database: postgres://...`, or
+    /// `AURAD_DATABASE_URL`, which wins).
+    pub database: Database,
+    /// On PostgreSQL: how long a node may go without a heartbeat before
+    /// the others take over its runs (`cluster: {lease: 15s}`).
+    pub cluster_lease: Duration,
     /// Configured providers plus the built-in `openai`, `anthropic` and
     /// `gemini`.
     pub providers: BTreeMap<String, ProviderConfig>,
@@ -207,7 +225,8 @@ impl Settings {
         })
         .collect();
         Settings {
-            database: root.join("aurad.db"),
+            database: Database::Sqlite(root.join("aurad.db")),
+            cluster_lease: DEFAULT_CLUSTER_LEASE,
             providers,
             listen: DEFAULT_LISTEN,
             max_concurrent_runs: 8,
@@ -289,10 +308,27 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
         if db.trim().is_empty() {
             diags.push(err(
                 &["database"],
-                "`database` is empty: give a file path such as aurad.db".into(),
+                "`database` is empty: give a file path such as aurad.db, or a PostgreSQL URL \
+                 (postgres://USER:PASSWORD@HOST:PORT/DATABASE)"
+                    .into(),
             ));
         } else {
-            settings.database = root.join(db);
+            settings.database = Database::from_setting(&db, root);
+        }
+    }
+    if let Some(lease) = raw.cluster.as_ref().and_then(|c| c.lease.as_ref()) {
+        match duration_value(lease) {
+            Ok(d) if d < MIN_CLUSTER_LEASE || d > MAX_CLUSTER_LEASE => diags.push(err(
+                &["cluster", "lease"],
+                format!(
+                    "cluster.lease is {}; give between {} and {} (a node silent that long is taken for dead)",
+                    humantime::format_duration(d),
+                    humantime::format_duration(MIN_CLUSTER_LEASE),
+                    humantime::format_duration(MAX_CLUSTER_LEASE)
+                ),
+            )),
+            Ok(d) => settings.cluster_lease = d,
+            Err(msg) => diags.push(err(&["cluster", "lease"], format!("cluster.lease: {msg}"))),
         }
     }
     let start = diags.len();
@@ -465,7 +501,7 @@ mod tests {
         let text = "providers:\n  ollama: { kind: openai, base_url: \"http://localhost:11434/v1\" }\ndatabase: data/x.db\n";
         let (s, d) = parse_settings(root, Path::new("aurad.yaml"), text);
         assert!(d.is_empty(), "{d:?}");
-        assert_eq!(s.database, Path::new("/p/data/x.db"));
+        assert_eq!(s.database, Database::Sqlite("/p/data/x.db".into()));
         assert_eq!(
             s.providers["ollama"].base_url.as_deref(),
             Some("http://localhost:11434/v1")

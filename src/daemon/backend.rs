@@ -112,7 +112,7 @@ impl Backend for Daemon {
     fn status(&self) -> serde_json::Value {
         let snapshot = self.snapshot();
         let states = self.mcp_states();
-        serde_json::to_value(super::status::status(&snapshot, &states))
+        serde_json::to_value(super::status::status(&snapshot, &states, self.nodes()))
             .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
     }
 }

@@ -221,7 +221,12 @@ impl Files {
         }
         let project = &self.snapshot.project;
         let full = project.root.join(relative);
-        let database = project.settings.database.as_os_str();
+        let database = project
+            .settings
+            .database
+            .sqlite_path()
+            .map(|p| p.as_os_str().to_owned())
+            .unwrap_or_default();
         let name = relative.file_name().unwrap_or_default().to_string_lossy();
         let control = [
             database.to_owned(),

@@ -10,6 +10,7 @@ pub mod agent_tool;
 pub mod approvals;
 mod backend;
 pub mod clock;
+pub mod cluster;
 mod file_triggers;
 mod follow_ups;
 pub mod hub;
@@ -21,6 +22,7 @@ pub mod pipeline;
 mod pipeline_step;
 pub mod recorder;
 pub mod reload;
+mod remote_events;
 pub mod retention;
 pub mod runner;
 pub mod scheduler;
@@ -28,6 +30,7 @@ mod serve;
 pub mod status;
 mod step_approval;
 pub mod supervisor;
+pub mod takeover;
 pub mod template;
 mod traced;
 pub mod watcher;
@@ -74,6 +77,8 @@ pub struct Daemon {
     listen: SocketAddr,
     token: Option<String>,
     mcp_states: Mutex<Vec<(String, String)>>,
+    /// The cluster's nodes as the last heartbeat read them (PostgreSQL).
+    nodes: Mutex<Vec<crate::store::NodeRecord>>,
     started_at: DateTime<Utc>,
 }
 
@@ -252,7 +257,13 @@ impl Daemon {
         let subscription = self.supervisor.hub(run_id).and_then(|h| h.subscribe());
         let stored = self.store.run_events_after(run_id, after).await?;
         let Some(sub) = subscription else {
-            return Ok(stream::iter(stored).boxed());
+            // Run elsewhere (another node, an `aurad run`) or finished.
+            return Ok(remote_events::follow(
+                self.store.clone(),
+                run_id.to_string(),
+                stored,
+                after,
+            ));
         };
         let committed = sub.committed;
         let stored = stored.into_iter().filter(move |(seq, _)| *seq <= committed);
@@ -335,6 +346,18 @@ impl Daemon {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The cluster's nodes as last read (empty on SQLite).
+    pub fn nodes(&self) -> Vec<crate::store::NodeRecord> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_nodes(&self, nodes: Vec<crate::store::NodeRecord>) {
+        *self.nodes.lock().unwrap_or_else(PoisonError::into_inner) = nodes;
     }
 
     fn set_mcp_states(&self, states: Vec<(String, String)>) {

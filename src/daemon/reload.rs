@@ -278,11 +278,10 @@ pub fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
             new.listen, old.listen
         ));
     }
-    if old.database != new.database {
+    if old.database != new.database || old.cluster_lease != new.cluster_lease {
         notes.push(format!(
-            "aurad.yaml: `database` changed to {}; restart aurad serve to apply it (still using {})",
-            new.database.display(),
-            old.database.display()
+            "aurad.yaml: `database` or `cluster` changed (database {}); restart aurad serve to apply it (still using {})",
+            new.database, old.database
         ));
     }
     notes

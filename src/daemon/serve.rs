@@ -22,14 +22,13 @@ use super::Daemon;
 use super::clock::Clock;
 use super::lock::ProjectLock;
 use super::metrics::Metrics;
-use super::owner;
 use super::reload::{Reloader, describe_changes};
-use super::runner::RunRequest;
 use super::scheduler::Scheduler;
 use super::supervisor::{Env, Health, Supervisor};
+use super::takeover::{Liveness, Waiting, sweep_dead_owners, take_over};
 use super::watcher::Watcher;
-use crate::config::{Diagnostic, OnInterrupt};
-use crate::store::{RunRecord, Store};
+use crate::config::Diagnostic;
+use crate::store::Store;
 use crate::types::RunState;
 
 /// How `aurad serve` runs.
@@ -98,27 +97,20 @@ pub async fn serve(
     }
     let settings = snapshot.project.settings.clone();
     let database = settings.database.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&database))
+    let store = tokio::task::spawn_blocking(move || Store::connect(&database))
         .await
         .map_err(|e| format!("opening the database failed: {e}"))?
-        .map_err(|e| format!("database {}: {e}", settings.database.display()))?;
-    // Pipelines cut off by a crash are resumed, not interrupted: taken over
-    // first, so the recovery below sees them owned by a live process.
-    let pipelines = store
-        .take_over_pipelines(owner::is_alive, owner::this_process())
-        .await
-        .map_err(|e| format!("cannot take over pipelines of a previous process: {e}"))?;
-    // The pipelines just taken over are this process's: not stale.
-    let recovered = store
-        .recover_stale_runs(
-            |o: &str| o == owner::this_process() || owner::is_alive(o),
-            owner::this_process(),
-        )
-        .await
-        .map_err(|e| format!("cannot recover runs of a previous process: {e}"))?;
-    let interrupted = recovered.interrupted;
-    for run in &interrupted {
-        tracing::warn!(run = %run.id, agent = %run.agent, "run was left running by a process that is gone; recorded as interrupted");
+        .map_err(|e| format!("database {}: {e}", settings.database))?;
+    let lease = settings.cluster_lease;
+    let node = super::cluster::this_node();
+    if store.is_shared() {
+        // Seen alive by the other nodes before it looks at their runs.
+        store.heartbeat(&node).await.map_err(|e| {
+            format!(
+                "database {}: cannot join the cluster: {e}",
+                settings.database
+            )
+        })?;
     }
     let metrics = Arc::new(Metrics::default());
     let supervisor = Arc::new(Supervisor::new(
@@ -168,14 +160,19 @@ pub async fn serve(
         listen: bound,
         token,
         mcp_states: Mutex::new(Vec::new()),
+        nodes: Mutex::new(Vec::new()),
         started_at: options.clock.now(),
     });
     daemon.set_mcp_states(reloader.server_states());
     metrics.set_config_skipped(&skipped_counts(&snapshot));
-    resume_pipelines(&daemon, &pipelines).await;
-    resume_queued(&daemon, &recovered.requeued).await;
-    resume_waiting(&daemon).await;
-    retry_interrupted(&daemon, &interrupted).await;
+    // Runs a dead process or node left are taken over before anything
+    // new starts (pipelines are resumed, not interrupted).
+    let liveness = Liveness::read(&store, lease)
+        .await
+        .map_err(|e| format!("cannot read which nodes are alive: {e}"))?;
+    take_over(&daemon, &liveness, Waiting::Adopt)
+        .await
+        .map_err(|e| format!("cannot take over runs of a previous process: {e}"))?;
 
     let stop = CancellationToken::new();
     let scheduler = Scheduler::new(
@@ -196,7 +193,16 @@ pub async fn serve(
         stop.child_token(),
     ));
     let scheduler_task = tokio::spawn(scheduler.run(snapshot_rx, stop.child_token()));
-    let sweep_task = tokio::spawn(sweep_dead_owners(store.clone(), stop.child_token()));
+    let sweep_task = if store.is_shared() {
+        tokio::spawn(super::cluster::run(
+            daemon.clone(),
+            node.clone(),
+            lease,
+            stop.child_token(),
+        ))
+    } else {
+        tokio::spawn(sweep_dead_owners(store.clone(), stop.child_token()))
+    };
     let api_stop = CancellationToken::new();
     let api_task = tokio::spawn(crate::api::serve(
         listener,
@@ -264,6 +270,13 @@ pub async fn serve(
         reloader.shutdown().await;
     }
     drop(daemon);
+    if store.is_shared()
+        && let Err(e) = store.node_stopped(&node.id).await
+    {
+        tracing::warn!(
+            "cannot record this node's stop (the others will see its lease run out): {e}"
+        );
+    }
     // The last spans go before the process does.
     let _ = tokio::task::spawn_blocking(|| {
         crate::telemetry::shutdown(std::time::Duration::from_secs(5))
@@ -361,148 +374,6 @@ async fn reload(daemon: &Daemon, reloader: &mut Reloader) {
             tracing::error!(
                 "reload rejected: aurad.yaml or a project directory has errors (above), which concern every agent; the previous version of the whole project keeps running"
             );
-        }
-    }
-}
-
-/// How often a live daemon looks for runs of other processes that died.
-const SWEEP_EVERY: Duration = Duration::from_secs(2);
-
-/// Every [`SWEEP_EVERY`] until `stop`: records `interrupted` the `running`
-/// runs whose owner process is gone (a kill -9'd `aurad run`). This
-/// daemon's own runs count as alive. A sweep with nothing to do is one
-/// indexed read.
-async fn sweep_dead_owners(store: Store, stop: CancellationToken) {
-    let mut ticks = tokio::time::interval(SWEEP_EVERY);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let me = owner::this_process();
-    let alive = move |o: &str| o == me || owner::is_alive(o);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            () = stop.cancelled() => return,
-        }
-        match store.interrupt_dead_running_runs(alive).await {
-            Ok(runs) => {
-                for run in runs {
-                    tracing::warn!(run = %run.id, agent = %run.agent, "run's process is gone; recorded as interrupted");
-                }
-            }
-            Err(e) => tracing::error!("cannot look for runs of stopped processes: {e}"),
-        }
-    }
-}
-
-/// Starts again the runs a previous daemon accepted (202) and left queued
-/// when it died: each keeps its id and waits for a slot like any queued run.
-async fn resume_queued(daemon: &Arc<Daemon>, queued: &[RunRecord]) {
-    let snapshot = daemon.snapshot();
-    for run in queued {
-        match daemon.supervisor.resume(snapshot.clone(), run).await {
-            Ok(state) => {
-                tracing::info!(run = %run.id, agent = %run.agent, state = %state, "run queued by a process that is gone is started again")
-            }
-            Err(e) => tracing::error!(run = %run.id, "cannot start again a run left queued: {e}"),
-        }
-    }
-}
-
-/// Takes over the runs a process that is gone left waiting for approval
-/// (`recover_stale_runs` leaves them alone): they wait on, still decidable,
-/// with their approval timeout counted from the request.
-async fn resume_waiting(daemon: &Arc<Daemon>) {
-    let waiting = match daemon.store.waiting_runs().await {
-        Ok(waiting) => waiting,
-        Err(e) => {
-            tracing::error!("cannot list the runs waiting for approval: {e}");
-            return;
-        }
-    };
-    let snapshot = daemon.snapshot();
-    for run in waiting {
-        let owner = run.run.owner.as_deref().unwrap_or_default();
-        // Pipelines waiting at an `approve: true` step were taken over and
-        // resumed above (they are this process's now).
-        if owner == owner::this_process() || (!owner.is_empty() && owner::is_alive(owner)) {
-            continue;
-        }
-        match daemon
-            .supervisor
-            .resume_waiting(snapshot.clone(), &run)
-            .await
-        {
-            Ok(state) => {
-                tracing::info!(run = %run.run.id, agent = %run.run.agent, state = %state, "run left waiting for approval by a process that is gone is taken over")
-            }
-            Err(e) => {
-                tracing::error!(run = %run.run.id, "cannot take over a run waiting for approval: {e}")
-            }
-        }
-    }
-}
-
-/// Resumes the pipeline runs a previous daemon left running when it died:
-/// their finished steps are kept, the others run.
-async fn resume_pipelines(daemon: &Arc<Daemon>, runs: &[RunRecord]) {
-    let snapshot = daemon.snapshot();
-    for run in runs {
-        match daemon
-            .supervisor
-            .resume_pipeline(snapshot.clone(), run)
-            .await
-        {
-            Ok(state) => {
-                tracing::info!(run = %run.id, agent = %run.agent, state = %state, "pipeline cut off by a process that is gone is resumed")
-            }
-            Err(e) => tracing::error!(run = %run.id, "cannot resume a pipeline: {e}"),
-        }
-    }
-}
-
-/// Re-runs, once, the interrupted runs of agents with `on_interrupt:
-/// retry` that are still within their `catch_up`.
-async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
-    let snapshot = daemon.snapshot();
-    let now = daemon.clock.now();
-    for run in interrupted {
-        let Some(agent) = snapshot.project.agents.get(&run.agent) else {
-            continue;
-        };
-        // A file's run cut off is run again when the files are looked at.
-        if agent.triggers.on_interrupt != OnInterrupt::Retry
-            || run.trigger == "retry"
-            || run.trigger == "watch"
-        {
-            continue;
-        }
-        let since = run
-            .scheduled_for
-            .or(run.started_at)
-            .unwrap_or(run.created_at);
-        let schedule = run
-            .schedule_id
-            .as_ref()
-            .and_then(|id| agent.triggers.schedule(id));
-        let window = agent.triggers.catch_up_for(schedule, now);
-        if (now - since).to_std().is_ok_and(|age| age > window) {
-            tracing::info!(run = %run.id, "interrupted run is older than catch_up; not retried");
-            continue;
-        }
-        let request = RunRequest {
-            agent: run.agent.clone(),
-            input: Some(run.input.clone()),
-            trigger: "retry".into(),
-            ..RunRequest::default()
-        };
-        match daemon
-            .supervisor
-            .submit(snapshot.clone(), request, None)
-            .await
-        {
-            Ok(new) => {
-                tracing::info!(run = %run.id, retry = %new.id, "retrying interrupted run (on_interrupt: retry)")
-            }
-            Err(e) => tracing::error!(run = %run.id, "cannot retry interrupted run: {e}"),
         }
     }
 }

@@ -1,12 +1,14 @@
 //! What the current snapshot loaded (agents with their definition hash,
 //! skills, tool plugins, MCP servers with their state) and what it left out
 //! or kept at a last good version, with the located error that is why, plus
-//! when its files were read: the body of `GET /v1/status`.
+//! when its files were read, and on PostgreSQL the cluster's nodes: the
+//! body of `GET /v1/status`.
 
 use serde::Serialize;
 
 use crate::registry::Snapshot;
 use crate::registry::skipped::{ItemKind, SkippedItem};
+use crate::store::NodeRecord;
 
 #[derive(Debug, Serialize)]
 pub struct Status<'a> {
@@ -17,6 +19,9 @@ pub struct Status<'a> {
     mcp_servers: Vec<ServerStatus>,
     /// Left out, or (agents) kept at their last good version: `stale`.
     skipped: &'a [SkippedItem],
+    /// On PostgreSQL, the nodes sharing the database (this one included),
+    /// their heartbeats and running runs; empty on SQLite (one node).
+    nodes: Vec<NodeRecord>,
 }
 
 #[derive(Debug, Serialize)]
@@ -42,7 +47,11 @@ struct ServerStatus {
 }
 
 /// The report of `snapshot`, with the started MCP servers' states.
-pub fn status<'a>(snapshot: &'a Snapshot, mcp_states: &[(String, String)]) -> Status<'a> {
+pub fn status<'a>(
+    snapshot: &'a Snapshot,
+    mcp_states: &[(String, String)],
+    nodes: Vec<NodeRecord>,
+) -> Status<'a> {
     let listed = |kind: ItemKind, name: &str, stale: bool| {
         snapshot
             .skipped
@@ -93,5 +102,6 @@ pub fn status<'a>(snapshot: &'a Snapshot, mcp_states: &[(String, String)]) -> St
             })
             .collect(),
         skipped: &snapshot.skipped,
+        nodes,
     }
 }

@@ -92,10 +92,11 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
         mut project,
         mut diagnostics,
     } = loaded;
-    let protected = ProtectedPaths::new(
-        project.settings.database.clone(),
-        project.root.join(crate::config::settings::LOCK_FILE),
-    );
+    let lock_file = project.root.join(crate::config::settings::LOCK_FILE);
+    let protected = match project.settings.database.sqlite_path() {
+        Some(database) => ProtectedPaths::new(database, lock_file),
+        None => ProtectedPaths::lock_only(lock_file),
+    };
     let mut tools = ToolRegistry::builtin(protected);
     for plugin in &project.plugins {
         let tool = PluginTool::new(plugin.clone(), &project.root);

@@ -83,6 +83,7 @@ mod fires;
 mod fires_tests;
 mod memory;
 pub mod memory_score;
+mod nodes;
 mod page_reads;
 // Until every operation is routed to it, parts are used by tests only.
 #[allow(dead_code)]
@@ -107,6 +108,7 @@ use std::sync::Arc;
 pub use approvals::WaitingRun;
 pub use error::{MAX_MATCHES, StoreError};
 pub use fires::Recovered;
+pub use nodes::{NodeInfo, NodeRecord};
 pub use page_reads::{FirePage, MemoryNamespace, RunPage};
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};

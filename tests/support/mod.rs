@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod inproc;
 pub mod mcp_server;
 pub mod mock_llm;
+pub mod postgres;
 pub mod project;
 pub mod serve;
 pub mod test_model;

@@ -19,6 +19,7 @@
 mod fires;
 #[cfg(test)]
 mod fires_tests;
+mod nodes;
 mod page_reads;
 #[cfg(test)]
 mod page_reads_tests;

@@ -24,10 +24,10 @@ impl TestDb {
         let admin = std::env::var("AURAD_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_SERVER.into());
         let name = format!(
             "aurad_test_{}",
-            uuid::Uuid::new_v4()
+            uuid::Uuid::now_v7()
                 .simple()
                 .to_string()
-                .get(..16)
+                .get(16..)
                 .unwrap_or("x")
         );
         match admin_query(&admin, &format!("CREATE DATABASE {name}")) {

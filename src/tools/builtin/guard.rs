@@ -52,7 +52,8 @@ pub enum Access {
 /// The files of one project that tools may not touch; see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtectedPaths {
-    database: PathBuf,
+    /// `None` on PostgreSQL: no database file in the project.
+    database: Option<PathBuf>,
     lock_file: PathBuf,
 }
 
@@ -62,7 +63,16 @@ impl ProtectedPaths {
     /// database directory created later is still matched).
     pub fn new(database: impl Into<PathBuf>, lock_file: impl Into<PathBuf>) -> Self {
         ProtectedPaths {
-            database: database.into(),
+            database: Some(database.into()),
+            lock_file: lock_file.into(),
+        }
+    }
+
+    /// The daemon's lock file alone, for a project whose store is not a
+    /// file (PostgreSQL).
+    pub fn lock_only(lock_file: impl Into<PathBuf>) -> Self {
+        ProtectedPaths {
+            database: None,
             lock_file: lock_file.into(),
         }
     }
@@ -100,9 +110,11 @@ impl ProtectedPaths {
         if name == ".env" || name.starts_with(".env.") {
             return Some("an environment file, which holds secrets");
         }
-        for db in DATABASE_SUFFIXES.map(|suffix| with_suffix(&self.database, suffix)) {
-            if resolve_lenient(&db) == real {
-                return Some("the daemon's database");
+        if let Some(database) = &self.database {
+            for db in DATABASE_SUFFIXES.map(|suffix| with_suffix(database, suffix)) {
+                if resolve_lenient(&db) == real {
+                    return Some("the daemon's database");
+                }
             }
         }
         if access == Access::Read {
