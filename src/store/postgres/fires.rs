@@ -8,9 +8,11 @@
 //! Races between nodes: a fire has one run (`runs_fire`, see
 //! `runs::insert_run_as`); a delivery id is one row (`webhook_deliveries`'
 //! primary key, upserted: the second node waits for the first's commit and
-//! finds it); sweeps lock the rows they change with `FOR UPDATE SKIP
-//! LOCKED`, so two nodes sweeping at once interrupt each run once, and a
-//! run whose row another transaction holds is left for the next sweep.
+//! finds it); sweeps lock the rows they change with `FOR NO KEY UPDATE
+//! SKIP LOCKED` (exclusive between sweepers and event appends, yet rows
+//! referencing those runs may still be inserted meanwhile), so two nodes
+//! sweeping at once interrupt each run once, and a run whose row another
+//! transaction holds is left for the next sweep.
 //!
 //! Depends on `runs` (inserting runs and events), `run_rows`, the store's
 //! types and the SQLite side's pure `interrupt_reason` and `encode_events`.
@@ -156,7 +158,7 @@ impl Postgres {
                      JOIN unnest($1::text[], $2::text[]) AS l(id, owner) ON r.id = l.id
                      WHERE r.state = 'running' AND r.owner IS NOT DISTINCT FROM l.owner
                      ORDER BY r.created_at, r.id
-                     FOR UPDATE OF r SKIP LOCKED",
+                     FOR NO KEY UPDATE OF r SKIP LOCKED",
                 )
                 .await
                 .map_err(pg(context))?;
@@ -270,8 +272,8 @@ async fn interrupt_one(
 }
 
 /// The open (`running` or `queued`) runs, oldest first, each with its
-/// state and owner (`None`: none recorded), locked `FOR UPDATE SKIP
-/// LOCKED` until the caller's transaction ends: two nodes recovering at
+/// state and owner (`None`: none recorded), locked `FOR NO KEY UPDATE
+/// SKIP LOCKED` until the caller's transaction ends: two nodes recovering at
 /// once take disjoint runs, and a run whose row a live writer holds at
 /// that instant is left to the next sweep.
 async fn lock_open_runs(
@@ -281,7 +283,7 @@ async fn lock_open_runs(
     let stmt = tx
         .prepare_cached(
             "SELECT id, state, owner FROM runs WHERE state IN ('running', 'queued')
-             ORDER BY created_at, id FOR UPDATE SKIP LOCKED",
+             ORDER BY created_at, id FOR NO KEY UPDATE SKIP LOCKED",
         )
         .await
         .map_err(pg(context))?;
