@@ -303,3 +303,38 @@ fn api_runs_posted_to_three_nodes_each_run_once() {
     );
     assert_eq!(db.count("SELECT count(DISTINCT owner) FROM runs"), 3);
 }
+
+#[test]
+fn a_node_with_another_definition_of_an_agent_is_warned_about() {
+    let Some(db) = TestDatabase::create("another_definition") else {
+        return;
+    };
+    let mut nodes = cluster(
+        &db,
+        1,
+        &[(
+            "greeter".to_string(),
+            "model: test\nprompt: hello\n".to_string(),
+        )],
+    );
+    nodes.extend(cluster(
+        &db,
+        1,
+        &[(
+            "greeter".to_string(),
+            "model: test\nprompt: hello there\n".to_string(),
+        )],
+    ));
+    for (i, (_, node)) in nodes.iter().enumerate() {
+        poll(
+            &format!("node {i} to warn about the other's greeter"),
+            || node.log(),
+            || {
+                let log = node.log();
+                (log.contains("agent `greeter` differs on node")
+                    && log.contains("give every node the same files"))
+                .then_some(())
+            },
+        );
+    }
+}

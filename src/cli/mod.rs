@@ -16,6 +16,7 @@ mod run;
 mod runs;
 mod serve;
 mod skills;
+mod status;
 mod steps;
 mod test;
 mod tools;
@@ -123,6 +124,8 @@ pub enum Command {
     Memory(memory::MemoryArgs),
     /// List skills and show which would match an input.
     Skills(skills::SkillsArgs),
+    /// Where the store is and, on PostgreSQL, the nodes sharing it.
+    Status(status::StatusArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(completions::CompletionsArgs),
 }
@@ -211,6 +214,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Tools(args) => tools::tools(&root, args),
         Command::Memory(args) => memory::run(&root, args),
         Command::Skills(args) => skills::run(&root, args),
+        Command::Status(args) => status::run(&root, args),
         Command::Completions(_) => unreachable!("answered before the project is read"),
     }
 }

@@ -8,9 +8,14 @@
 //! table it reads is shown by `/v1/status` (cached here, so the status
 //! handler stays synchronous).
 //!
+//! Every node also publishes its agents' definition hashes; one that sees
+//! another live node with a different definition of the same agent warns
+//! (once per node, agent and definition).
+//!
 //! A node that stops cleanly records it (`Store::node_stopped`), so the
 //! others need not wait for its lease to run out.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,19 +24,67 @@ use tokio_util::sync::CancellationToken;
 use super::Daemon;
 use super::owner;
 use super::takeover::{Liveness, Waiting, take_over};
-use crate::store::NodeInfo;
+use crate::registry::Snapshot;
+use crate::store::{NodeInfo, NodeRecord};
 
 /// The longest time between two heartbeats, whatever the lease.
 const MAX_TICK: Duration = Duration::from_secs(2);
 
-/// This process as a node: its owner text, host name, pid and version.
-pub fn this_node() -> NodeInfo {
+/// This process as a node: its owner text, host name, pid, version and
+/// the agents of `snapshot` with their definition hashes.
+pub fn this_node(snapshot: &Snapshot) -> NodeInfo {
     NodeInfo {
         id: owner::this_process().to_string(),
         host: host_name(),
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        agents: snapshot
+            .project
+            .agents
+            .values()
+            .map(|a| (a.name.clone(), a.hash.clone()))
+            .collect(),
     }
+}
+
+/// Warns once per (node, agent, hash) about agents another live node
+/// loaded with a different definition: each run uses the definition of the
+/// node that claimed it, so they would behave differently by node.
+#[derive(Debug, Default)]
+struct Divergence {
+    warned: HashSet<(String, String, String)>,
+}
+
+impl Divergence {
+    fn check(&mut self, me: &NodeInfo, nodes: &[NodeRecord]) {
+        for node in nodes.iter().filter(|n| n.alive && n.id != me.id) {
+            for (agent, hash) in &node.agents {
+                let Some(mine) = me.agents.get(agent) else {
+                    continue;
+                };
+                if mine != hash
+                    && self
+                        .warned
+                        .insert((node.id.clone(), agent.clone(), hash.clone()))
+                {
+                    tracing::warn!(
+                        agent = %agent,
+                        node = %node.id,
+                        host = %node.host,
+                        "agent `{agent}` differs on node {} ({}): definition {} there, {} here; each run uses the definition of the node that claims it, so give every node the same files",
+                        node.id,
+                        node.host,
+                        short(hash),
+                        short(mine)
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }
 
 /// How often a node heartbeats and looks for dead ones: a third of the
@@ -42,7 +95,8 @@ pub fn tick(lease: Duration) -> Duration {
 }
 
 /// Heartbeats and takes over dead nodes' runs until `stop`.
-pub async fn run(daemon: Arc<Daemon>, node: NodeInfo, lease: Duration, stop: CancellationToken) {
+pub async fn run(daemon: Arc<Daemon>, lease: Duration, stop: CancellationToken) {
+    let mut divergence = Divergence::default();
     let mut ticks = tokio::time::interval(tick(lease));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -50,6 +104,7 @@ pub async fn run(daemon: Arc<Daemon>, node: NodeInfo, lease: Duration, stop: Can
             _ = ticks.tick() => {}
             () = stop.cancelled() => return,
         }
+        let node = this_node(&daemon.snapshot());
         if let Err(e) = daemon.store.heartbeat(&node).await {
             tracing::error!(
                 "cannot heartbeat (the other nodes take over this node's runs after {}s without one): {e}",
@@ -77,7 +132,10 @@ pub async fn run(daemon: Arc<Daemon>, node: NodeInfo, lease: Duration, stop: Can
             Err(e) => tracing::error!("cannot take over the runs of dead nodes: {e}"),
         }
         match daemon.store.nodes(lease).await {
-            Ok(nodes) => daemon.set_nodes(nodes),
+            Ok(nodes) => {
+                divergence.check(&node, &nodes);
+                daemon.set_nodes(nodes);
+            }
             Err(e) => tracing::warn!("cannot list the nodes: {e}"),
         }
     }

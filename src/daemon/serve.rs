@@ -102,7 +102,7 @@ pub async fn serve(
         .map_err(|e| format!("opening the database failed: {e}"))?
         .map_err(|e| format!("database {}: {e}", settings.database))?;
     let lease = settings.cluster_lease;
-    let node = super::cluster::this_node();
+    let node = super::cluster::this_node(&snapshot);
     if store.is_shared() {
         // Seen alive by the other nodes before it looks at their runs.
         store.heartbeat(&node).await.map_err(|e| {
@@ -196,7 +196,6 @@ pub async fn serve(
     let sweep_task = if store.is_shared() {
         tokio::spawn(super::cluster::run(
             daemon.clone(),
-            node.clone(),
             lease,
             stop.child_token(),
         ))

@@ -6,7 +6,7 @@
 //! its node. SQLite is one machine's file: it has no node rows, and a run's
 //! owner is checked as a process of that machine instead.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -24,6 +24,8 @@ pub struct NodeInfo {
     pub pid: u32,
     /// The aurad version it runs.
     pub version: String,
+    /// Each agent it loaded, by name, with its definition hash.
+    pub agents: BTreeMap<String, String>,
 }
 
 /// A node as the store knows it.
@@ -44,6 +46,8 @@ pub struct NodeRecord {
     pub alive: bool,
     /// The runs it owns in state `running`, oldest first.
     pub running: Vec<String>,
+    /// Each agent it loaded, with its definition hash.
+    pub agents: BTreeMap<String, String>,
 }
 
 impl Store {

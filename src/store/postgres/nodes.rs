@@ -15,18 +15,24 @@ impl Postgres {
         self.with_client(move |client| async move {
             let statement = client
                 .prepare_cached(
-                    "INSERT INTO nodes (id, host, pid, version, started_at, heartbeat_at)
-                     VALUES ($1, $2, $3, $4, now(), now())
+                    "INSERT INTO nodes (id, host, pid, version, started_at, heartbeat_at, agents)
+                     VALUES ($1, $2, $3, $4, now(), now(), $5)
                      ON CONFLICT (id) DO UPDATE
-                        SET heartbeat_at = now(), stopped_at = NULL,
-                            host = EXCLUDED.host, version = EXCLUDED.version",
+                        SET heartbeat_at = now(), stopped_at = NULL, host = EXCLUDED.host,
+                            version = EXCLUDED.version, agents = EXCLUDED.agents",
                 )
                 .await
                 .map_err(pg("preparing the heartbeat"))?;
             client
                 .execute(
                     &statement,
-                    &[&node.id, &node.host, &i64::from(node.pid), &node.version],
+                    &[
+                        &node.id,
+                        &node.host,
+                        &i64::from(node.pid),
+                        &node.version,
+                        &serde_json::to_string(&node.agents).unwrap_or_else(|_| "{}".into()),
+                    ],
                 )
                 .await
                 .map_err(pg("recording a heartbeat"))?;
@@ -79,7 +85,8 @@ impl Postgres {
                               AND n.heartbeat_at > now() - make_interval(secs => $1),
                             ARRAY(SELECT r.id FROM runs r
                                   WHERE r.owner = n.id AND r.state = 'running'
-                                  ORDER BY r.created_at)
+                                  ORDER BY r.created_at),
+                            n.agents
                      FROM nodes n
                      WHERE n.heartbeat_at > now() - interval '1 day'
                      ORDER BY n.started_at, n.id",
@@ -100,6 +107,9 @@ impl Postgres {
                         stopped_at: row.get(6),
                         alive: row.get(7),
                         running: row.get(8),
+                        // Written by this code as a JSON map; anything else
+                        // reads as no agents (it only feeds a warning).
+                        agents: serde_json::from_str(row.get::<_, &str>(9)).unwrap_or_default(),
                     })
                 })
                 .collect()

@@ -192,7 +192,9 @@ CREATE TABLE nodes (
     version      TEXT NOT NULL,
     started_at   TIMESTAMPTZ NOT NULL,
     heartbeat_at TIMESTAMPTZ NOT NULL,
-    stopped_at   TIMESTAMPTZ
+    stopped_at   TIMESTAMPTZ,
+    -- {"agent": "definition hash"} of the project it loaded (JSON).
+    agents       TEXT NOT NULL DEFAULT '{}'
 );
 "#,
 }];
