@@ -104,3 +104,19 @@ impl Store {
         route!(self.claim_delivery(agent, delivery_id, now))
     }
 }
+
+/// Why a run of `owner` (`None`: no owner recorded) was interrupted.
+pub(crate) fn interrupt_reason(state: RunState, owner: Option<&str>) -> String {
+    let owner = owner.unwrap_or("no owner recorded");
+    if state == RunState::Queued {
+        format!(
+            "interrupted: the process that queued it ({owner}) stopped (crash, kill or power \
+             loss) before the run started"
+        )
+    } else {
+        format!(
+            "interrupted: the process that ran it ({owner}) stopped (crash, kill or power \
+             loss) before the run finished"
+        )
+    }
+}

@@ -214,3 +214,56 @@ impl Store {
         route!(self.finish_run_as(run_id, events, end))
     }
 }
+
+/// Serialises events on the caller's side, so a backend's transaction only writes
+/// (both backends store `(kind, JSON)`).
+pub(crate) fn encode_events(
+    run_id: &str,
+    events: &[RunEvent],
+) -> Result<Vec<(&'static str, String)>, StoreError> {
+    events
+        .iter()
+        .map(|event| {
+            serde_json::to_string(event)
+                .map(|data| (event.kind(), data))
+                .map_err(|e| {
+                    StoreError::Invalid(format!(
+                        "run {run_id}: cannot encode a `{}` event: {e}",
+                        event.kind()
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// What the `usage` events of a batch spent, summed: both backends add it
+/// to a running run's totals as the batch is stored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Spent {
+    pub(crate) usage: Usage,
+    /// `None` when no event of the batch knows its cost.
+    pub(crate) cost_usd: Option<f64>,
+}
+
+impl Spent {
+    /// `None` when the batch has no `usage` event.
+    pub(crate) fn of(events: &[RunEvent]) -> Option<Spent> {
+        let mut spent: Option<Spent> = None;
+        for event in events {
+            if let RunEvent::Usage {
+                usage, cost_usd, ..
+            } = event
+            {
+                let sum = spent.get_or_insert(Spent {
+                    usage: Usage::default(),
+                    cost_usd: None,
+                });
+                sum.usage.add(usage);
+                if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
+                    sum.cost_usd = Some(sum.cost_usd.unwrap_or(0.0) + cost);
+                }
+            }
+        }
+        spent
+    }
+}

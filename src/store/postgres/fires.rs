@@ -15,7 +15,7 @@
 //! transaction holds is left for the next sweep.
 //!
 //! Depends on `runs` (inserting runs and events), `run_rows`, the store's
-//! types and the SQLite side's pure `interrupt_reason` and `encode_events`.
+//! types and the interface's pure `interrupt_reason` and `encode_events`.
 
 use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::Transaction;
@@ -24,8 +24,8 @@ use tokio_postgres::types::ToSql;
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::runs::{RowStart, insert_events, insert_run, insert_run_as};
 use super::{Postgres, pg};
-use crate::store::sqlite::fires::interrupt_reason;
-use crate::store::sqlite::runs::encode_events;
+use crate::store::fires::interrupt_reason;
+use crate::store::runs::encode_events;
 use crate::store::{NewRun, Recovered, RunRecord, StoreError};
 use crate::types::{RunEvent, RunState, Usage};
 

@@ -11,8 +11,8 @@
 //!
 //! Shared with the rest of the backend: [`insert_run`] / [`insert_run_as`]
 //! (a `runs` row inside a caller's transaction) and [`insert_events`].
-//! Depends on `run_rows`, the store's types and the SQLite side's pure
-//! `encode_events`.
+//! Depends on `run_rows`, the store's types and the interface's pure
+//! `encode_events` and `Spent`.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
@@ -20,7 +20,7 @@ use tokio_postgres::types::ToSql;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::{Postgres, is_unique_violation, pg};
-use crate::store::sqlite::runs::encode_events;
+use crate::store::runs::{Spent, encode_events};
 use crate::store::{NewRun, RunEnd, RunRecord, StoreError};
 use crate::types::{RunEvent, RunState, Usage, timestamp};
 
@@ -431,37 +431,6 @@ fn no_run_for_events(run_id: &str) -> StoreError {
 
 fn tokens_to_sql(tokens: Option<u64>) -> Option<i64> {
     tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX))
-}
-
-/// What the `usage` events of a batch spent, summed (as SQLite's `Spent`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Spent {
-    usage: Usage,
-    /// `None` when no event of the batch knows its cost.
-    cost_usd: Option<f64>,
-}
-
-impl Spent {
-    /// `None` when the batch has no `usage` event.
-    fn of(events: &[RunEvent]) -> Option<Spent> {
-        let mut spent: Option<Spent> = None;
-        for event in events {
-            if let RunEvent::Usage {
-                usage, cost_usd, ..
-            } = event
-            {
-                let sum = spent.get_or_insert(Spent {
-                    usage: Usage::default(),
-                    cost_usd: None,
-                });
-                sum.usage.add(usage);
-                if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
-                    sum.cost_usd = Some(sum.cost_usd.unwrap_or(0.0) + cost);
-                }
-            }
-        }
-        spent
-    }
 }
 
 /// Adds `spent` to the totals of a running run (any other state is left

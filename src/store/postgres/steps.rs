@@ -18,6 +18,7 @@ use deadpool_postgres::GenericClient;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::{Postgres, pg};
+use crate::store::runs::encode_events;
 use crate::store::{RunRecord, StepEnd, StepRecord, StoreError};
 use crate::types::{RunEvent, RunState, StepState, Usage};
 
@@ -27,26 +28,6 @@ const STEP_ROW: i32 = -1;
 
 fn item_sql(item: Option<usize>) -> i32 {
     item.map_or(STEP_ROW, |i| i32::try_from(i).unwrap_or(i32::MAX))
-}
-
-/// Serialises events on the caller's side, as the SQLite backend does.
-fn encode_events(
-    run_id: &str,
-    events: &[RunEvent],
-) -> Result<Vec<(&'static str, String)>, StoreError> {
-    events
-        .iter()
-        .map(|event| {
-            serde_json::to_string(event)
-                .map(|data| (event.kind(), data))
-                .map_err(|e| {
-                    StoreError::Invalid(format!(
-                        "run {run_id}: cannot encode a `{}` event: {e}",
-                        event.kind()
-                    ))
-                })
-        })
-        .collect()
 }
 
 fn tokens(t: Option<u64>) -> Option<i64> {

@@ -9,9 +9,11 @@ use chrono::{DateTime, Duration, Utc};
 use rusqlite::{Connection, params};
 
 use super::run_reads::run_by_id;
-use super::runs::{RowStart, claim, encode_events, insert_events, insert_run};
+use super::runs::{RowStart, claim, insert_events, insert_run};
 use super::{NewRun, RunRecord, Sqlite, StoreError, now_text, sql, time_text};
 use crate::store::Recovered;
+use crate::store::fires::interrupt_reason;
+use crate::store::runs::encode_events;
 use crate::types::{RunEvent, RunState, Usage};
 
 /// How long a webhook delivery id is remembered.
@@ -159,22 +161,6 @@ fn unrun(
     insert_events(&tx, &run.id, rows)?;
     tx.commit().map_err(|e| StoreError::sqlite(&context, e))?;
     Ok(true)
-}
-
-/// Why a run of `owner` (`None`: no owner recorded) was interrupted.
-pub(crate) fn interrupt_reason(state: RunState, owner: Option<&str>) -> String {
-    let owner = owner.unwrap_or("no owner recorded");
-    if state == RunState::Queued {
-        format!(
-            "interrupted: the process that queued it ({owner}) stopped (crash, kill or power \
-             loss) before the run started"
-        )
-    } else {
-        format!(
-            "interrupted: the process that ran it ({owner}) stopped (crash, kill or power \
-             loss) before the run finished"
-        )
-    }
 }
 
 /// Marks run `id` (found in `state`, owned by `owner`) `interrupted` with a

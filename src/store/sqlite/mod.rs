@@ -31,9 +31,7 @@
 //! (waiting for each thread unless dropped on that thread itself).
 
 mod approvals;
-#[cfg(test)]
-mod approvals_tests;
-pub(crate) mod fires;
+mod fires;
 #[cfg(test)]
 mod fires_tests;
 mod memory;
@@ -47,7 +45,7 @@ mod page_reads;
 #[allow(dead_code)]
 mod retention;
 mod run_reads;
-pub(crate) mod runs;
+mod runs;
 #[cfg(test)]
 mod runs_tests;
 mod steps;

@@ -7,8 +7,8 @@ use rusqlite::params;
 use super::super::tests::{db, fire_run, new_run, text};
 use super::*;
 use crate::store::*;
-use crate::store::{NewRun, RunFilter, RunRecord, TriggerClaim};
-use crate::types::{RunEvent, RunState, Usage};
+use crate::store::{NewRun, RunRecord, TriggerClaim};
+use crate::types::{RunState, Usage};
 
 /// Claims `run`, stores `events` texts and, when `state` is final,
 /// finishes it with an output and usage.
@@ -276,60 +276,6 @@ async fn the_newest_fire_of_each_schedule_is_kept() {
         last.map(time_text),
         Some(time_text(base + Duration::hours(2)))
     );
-    store.close().unwrap();
-}
-
-#[tokio::test]
-async fn batches_stay_small_and_add_up_to_the_dry_run() {
-    let (_dir, path) = db();
-    let store = Sqlite::open(&path).unwrap();
-    for _ in 0..30 {
-        let run = stored(&store, new_run("a"), 9, RunState::Succeeded).await;
-        age(&store, &run.id, 20).await;
-    }
-    let before = Utc::now() - Duration::days(10);
-    let dry = store.prunable(PruneScope::Events, before).await.unwrap();
-    assert_eq!((dry.runs_emptied, dry.events), (30, 270));
-    // 9 events + the run's row = 10 rows a run: 5 runs per 50-row batch.
-    let first = store
-        .prune_batch(PruneScope::Events, before, 50)
-        .await
-        .unwrap();
-    assert_eq!((first.pruned.runs_emptied, first.pruned.events), (5, 45));
-    let mut total = first.pruned;
-    total.add(prune_all(&store, PruneScope::Events, 10, 50).await);
-    assert_eq!(total, dry);
-    // Then the runs themselves; their events are gone already.
-    let runs = prune_all(&store, PruneScope::Runs, 10, 7).await;
-    assert_eq!((runs.runs, runs.events), (30, 0));
-    assert_eq!(
-        store.list_runs(&RunFilter::default()).await.unwrap(),
-        Vec::<RunRecord>::new()
-    );
-    store.close().unwrap();
-}
-
-#[tokio::test]
-async fn live_events_of_a_recent_run_are_untouched() {
-    let (_dir, path) = db();
-    let store = Sqlite::open(&path).unwrap();
-    let run = stored(&store, new_run("a"), 2, RunState::Succeeded).await;
-    // A cutoff in the future takes every final run, and nothing else.
-    let later = Utc::now() + Duration::days(1);
-    let live = stored(&store, new_run("a"), 1, RunState::Running).await;
-    store
-        .prune_batch(PruneScope::Events, later, 500)
-        .await
-        .unwrap();
-    store
-        .append_events(&live.id, vec![RunEvent::TextDelta { text: "x".into() }])
-        .await
-        .unwrap();
-    assert_eq!(store.run_events(&live.id).await.unwrap().len(), 2);
-    assert!(matches!(
-        store.run_events(&run.id).await,
-        Err(StoreError::EventsPruned { events: 2, .. })
-    ));
     store.close().unwrap();
 }
 

@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::run_reads::run_by_id;
 use super::{Sqlite, StoreError, now_text, sql, time_text};
+use crate::store::runs::{Spent, encode_events};
 use crate::store::{NewRun, RunEnd, RunRecord};
 use crate::types::{RunEvent, RunState, Usage};
 
@@ -107,26 +108,6 @@ impl Sqlite {
         self.call_durable(move |conn| finish(conn, &run_id, &rows, end))
             .await
     }
-}
-
-/// Serialises events on the caller's side, so the writer thread only writes.
-pub(crate) fn encode_events(
-    run_id: &str,
-    events: &[RunEvent],
-) -> Result<Vec<(&'static str, String)>, StoreError> {
-    events
-        .iter()
-        .map(|event| {
-            serde_json::to_string(event)
-                .map(|data| (event.kind(), data))
-                .map_err(|e| {
-                    StoreError::Invalid(format!(
-                        "run {run_id}: cannot encode a `{}` event: {e}",
-                        event.kind()
-                    ))
-                })
-        })
-        .collect()
 }
 
 fn tokens_to_sql(tokens: Option<u64>) -> Option<i64> {
@@ -272,37 +253,6 @@ fn no_run_for_events(run_id: &str) -> StoreError {
     StoreError::NotFound(format!(
         "run {run_id} does not exist; claim a run before storing its events"
     ))
-}
-
-/// What the `usage` events of a batch spent, summed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Spent {
-    usage: Usage,
-    /// `None` when no event of the batch knows its cost.
-    cost_usd: Option<f64>,
-}
-
-impl Spent {
-    /// `None` when the batch has no `usage` event.
-    fn of(events: &[RunEvent]) -> Option<Spent> {
-        let mut spent: Option<Spent> = None;
-        for event in events {
-            if let RunEvent::Usage {
-                usage, cost_usd, ..
-            } = event
-            {
-                let sum = spent.get_or_insert(Spent {
-                    usage: Usage::default(),
-                    cost_usd: None,
-                });
-                sum.usage.add(usage);
-                if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
-                    sum.cost_usd = Some(sum.cost_usd.unwrap_or(0.0) + cost);
-                }
-            }
-        }
-        spent
-    }
 }
 
 fn append(

@@ -8,8 +8,9 @@ use chrono::DateTime;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::run_reads::run_by_id;
-use super::runs::{encode_events, insert_events};
+use super::runs::insert_events;
 use super::{RunRecord, Sqlite, StoreError, now_text, sql};
+use crate::store::runs::encode_events;
 use crate::store::{StepEnd, StepRecord};
 use crate::types::{RunEvent, RunState, StepState, Usage};
 

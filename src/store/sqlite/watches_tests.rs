@@ -15,37 +15,6 @@ fn id(agent: &str, expression: &str, zone: &str) -> ScheduleId {
     ScheduleId::of(agent, expression, zone, None)
 }
 
-#[tokio::test]
-async fn a_watch_lasts_while_its_schedule_is_unchanged_and_present() {
-    let (_dir, path) = db();
-    let store = Store::open(&path).unwrap();
-    let (t1, t2, t3) = (
-        at("2026-06-01T10:00:00Z"),
-        at("2026-06-01T11:00:00Z"),
-        at("2026-06-01T12:00:00Z"),
-    );
-    let (a_daily, b_daily) = (id("a", "0 9 * * *", "UTC"), id("b", "0 9 * * *", "UTC"));
-    let a_paris = id("a", "0 9 * * *", "Europe/Paris");
-    let daily = "0 9 * * * (UTC)";
-    assert_eq!(store.watch_schedule("a", &a_daily, daily, t1).await, Ok(t1));
-    assert_eq!(store.watch_schedule("b", &b_daily, daily, t1).await, Ok(t1));
-    // Unchanged: since stays, across a reopen too.
-    store.close().unwrap();
-    let store = Store::open(&path).unwrap();
-    assert_eq!(store.watch_schedule("a", &a_daily, daily, t2).await, Ok(t1));
-    // Edited (another id): starts anew.
-    let paris = "0 9 * * * (Europe/Paris)";
-    assert_eq!(store.watch_schedule("a", &a_paris, paris, t2).await, Ok(t2));
-    // `b` and the old `a` are gone; `b` comes back: starts anew.
-    let keep = vec![("a".to_string(), a_paris.clone())];
-    assert_eq!(store.unwatch_schedules_except(keep).await, Ok(2));
-    assert_eq!(store.watch_schedule("b", &b_daily, daily, t3).await, Ok(t3));
-    assert_eq!(store.watch_schedule("a", &a_paris, paris, t3).await, Ok(t2));
-    // Edited back: the old state is gone, so it starts anew too.
-    assert_eq!(store.watch_schedule("a", &a_daily, daily, t3).await, Ok(t3));
-    store.close().unwrap();
-}
-
 /// A database written before schedule ids: its watches and fires are keyed
 /// by list place. Opening it migrates; the first sync takes each watch over
 /// for the schedule written the same way, resuming after its last fire, and
