@@ -33,7 +33,7 @@ impl Store {
         requested_at: DateTime<Utc>,
         timeout_at: DateTime<Utc>,
     ) -> Result<ApprovalRecord, StoreError> {
-        route_sqlite!(self.wait_for_approval(run_id, checkpoint, request, requested_at, timeout_at))
+        route!(self.wait_for_approval(run_id, checkpoint, request, requested_at, timeout_at))
     }
 
     /// The approval of call `call_id` of run `run_id`, if asked.
@@ -42,7 +42,7 @@ impl Store {
         run_id: &str,
         call_id: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        route_sqlite!(self.approval(run_id, call_id))
+        route!(self.approval(run_id, call_id))
     }
 
     /// Decides the pending approval of run `run_id` (a whole id), committed
@@ -54,7 +54,7 @@ impl Store {
         run_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRecord, StoreError> {
-        route_sqlite!(self.decide_approval(run_id, decision))
+        route!(self.decide_approval(run_id, decision))
     }
 
     /// [`Store::decide_approval`], blocking (for `aurad approve`).
@@ -63,7 +63,7 @@ impl Store {
         run_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRecord, StoreError> {
-        route_blocking_sqlite!(self.decide_approval_blocking / decide_approval(run_id, decision))
+        route_blocking!(self.decide_approval_blocking / decide_approval(run_id, decision))
     }
 
     /// A decided run goes on: `waiting_approval` becomes `running`, owned by
@@ -74,22 +74,22 @@ impl Store {
         run_id: &str,
         owner: &str,
     ) -> Result<bool, StoreError> {
-        route_sqlite!(self.resume_after_approval(run_id, owner))
+        route!(self.resume_after_approval(run_id, owner))
     }
 
     /// The checkpoint of a run waiting for approval.
     pub async fn approval_checkpoint(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        route_sqlite!(self.approval_checkpoint(run_id))
+        route!(self.approval_checkpoint(run_id))
     }
 
     /// Runs waiting for approval, oldest request first, each with the call
     /// it waits on (decided or not yet).
     pub async fn waiting_runs(&self) -> Result<Vec<WaitingRun>, StoreError> {
-        route_sqlite!(self.waiting_runs())
+        route!(self.waiting_runs())
     }
 
     /// [`Store::waiting_runs`], blocking (for `aurad approve`).
     pub fn waiting_runs_blocking(&self) -> Result<Vec<WaitingRun>, StoreError> {
-        route_blocking_sqlite!(self.waiting_runs_blocking / waiting_runs())
+        route_blocking!(self.waiting_runs_blocking / waiting_runs())
     }
 }

@@ -21,7 +21,7 @@ impl Store {
         min_score: f64,
         now: DateTime<Utc>,
     ) -> Result<Vec<Recalled>, StoreError> {
-        route_sqlite!(self.memory_recall(namespace, query, limit, min_score, now))
+        route!(self.memory_recall(namespace, query, limit, min_score, now))
     }
 
     pub fn memory_recall_blocking(
@@ -32,7 +32,7 @@ impl Store {
         min_score: f64,
         now: DateTime<Utc>,
     ) -> Result<Vec<Recalled>, StoreError> {
-        route_blocking_sqlite!(
+        route_blocking!(
             self.memory_recall_blocking / memory_recall(namespace, query, limit, min_score, now)
         )
     }
@@ -46,7 +46,7 @@ impl Store {
         max_entries: usize,
         now: DateTime<Utc>,
     ) -> Result<Saved, StoreError> {
-        route_sqlite!(self.memory_save(new, max_entries, now))
+        route!(self.memory_save(new, max_entries, now))
     }
 
     pub fn memory_save_blocking(
@@ -55,16 +55,16 @@ impl Store {
         max_entries: usize,
         now: DateTime<Utc>,
     ) -> Result<Saved, StoreError> {
-        route_blocking_sqlite!(self.memory_save_blocking / memory_save(new, max_entries, now))
+        route_blocking!(self.memory_save_blocking / memory_save(new, max_entries, now))
     }
 
     /// Deletes memory `id` of `namespace`; false if there is none.
     pub async fn memory_delete(&self, namespace: &str, id: i64) -> Result<bool, StoreError> {
-        route_sqlite!(self.memory_delete(namespace, id))
+        route!(self.memory_delete(namespace, id))
     }
 
     pub fn memory_delete_blocking(&self, namespace: &str, id: i64) -> Result<bool, StoreError> {
-        route_blocking_sqlite!(self.memory_delete_blocking / memory_delete(namespace, id))
+        route_blocking!(self.memory_delete_blocking / memory_delete(namespace, id))
     }
 
     /// The memories of `namespace`, most recently updated first; `limit` 0
@@ -74,7 +74,7 @@ impl Store {
         namespace: &str,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
-        route_sqlite!(self.memory_list(namespace, limit))
+        route!(self.memory_list(namespace, limit))
     }
 
     pub fn memory_list_blocking(
@@ -82,12 +82,12 @@ impl Store {
         namespace: &str,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
-        route_blocking_sqlite!(self.memory_list_blocking / memory_list(namespace, limit))
+        route_blocking!(self.memory_list_blocking / memory_list(namespace, limit))
     }
 
     /// Memory `id` of `namespace`, if there is one.
     pub async fn memory_get(&self, namespace: &str, id: i64) -> Result<Option<Memory>, StoreError> {
-        route_sqlite!(self.memory_get(namespace, id))
+        route!(self.memory_get(namespace, id))
     }
 
     pub fn memory_get_blocking(
@@ -95,16 +95,16 @@ impl Store {
         namespace: &str,
         id: i64,
     ) -> Result<Option<Memory>, StoreError> {
-        route_blocking_sqlite!(self.memory_get_blocking / memory_get(namespace, id))
+        route_blocking!(self.memory_get_blocking / memory_get(namespace, id))
     }
 
     /// How many memories `namespace` holds.
     pub async fn memory_count(&self, namespace: &str) -> Result<usize, StoreError> {
-        route_sqlite!(self.memory_count(namespace))
+        route!(self.memory_count(namespace))
     }
 
     pub fn memory_count_blocking(&self, namespace: &str) -> Result<usize, StoreError> {
-        route_blocking_sqlite!(self.memory_count_blocking / memory_count(namespace))
+        route_blocking!(self.memory_count_blocking / memory_count(namespace))
     }
 
     /// Adds `entries` as they are (no merging, no cleanup; timestamps and
@@ -114,7 +114,7 @@ impl Store {
         entries: Vec<NewMemory>,
         now: DateTime<Utc>,
     ) -> Result<usize, StoreError> {
-        route_sqlite!(self.memory_import(entries, now))
+        route!(self.memory_import(entries, now))
     }
 
     pub fn memory_import_blocking(
@@ -122,6 +122,6 @@ impl Store {
         entries: Vec<NewMemory>,
         now: DateTime<Utc>,
     ) -> Result<usize, StoreError> {
-        route_blocking_sqlite!(self.memory_import_blocking / memory_import(entries, now))
+        route_blocking!(self.memory_import_blocking / memory_import(entries, now))
     }
 }

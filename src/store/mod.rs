@@ -91,6 +91,15 @@ mod run_reads;
 mod runs;
 #[cfg(test)]
 mod runs_tests;
+// Interface tests of approvals, retention, steps and watches (both backends).
+#[cfg(test)]
+mod approvals_tests;
+#[cfg(test)]
+mod retention_tests;
+#[cfg(test)]
+mod steps_tests;
+#[cfg(test)]
+mod watches_tests;
 mod sqlite;
 mod steps;
 #[cfg(test)]
@@ -106,6 +115,8 @@ pub use error::{MAX_MATCHES, StoreError};
 pub use fires::Recovered;
 pub use nodes::{NodeInfo, NodeRecord};
 pub use page_reads::{FirePage, MemoryNamespace, RunPage};
+#[doc(hidden)]
+pub use postgres::memory_bench as pg_memory_bench;
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use steps::{StepEnd, StepRecord};

@@ -50,6 +50,6 @@ impl Store {
 
     /// Every memory namespace, by name, with its entry count.
     pub async fn memory_namespaces(&self) -> Result<Vec<MemoryNamespace>, StoreError> {
-        route_sqlite!(self.memory_namespaces())
+        route!(self.memory_namespaces())
     }
 }

@@ -29,6 +29,14 @@
 //! the file does not shrink on disk.
 //!
 //! Dry runs ([`Store::prunable`]) count on the reader thread.
+//!
+//! On PostgreSQL the same rules and counts hold; a batch is one
+//! transaction that locks the runs it takes (`FOR UPDATE SKIP LOCKED`), so
+//! nodes pruning at once take disjoint runs and never delete or count a row
+//! twice. [`PruneBatch::held`] is then how long that transaction worked
+//! before its commit. Freed space: deleted rows become dead tuples that
+//! (auto)vacuum turns into free space later rows reuse, so the tables stop
+//! growing; they shrink on disk only with `VACUUM FULL`.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -100,7 +108,7 @@ impl Store {
         before: DateTime<Utc>,
         max_rows: usize,
     ) -> Result<PruneBatch, StoreError> {
-        route_sqlite!(self.prune_batch(scope, before, max_rows))
+        route!(self.prune_batch(scope, before, max_rows))
     }
 
     /// [`Store::prune_batch`], blocking (CLI).
@@ -110,7 +118,7 @@ impl Store {
         before: DateTime<Utc>,
         max_rows: usize,
     ) -> Result<PruneBatch, StoreError> {
-        route_blocking_sqlite!(self.prune_batch_blocking / prune_batch(scope, before, max_rows))
+        route_blocking!(self.prune_batch_blocking / prune_batch(scope, before, max_rows))
     }
 
     /// What pruning `scope` before `before` would remove now (a dry run;
@@ -120,7 +128,7 @@ impl Store {
         scope: PruneScope,
         before: DateTime<Utc>,
     ) -> Result<Pruned, StoreError> {
-        route_sqlite!(self.prunable(scope, before))
+        route!(self.prunable(scope, before))
     }
 
     /// [`Store::prunable`], blocking (CLI).
@@ -129,6 +137,6 @@ impl Store {
         scope: PruneScope,
         before: DateTime<Utc>,
     ) -> Result<Pruned, StoreError> {
-        route_blocking_sqlite!(self.prunable_blocking / prunable(scope, before))
+        route_blocking!(self.prunable_blocking / prunable(scope, before))
     }
 }

@@ -53,24 +53,24 @@ impl Store {
         run_id: &str,
         context: Option<String>,
     ) -> Result<(), StoreError> {
-        route_sqlite!(self.begin_pipeline(run_id, context))
+        route!(self.begin_pipeline(run_id, context))
     }
 
     /// The template context a pipeline run was begun with; `None` when it
     /// had none or is not a pipeline run.
     pub async fn pipeline_context(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        route_sqlite!(self.pipeline_context(run_id))
+        route!(self.pipeline_context(run_id))
     }
 
     /// The stored steps of run `run_id` (empty for a run that is not a
     /// pipeline), ordered by start, then step, then item.
     pub async fn steps_of(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
-        route_sqlite!(self.steps_of(run_id))
+        route!(self.steps_of(run_id))
     }
 
     /// [`Store::steps_of`] for non-async code (`aurad logs`).
     pub fn steps_of_blocking(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
-        route_blocking_sqlite!(self.steps_of_blocking / steps_of(run_id))
+        route_blocking!(self.steps_of_blocking / steps_of(run_id))
     }
 
     /// Records that `step` (item `item`) of run `run_id` started attempt
@@ -85,7 +85,7 @@ impl Store {
         items: Option<&[String]>,
         event: RunEvent,
     ) -> Result<i64, StoreError> {
-        route_sqlite!(self.step_started(run_id, step, item, attempt, items, event))
+        route!(self.step_started(run_id, step, item, attempt, items, event))
     }
 
     /// Records how `step` (item `item`) of run `run_id` ended (a step never
@@ -100,7 +100,7 @@ impl Store {
         end: StepEnd,
         event: RunEvent,
     ) -> Result<i64, StoreError> {
-        route_sqlite!(self.step_finished(run_id, step, item, end, event))
+        route!(self.step_finished(run_id, step, item, end, event))
     }
 
     /// At start-up of the daemon `new_owner`, before
@@ -114,6 +114,6 @@ impl Store {
         is_alive: impl Fn(&str) -> bool + Send + 'static,
         new_owner: &str,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        route_sqlite!(self.take_over_pipelines(is_alive, new_owner))
+        route!(self.take_over_pipelines(is_alive, new_owner))
     }
 }

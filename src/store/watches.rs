@@ -7,7 +7,9 @@
 //!
 //! Databases from before schedule ids keep their watches by list place in
 //! `schedule_watches_by_index` (see the migration): the first watch of a
-//! schedule written the same way takes one over, once.
+//! schedule written the same way takes one over, once. A PostgreSQL
+//! database starts with schedule ids, so it has none; there, nodes
+//! watching a new schedule at once are all told the instant stored first.
 
 use crate::types::ScheduleId;
 use chrono::{DateTime, Utc};
@@ -31,7 +33,7 @@ impl Store {
         cron: &str,
         now: DateTime<Utc>,
     ) -> Result<DateTime<Utc>, StoreError> {
-        route_sqlite!(self.watch_schedule(agent, schedule, cron, now))
+        route!(self.watch_schedule(agent, schedule, cron, now))
     }
 
     /// Forgets the watches of schedules that are gone (an agent removed, a
@@ -43,6 +45,6 @@ impl Store {
         &self,
         keep: Vec<(String, ScheduleId)>,
     ) -> Result<usize, StoreError> {
-        route_sqlite!(self.unwatch_schedules_except(keep))
+        route!(self.unwatch_schedules_except(keep))
     }
 }

@@ -16,6 +16,13 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+mod memory;
+mod memory_api;
+#[doc(hidden)]
+pub mod memory_bench;
+mod memory_recall;
+#[cfg(test)]
+mod memory_tests;
 mod nodes;
 pub(crate) mod run_rows;
 mod schema;
@@ -23,6 +30,19 @@ mod schema;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+// Approvals, pipeline steps, schedule watches, retention.
+mod approvals;
+#[cfg(test)]
+mod approvals_tests;
+mod retention;
+#[cfg(test)]
+mod retention_tests;
+mod steps;
+#[cfg(test)]
+mod steps_tests;
+mod watches;
+#[cfg(test)]
+mod watches_tests;
 
 use std::future::Future;
 use std::sync::Mutex;

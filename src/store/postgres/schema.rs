@@ -160,9 +160,13 @@ CREATE TABLE memories (
     metadata     TEXT NOT NULL DEFAULT '{}',
     impact       DOUBLE PRECISION NOT NULL,
     norm         DOUBLE PRECISION,
-    norm_epoch   BIGINT
+    norm_epoch   BIGINT,
+    -- The memory's terms (memory_score::term_counts, not PostgreSQL's
+    -- stemming): recall's other way to find candidates (GIN).
+    terms        TEXT[] NOT NULL DEFAULT '{}'
 );
 CREATE INDEX memories_namespace_updated ON memories(namespace, updated_at);
+CREATE INDEX memories_terms ON memories USING GIN (terms);
 CREATE TABLE memory_terms (
     ns        BIGINT NOT NULL REFERENCES memory_namespaces(id),
     term      TEXT NOT NULL,

@@ -1,0 +1,235 @@
+//! `cargo bench --bench pg_memory`: long-term memory recall on PostgreSQL,
+//! the two ways of finding candidates side by side (issue #18): `postings`
+//! (the `memory_terms` postings in impact order, rarest term first, read a
+//! batch at a time and stopped early, as SQLite does) and `terms` (a GIN
+//! index on each memory's term array, every overlapping memory scored).
+//!
+//! For N = 1,000 and 10,000 memories of one namespace (imported; realistic
+//! text as `benches/memory.rs` draws it), 200 timed recalls (top 5, min
+//! score 0.05) after 20 untimed ones, each query run by both ways in turn,
+//! which goes first alternating, so a loaded machine slows both alike; then
+//! 200 saves with the merge check (a fifth near-duplicates), alternating
+//! too. Prints p50/p90 in ms.
+//!
+//! Needs a PostgreSQL server: `AURAD_BENCH_POSTGRES` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`) names the admin
+//! database; a database `aurad_bench_*` is created there and dropped. When
+//! no server answers, the bench says so and exits. `AURAD_BENCH_QUERIES`
+//! sets the number of timed recalls per size (default 200).
+
+mod stats;
+use stats::percentile;
+
+use std::time::Instant;
+
+use aurad::memory::NewMemory;
+use aurad::store::pg_memory_bench::{Candidates, PgMemoryBench};
+use chrono::{Duration, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const STOP: &[&str] = &[
+    "the", "a", "is", "to", "of", "and", "in", "for", "with", "on", "user", "it",
+];
+const WORDS: &str = "project deploy friday server database backup editor theme dark light mode \
+    python rust typescript golang java kotlin swift ruby node deno bun pnpm npm yarn cargo docker \
+    kubernetes helm terraform aws gcp azure linux macos windows vim emacs vscode jetbrains git \
+    github gitlab review merge branch release version tag changelog test unit integration bench \
+    latency memory cpu disk network proxy cache redis postgres mysql sqlite mongo kafka queue \
+    cron schedule timezone utc meeting monday tuesday wednesday thursday weekend morning evening \
+    coffee tea lunch dinner vegetarian allergy peanut gluten birthday anniversary wife husband \
+    daughter son dog cat berlin paris tokyo london shanghai beijing flight hotel train budget \
+    invoice salary tax bank card password token key secret ssh gpg vpn wifi printer monitor \
+    keyboard mouse laptop phone tablet camera photo video music podcast book novel chess tennis \
+    football running cycling swimming yoga doctor dentist insurance contract lawyer client \
+    customer feedback bug crash error warning log metric alert dashboard grafana prometheus \
+    oncall incident outage postmortem retro sprint standup roadmap okr goal deadline estimate \
+    refactor migrate upgrade deprecate license apache mit gpl api rest grpc graphql webhook \
+    oauth jwt cookie session cors csrf xss sql index query join schema table column";
+const CJK: &str = "用户喜欢使用编程项目部署周五服务器数据库备份编辑器主题深色模式测试发布版本分支合并\
+    代码审查会议时间咖啡茶午餐晚餐生日城市航班酒店预算密码钥匙日志错误警告监控报警仪表盘迁移升级";
+
+const WAYS: [(Candidates, &str); 2] = [
+    (Candidates::Postings, "postings"),
+    (Candidates::Terms, "terms (GIN)"),
+];
+
+struct Gen {
+    rng: StdRng,
+    words: Vec<&'static str>,
+    cjk: Vec<char>,
+}
+
+impl Gen {
+    fn new(seed: u64) -> Gen {
+        Gen {
+            rng: StdRng::seed_from_u64(seed),
+            words: WORDS.split_whitespace().collect(),
+            cjk: CJK.chars().filter(|c| !c.is_whitespace()).collect(),
+        }
+    }
+
+    /// A Zipf-like index into `n` items (small indexes are common).
+    fn skewed(&mut self, n: usize) -> usize {
+        let u: f64 = self.rng.random();
+        ((n as f64) * u * u * u) as usize % n
+    }
+
+    fn sentence(&mut self, words: usize) -> String {
+        if self.rng.random_bool(0.25) {
+            return (0..words * 2)
+                .map(|_| {
+                    let i = self.skewed(self.cjk.len());
+                    self.cjk[i]
+                })
+                .collect();
+        }
+        let mut out = Vec::new();
+        for _ in 0..words {
+            if self.rng.random_bool(0.35) {
+                out.push(STOP[self.rng.random_range(0..STOP.len())].to_string());
+            } else {
+                let i = self.skewed(self.words.len());
+                out.push(self.words[i].to_string());
+            }
+        }
+        out.join(" ")
+    }
+
+    fn entry(&mut self, ns: &str, now: chrono::DateTime<Utc>) -> NewMemory {
+        let words = self.rng.random_range(6..16);
+        let mut new = NewMemory::new(ns, self.sentence(words));
+        new.importance = self.rng.random_range(1..=10);
+        new.access_count = self.skewed(40) as u64;
+        let age = Duration::minutes(self.rng.random_range(0..60 * 24 * 120));
+        new.created_at = Some((now - age).to_rfc3339());
+        new
+    }
+}
+
+/// Runs one statement on the admin database.
+fn admin(url: &str, statement: &str) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let (client, conn) = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            tokio_postgres::connect(url, tokio_postgres::NoTls),
+        )
+        .await
+        .map_err(|_| "connecting timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+        let driver = tokio::spawn(conn);
+        let outcome = client
+            .batch_execute(statement)
+            .await
+            .map_err(|e| e.to_string());
+        drop(client);
+        let _ = driver.await;
+        outcome
+    })
+}
+
+fn row(name: &str, mut ms: Vec<f64>) {
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "| {name:<44} | {:>8.3} | {:>8.3} | {:>8.3} | {:>5} |",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.9),
+        ms[ms.len() - 1],
+        ms.len()
+    );
+}
+
+fn main() {
+    let admin_url = std::env::var("AURAD_BENCH_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let queries: usize = std::env::var("AURAD_BENCH_QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    if let Err(e) = admin(&admin_url, "SELECT 1") {
+        eprintln!(
+            "pg_memory: skipped: no PostgreSQL answers at AURAD_BENCH_POSTGRES ({e}); start one \
+             or set AURAD_BENCH_POSTGRES=postgres://USER@HOST:PORT/postgres"
+        );
+        return;
+    }
+    let base = admin_url
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_string())
+        .unwrap_or_else(|| admin_url.clone());
+    let now = Utc::now();
+    println!(
+        "| {:<44} | {:>8} | {:>8} | {:>8} | {:>5} |",
+        "operation (ms), PostgreSQL", "p50", "p90", "max", "n"
+    );
+    println!(
+        "|{:-<46}|{:->10}|{:->10}|{:->10}|{:->7}|",
+        "", "", "", "", ""
+    );
+    for size in [1_000usize, 10_000] {
+        let name = format!("aurad_bench_{}_{size}", std::process::id());
+        admin(&admin_url, &format!("CREATE DATABASE {name}")).unwrap();
+        let store = PgMemoryBench::connect(&format!("{base}/{name}")).unwrap();
+        let mut g = Gen::new(size as u64);
+        let entries: Vec<NewMemory> = (0..size).map(|_| g.entry("bench", now)).collect();
+        let contents: Vec<String> = entries.iter().map(|e| e.content.clone()).collect();
+        let start = Instant::now();
+        assert_eq!(store.import(entries, now).unwrap(), size);
+        eprintln!("  import of {size}: {:.2} s", start.elapsed().as_secs_f64());
+        let mut ms = [Vec::new(), Vec::new()];
+        let mut returned = [0usize; 2];
+        for i in 0..queries + 20 {
+            let words = g.rng.random_range(2..6);
+            let q = g.sentence(words);
+            // Alternate which way goes first: both see the same load.
+            for k in [i % 2, 1 - i % 2] {
+                let start = Instant::now();
+                let found = store.recall("bench", &q, 5, 0.05, now, WAYS[k].0).unwrap();
+                if i >= 20 {
+                    ms[k].push(start.elapsed().as_secs_f64() * 1000.0);
+                    returned[k] += found.len();
+                }
+            }
+        }
+        for (k, (_, way)) in WAYS.iter().enumerate() {
+            row(
+                &format!("recall top 5, {size} memories, {way}"),
+                ms[k].clone(),
+            );
+            eprintln!(
+                "  ({:.1} memories returned per recall)",
+                returned[k] as f64 / queries as f64
+            );
+        }
+        let mut ms = [Vec::new(), Vec::new()];
+        for i in 0..queries {
+            for k in [i % 2, 1 - i % 2] {
+                let new = if i % 5 == 0 {
+                    NewMemory::new("bench", contents[(i * 7919 + k) % size].clone())
+                } else {
+                    g.entry("bench", now)
+                };
+                let start = Instant::now();
+                store.save(new, 1_000_000, now, WAYS[k].0).unwrap();
+                ms[k].push(start.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+        for (k, (_, way)) in WAYS.iter().enumerate() {
+            row(
+                &format!("save with merge check, {size}, {way}"),
+                ms[k].clone(),
+            );
+        }
+        store.close().unwrap();
+        admin(
+            &admin_url,
+            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        )
+        .unwrap();
+    }
+    println!("(each query and save by both ways in turn, first way alternating; machine shared)");
+}
