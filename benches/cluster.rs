@@ -87,8 +87,7 @@ fn main() {
     let mock = MockLlm::start_in_thread();
     mock.set_fallback(Reply::Text("ok, done.".into()));
 
-    let mut columns = Vec::new();
-    columns.push(("SQLite, 1 node", bench_setup(&params, &mock, None, 1)));
+    let mut columns = vec![("SQLite, 1 node", bench_setup(&params, &mock, None, 1))];
     match TestDatabase::create("cluster bench, PostgreSQL 1 node") {
         Some(db) => {
             columns.push((

@@ -1,8 +1,8 @@
 //! The cluster bench's reads, straight from the database the nodes write
 //! (not through the API, so reading costs the nodes nothing and shows what
 //! is stored): scheduled runs in a window of fire instants, and the runs of
-//! one phase by a marker in their input. SQLite through rusqlite (read-only,
-//! times as RFC 3339 text with milliseconds), PostgreSQL through
+//! one phase by a marker in their input. SQLite through rusqlite (only
+//! reads, times as RFC 3339 text with milliseconds), PostgreSQL through
 //! tokio-postgres on a current-thread runtime of its own (times as
 //! `TIMESTAMPTZ`). Depends on nothing of the bench.
 
@@ -45,12 +45,15 @@ const FINAL_SQL: &str = "SELECT count(*) FROM runs WHERE input LIKE $1 AND finis
 
 impl Db {
     /// The SQLite file of a node (it must exist: the node has started).
+    /// Opened read-write but only read: a read-only connection cannot open
+    /// a WAL database whose `-shm` file is gone, as it is between a node's
+    /// clean exit and its restart.
     pub fn sqlite(path: &Path) -> Db {
         let conn = rusqlite::Connection::open_with_flags(
             path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .unwrap_or_else(|e| panic!("open {} read-only: {e}", path.display()));
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .unwrap();
         Db::Sqlite(conn)
