@@ -34,7 +34,7 @@ impl Store {
         state: RunState,
         reason: String,
     ) -> Result<bool, StoreError> {
-        route_sqlite!(self.record_unrun(run, state, reason))
+        route!(self.record_unrun(run, state, reason))
     }
 
     /// Marks every `running` or `queued` run whose owner `is_alive` says is
@@ -47,7 +47,7 @@ impl Store {
         &self,
         is_alive: impl Fn(&str) -> bool + Send + 'static,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        route_sqlite!(self.interrupt_stale_runs(is_alive))
+        route!(self.interrupt_stale_runs(is_alive))
     }
 
     /// At start-up of the daemon `new_owner`: like
@@ -60,7 +60,7 @@ impl Store {
         is_alive: impl Fn(&str) -> bool + Send + 'static,
         new_owner: &str,
     ) -> Result<Recovered, StoreError> {
-        route_sqlite!(self.recover_stale_runs(is_alive, new_owner))
+        route!(self.recover_stale_runs(is_alive, new_owner))
     }
 
     /// For a live daemon's periodic sweep: marks `running` runs whose owner
@@ -73,7 +73,7 @@ impl Store {
         &self,
         is_alive: impl Fn(&str) -> bool,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        route_sqlite!(self.interrupt_dead_running_runs(is_alive))
+        route!(self.interrupt_dead_running_runs(is_alive))
     }
 
     /// Claims `run` (as [`Store::claim_run`]) for webhook delivery
@@ -88,7 +88,7 @@ impl Store {
         delivery_id: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<RunRecord>, StoreError> {
-        route_sqlite!(self.claim_run_for_delivery(run, delivery_id, now))
+        route!(self.claim_run_for_delivery(run, delivery_id, now))
     }
 
     /// Remembers webhook delivery `delivery_id` for `agent`, received at
@@ -101,6 +101,6 @@ impl Store {
         delivery_id: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        route_sqlite!(self.claim_delivery(agent, delivery_id, now))
+        route!(self.claim_delivery(agent, delivery_id, now))
     }
 }

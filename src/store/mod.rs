@@ -24,7 +24,6 @@
 
 /// Routes a call to the backend's method of the same name and arguments,
 /// and awaits it.
-#[allow(unused_macros)] // until the PostgreSQL backend is routed
 macro_rules! route {
     ($store:ident . $method:ident ( $($arg:expr),* )) => {
         match &*$store.backend {
@@ -36,7 +35,6 @@ macro_rules! route {
 
 /// Routes a blocking call: SQLite's own `NAME_blocking`, PostgreSQL's async
 /// `NAME` waited on (it runs on that backend's runtime).
-#[allow(unused_macros)]
 macro_rules! route_blocking {
     ($store:ident . $method:ident / $async_method:ident ( $($arg:expr),* )) => {
         match &*$store.backend {
@@ -48,43 +46,15 @@ macro_rules! route_blocking {
     };
 }
 
-/// Transitional, while the PostgreSQL backend is written: routes to SQLite
-/// and refuses on PostgreSQL. Replace each use with `route!` when the
-/// PostgreSQL method exists.
-macro_rules! route_sqlite {
-    ($store:ident . $method:ident ( $($arg:expr),* )) => {
-        match &*$store.backend {
-            $crate::store::Backend::Sqlite(db) => db.$method($($arg),*).await,
-            $crate::store::Backend::Postgres(_) => Err($crate::store::StoreError::Invalid(format!(
-                "{} is not available on PostgreSQL yet",
-                stringify!($method)
-            ))),
-        }
-    };
-}
-
-/// Transitional blocking form of `route_sqlite!`.
-macro_rules! route_blocking_sqlite {
-    ($store:ident . $method:ident / $async_method:ident ( $($arg:expr),* )) => {
-        match &*$store.backend {
-            $crate::store::Backend::Sqlite(db) => db.$method($($arg),*),
-            $crate::store::Backend::Postgres(_) => Err($crate::store::StoreError::Invalid(format!(
-                "{} is not available on PostgreSQL yet",
-                stringify!($async_method)
-            ))),
-        }
-    };
-}
-
 mod approvals;
 mod error;
 mod fires;
+#[cfg(test)]
+mod fires_tests;
 mod memory;
 pub mod memory_score;
 mod nodes;
 mod page_reads;
-// Until every operation is routed to it, parts are used by tests only.
-#[allow(dead_code)]
 mod postgres;
 mod retention;
 mod run_reads;
@@ -96,16 +66,18 @@ mod runs_tests;
 mod approvals_tests;
 #[cfg(test)]
 mod retention_tests;
-#[cfg(test)]
-mod steps_tests;
-#[cfg(test)]
-mod watches_tests;
 mod sqlite;
 mod steps;
 #[cfg(test)]
+mod steps_tests;
+#[cfg(test)]
 pub(crate) mod testing;
 mod watched_files;
+#[cfg(test)]
+mod watched_files_tests;
 mod watches;
+#[cfg(test)]
+mod watches_tests;
 
 use std::path::Path;
 use std::sync::Arc;

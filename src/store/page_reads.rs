@@ -38,14 +38,14 @@ pub struct MemoryNamespace {
 impl Store {
     /// The runs of `page`, newest first.
     pub async fn list_run_page(&self, page: &RunPage) -> Result<Vec<RunRecord>, StoreError> {
-        route_sqlite!(self.list_run_page(page))
+        route!(self.list_run_page(page))
     }
 
     /// The runs of scheduled fires (those with a `scheduled_for`), whatever
     /// became of them (ran, `skipped` by overlap or backoff, `missed` while
     /// down; the reason is the run's `error`), newest fire first.
     pub async fn list_fires(&self, page: &FirePage) -> Result<Vec<RunRecord>, StoreError> {
-        route_sqlite!(self.list_fires(page))
+        route!(self.list_fires(page))
     }
 
     /// Every memory namespace, by name, with its entry count.

@@ -12,33 +12,33 @@ use crate::store::{RunFilter, RunRecord};
 
 impl Store {
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        route_sqlite!(self.list_runs(filter))
+        route!(self.list_runs(filter))
     }
 
     /// The runs matching `filter`, newest first. Blocking.
     pub fn list_runs_blocking(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        route_blocking_sqlite!(self.list_runs_blocking / list_runs(filter))
+        route_blocking!(self.list_runs_blocking / list_runs(filter))
     }
 
     pub async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
-        route_sqlite!(self.get_run(id))
+        route!(self.get_run(id))
     }
 
     /// The run with this id, or with this unique id prefix (at least 4
     /// characters). An ambiguous prefix is an error listing the matches.
     /// Blocking.
     pub fn get_run_blocking(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
-        route_blocking_sqlite!(self.get_run_blocking / get_run(id))
+        route_blocking!(self.get_run_blocking / get_run(id))
     }
 
     pub async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
-        route_sqlite!(self.run_events(run_id))
+        route!(self.run_events(run_id))
     }
 
     /// The run's events in order (the exact id). `NotFound` when there is no
     /// such run, `EventsPruned` when retention deleted its events. Blocking.
     pub fn run_events_blocking(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
-        route_blocking_sqlite!(self.run_events_blocking / run_events(run_id))
+        route_blocking!(self.run_events_blocking / run_events(run_id))
     }
 
     /// The run's events with a seq above `after_seq`, with their seqs, in
@@ -50,7 +50,7 @@ impl Store {
         run_id: &str,
         after_seq: i64,
     ) -> Result<Vec<(i64, RunEvent)>, StoreError> {
-        route_sqlite!(self.run_events_after(run_id, after_seq))
+        route!(self.run_events_after(run_id, after_seq))
     }
 
     /// [`Store::run_events_after`], blocking.
@@ -59,7 +59,7 @@ impl Store {
         run_id: &str,
         after_seq: i64,
     ) -> Result<Vec<(i64, RunEvent)>, StoreError> {
-        route_blocking_sqlite!(self.run_events_after_blocking / run_events_after(run_id, after_seq))
+        route_blocking!(self.run_events_after_blocking / run_events_after(run_id, after_seq))
     }
 
     /// The newest fire instant that has a run (of any state) for schedule
@@ -69,12 +69,12 @@ impl Store {
         agent: &str,
         schedule: &ScheduleId,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
-        route_sqlite!(self.last_fire(agent, schedule))
+        route!(self.last_fire(agent, schedule))
     }
 
     /// The agent's newest run by creation time (ties: the greatest id).
     pub async fn last_run(&self, agent: &str) -> Result<Option<RunRecord>, StoreError> {
-        route_sqlite!(self.last_run(agent))
+        route!(self.last_run(agent))
     }
 
     /// How many of the agent's latest runs failed in a row: walking its
@@ -84,7 +84,7 @@ impl Store {
     /// crash) is not a failure and does not end a streak either: it is
     /// passed over.
     pub async fn consecutive_failures(&self, agent: &str) -> Result<u32, StoreError> {
-        route_sqlite!(self.consecutive_failures(agent))
+        route!(self.consecutive_failures(agent))
     }
 
     /// The known cost in US dollars of the agent's runs created at or
@@ -97,6 +97,6 @@ impl Store {
         since: DateTime<Utc>,
         except: &str,
     ) -> Result<f64, StoreError> {
-        route_sqlite!(self.cost_since(agent, since, except))
+        route!(self.cost_since(agent, since, except))
     }
 }

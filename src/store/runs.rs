@@ -143,20 +143,20 @@ impl Store {
     /// `synchronous=FULL` before this returns the run as stored. An id in
     /// use is a `Conflict`; a fire that has a run already is `FireTaken`.
     pub async fn claim_run(&self, run: NewRun) -> Result<RunRecord, StoreError> {
-        route_sqlite!(self.claim_run(run))
+        route!(self.claim_run(run))
     }
 
     /// The template variables a run claimed `queued` was accepted with
     /// (`NewRun::template_context`), while it is still queued.
     pub async fn queued_template_context(&self, id: &str) -> Result<Option<String>, StoreError> {
-        route_sqlite!(self.queued_template_context(id))
+        route!(self.queued_template_context(id))
     }
 
     /// Starts a queued run: `queued` becomes `running`, started now,
     /// committed with `synchronous=FULL`. False (and no change) when the run
     /// is no longer queued, e.g. it was cancelled while waiting.
     pub async fn start_run(&self, id: &str) -> Result<bool, StoreError> {
-        route_sqlite!(self.start_run(id))
+        route!(self.start_run(id))
     }
 
     /// Appends `events` to the run in one transaction (`synchronous=NORMAL`),
@@ -171,7 +171,7 @@ impl Store {
         run_id: &str,
         events: Vec<RunEvent>,
     ) -> Result<i64, StoreError> {
-        route_sqlite!(self.append_events(run_id, events))
+        route!(self.append_events(run_id, events))
     }
 
     /// Records the run's final state, committed with `synchronous=FULL`.
@@ -184,7 +184,7 @@ impl Store {
         output: Option<String>,
         usage: Usage,
     ) -> Result<(), StoreError> {
-        route_sqlite!(self.finish_run(run_id, state, error, output, usage))
+        route!(self.finish_run(run_id, state, error, output, usage))
     }
 
     /// Appends the run's last events and records its final state in one
@@ -200,7 +200,7 @@ impl Store {
         output: Option<String>,
         usage: Usage,
     ) -> Result<i64, StoreError> {
-        route_sqlite!(self.finish_run_with_events(run_id, events, state, error, output, usage))
+        route!(self.finish_run_with_events(run_id, events, state, error, output, usage))
     }
 
     /// [`Store::finish_run_with_events`] with the cost and the structured
@@ -211,6 +211,6 @@ impl Store {
         events: Vec<RunEvent>,
         end: RunEnd,
     ) -> Result<i64, StoreError> {
-        route_sqlite!(self.finish_run_as(run_id, events, end))
+        route!(self.finish_run_as(run_id, events, end))
     }
 }

@@ -32,7 +32,7 @@ impl Store {
         what: TriggerClaim,
         now: DateTime<Utc>,
     ) -> Result<Option<RunRecord>, StoreError> {
-        route_sqlite!(self.claim_run_for_trigger(run, what, now))
+        route!(self.claim_run_for_trigger(run, what, now))
     }
 
     /// Whether file `path` with `content_hash` has had its run for `agent`
@@ -43,6 +43,6 @@ impl Store {
         path: &str,
         content_hash: &str,
     ) -> Result<bool, StoreError> {
-        route_sqlite!(self.watched_file_done(agent, path, content_hash))
+        route!(self.watched_file_done(agent, path, content_hash))
     }
 }

@@ -16,6 +16,9 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+mod fires;
+#[cfg(test)]
+mod fires_tests;
 mod memory;
 mod memory_api;
 #[doc(hidden)]
@@ -24,7 +27,16 @@ mod memory_recall;
 #[cfg(test)]
 mod memory_tests;
 mod nodes;
+mod page_reads;
+#[cfg(test)]
+mod page_reads_tests;
+mod run_reads;
+#[cfg(test)]
+mod run_reads_tests;
 pub(crate) mod run_rows;
+pub(crate) mod runs;
+#[cfg(test)]
+mod runs_tests;
 mod schema;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -40,6 +52,9 @@ mod retention_tests;
 mod steps;
 #[cfg(test)]
 mod steps_tests;
+mod watched_files;
+#[cfg(test)]
+mod watched_files_tests;
 mod watches;
 #[cfg(test)]
 mod watches_tests;
@@ -178,7 +193,8 @@ impl Postgres {
         .await
     }
 
-    /// A clone of the pool, to move into a future given to [`Postgres::spawn`].
+    /// A clone of the pool, for tests that reach the database directly.
+    #[cfg(test)]
     pub(crate) fn pool(&self) -> Pool {
         self.pool.clone()
     }

@@ -26,7 +26,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[Migration {
     name: "runs, events, fires, memory, approvals, pipelines, nodes",
     sql: r#"
 CREATE TABLE runs (
-    id                  TEXT PRIMARY KEY,
+    -- Compared bytewise, as SQLite does, whatever the database's default
+    -- collation: an id prefix is then a range of the primary key.
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    -- Insertion order across nodes (SQLite's rowid): ties of created_at.
+    row_seq             BIGINT GENERATED ALWAYS AS IDENTITY,
     agent               TEXT NOT NULL,
     state               TEXT NOT NULL,
     "trigger"           TEXT NOT NULL,
@@ -56,7 +60,7 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_agent_created ON runs(agent, created_at);
 CREATE INDEX runs_state_created ON runs(state, created_at);
-CREATE INDEX runs_created ON runs(created_at);
+CREATE INDEX runs_created ON runs(created_at, row_seq);
 -- A fire (agent, schedule, instant) has at most one run in the cluster.
 CREATE UNIQUE INDEX runs_fire ON runs(agent, schedule_id, scheduled_for)
     WHERE schedule_id IS NOT NULL AND scheduled_for IS NOT NULL;

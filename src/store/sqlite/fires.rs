@@ -162,7 +162,7 @@ fn unrun(
 }
 
 /// Why a run of `owner` (`None`: no owner recorded) was interrupted.
-fn interrupt_reason(state: RunState, owner: Option<&str>) -> String {
+pub(crate) fn interrupt_reason(state: RunState, owner: Option<&str>) -> String {
     let owner = owner.unwrap_or("no owner recorded");
     if state == RunState::Queued {
         format!(

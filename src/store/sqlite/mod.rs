@@ -33,7 +33,7 @@
 mod approvals;
 #[cfg(test)]
 mod approvals_tests;
-mod fires;
+pub(crate) mod fires;
 #[cfg(test)]
 mod fires_tests;
 mod memory;
@@ -47,7 +47,7 @@ mod page_reads;
 #[allow(dead_code)]
 mod retention;
 mod run_reads;
-mod runs;
+pub(crate) mod runs;
 #[cfg(test)]
 mod runs_tests;
 mod steps;

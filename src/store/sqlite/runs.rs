@@ -110,7 +110,7 @@ impl Sqlite {
 }
 
 /// Serialises events on the caller's side, so the writer thread only writes.
-pub(super) fn encode_events(
+pub(crate) fn encode_events(
     run_id: &str,
     events: &[RunEvent],
 ) -> Result<Vec<(&'static str, String)>, StoreError> {
