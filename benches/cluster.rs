@@ -234,7 +234,10 @@ fn bench_setup(
     nodes: usize,
 ) -> Result<Figures, String> {
     let label = match database {
-        Some(_) => format!("PostgreSQL, {nodes} node(s)"),
+        Some(_) => format!(
+            "PostgreSQL, {nodes} node{}",
+            if nodes == 1 { "" } else { "s" }
+        ),
         None => "SQLite, 1 node".to_string(),
     };
     let load_before = load_average();
@@ -425,7 +428,9 @@ fn post(addrs: &[SocketAddr], phase: &str, index: usize) -> Posted {
     let body =
         serde_json::json!({ "input": format!("Bench run {}: say ok.", marker(phase, index)) })
             .to_string();
-    let sent_at = Utc::now();
+    // To the millisecond, as both backends store times: the difference
+    // with a stored time is then never negative, with a 1 ms resolution.
+    let sent_at = DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap();
     let id = match http_post_json(addr, &format!("/v1/agents/{agent}/runs"), &body) {
         Some((202, answer)) => serde_json::from_str::<serde_json::Value>(&answer)
             .ok()
@@ -658,7 +663,7 @@ fn render(params: &Params, columns: &[(&str, Result<Figures, String>)]) -> Strin
         &|f| {
             let l = &f.fire.latencies;
             format!(
-                "**{:.1} ms** p50, {:.1} ms p99, {:.1} ms max",
+                "**{:.0} ms** p50, {:.0} ms p99, {:.0} ms max",
                 percentile(l, 0.5),
                 percentile(l, 0.99),
                 l.last().copied().unwrap_or(f64::NAN)
@@ -699,7 +704,7 @@ fn render(params: &Params, columns: &[(&str, Result<Figures, String>)]) -> Strin
         &|f| {
             let p = &f.pickup;
             format!(
-                "**{:.1} ms** p50, {:.1} ms p99, {:.1} ms max (n={}{})",
+                "**{:.0} ms** p50, {:.0} ms p99, {:.0} ms max (n={}{})",
                 percentile(&p.latencies, 0.5),
                 percentile(&p.latencies, 0.99),
                 p.latencies.last().copied().unwrap_or(f64::NAN),
@@ -746,7 +751,7 @@ fn render(params: &Params, columns: &[(&str, Result<Figures, String>)]) -> Strin
         "\nOne release binary per node as a child process; the mock LLM (answering at once) and this client in the bench process; \
          each node {NODE_SLOTS} slots; PostgreSQL nodes with `cluster: {{lease: {LEASE}}}`, a database per setup created and dropped.\n\
          Pickup latency compares the client's send time with the stored started_at: client and nodes share this machine's clock \
-         (SQLite stores times to the millisecond).\n\
+         (both backends store times to the millisecond, so these are to 1 ms).\n\
          The machine is shared (2 cores, other agents compiling): figures from a loaded machine are rough; see the load averages.\n"
     );
     out
