@@ -338,3 +338,69 @@ fn a_node_with_another_definition_of_an_agent_is_warned_about() {
         );
     }
 }
+
+#[test]
+fn a_run_waiting_for_approval_on_a_killed_node_is_adopted_once() {
+    let Some(db) = TestDatabase::create("waiting_on_a_killed_node") else {
+        return;
+    };
+    let agents = vec![(
+        "careful".to_string(),
+        "model: test\nprompt: nap\ntools: [nap]\napprove: [nap]\n".to_string(),
+    )];
+    let mut nodes = cluster(&db, 3, &agents);
+    let (status, body) = http_post_json(nodes[0].1.addr, "/v1/agents/careful/runs", "{}").unwrap();
+    assert_eq!(status, 202, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let state = |id: &str| db.query(&format!("SELECT state, owner FROM runs WHERE id = '{id}'"));
+    poll(
+        "the run to wait for approval",
+        || logs(&nodes),
+        || (state(&id)[0][0].as_deref() == Some("waiting_approval")).then_some(()),
+    );
+    let first_owner = state(&id)[0][1].clone().unwrap();
+    nodes[0].1.kill_now();
+    // A survivor adopts it (one of them), and it still waits.
+    let adopted = poll(
+        "a survivor to adopt the waiting run",
+        || logs(&nodes[1..]),
+        || {
+            let row = state(&id);
+            let owner = row[0][1].clone()?;
+            (owner != first_owner).then_some(owner)
+        },
+    );
+    assert_eq!(state(&id)[0][0].as_deref(), Some("waiting_approval"));
+    let survivor = nodes
+        .iter()
+        .skip(1)
+        .find(|(_, s)| s.log().contains(&id) && s.log().contains("taken over"))
+        .map(|(_, s)| s.addr)
+        .unwrap_or(nodes[1].1.addr);
+    // Denied through a survivor's API: the model hears why and the run ends.
+    let (status, body) = http_post_json(
+        survivor,
+        &format!("/v1/runs/{id}/approval"),
+        r#"{"approve": false, "reason": "not now"}"#,
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    poll(
+        "the denied run to finish",
+        || logs(&nodes[1..]),
+        || (state(&id)[0][0].as_deref() == Some("succeeded")).then_some(()),
+    );
+    assert_eq!(state(&id)[0][1].as_deref(), Some(adopted.as_str()));
+    // Exactly one survivor said it took the run over.
+    let takers = nodes[1..]
+        .iter()
+        .filter(|(_, s)| {
+            s.log()
+                .contains("left waiting for approval by a process that is gone is taken over")
+        })
+        .count();
+    assert_eq!(takers, 1, "{}", logs(&nodes[1..]));
+}

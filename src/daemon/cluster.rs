@@ -3,8 +3,8 @@
 //! heartbeats, reads which nodes are alive, and takes over the runs of the
 //! dead ones ([`super::takeover::take_over`]: running runs become
 //! `interrupted` and are retried per `on_interrupt`, queued ones run here,
-//! pipelines resume); the store hands each run to one node. Runs a dead
-//! node left waiting for approval are adopted by the next node to start. The nodes
+//! pipelines resume, runs waiting for approval are adopted); the store
+//! hands each run to one node. The nodes
 //! table it reads is shown by `/v1/status` (cached here, so the status
 //! handler stays synchronous).
 //!
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
 use super::owner;
-use super::takeover::{Liveness, Waiting, take_over};
+use super::takeover::{Liveness, take_over};
 use crate::registry::Snapshot;
 use crate::store::{NodeInfo, NodeRecord};
 
@@ -119,7 +119,7 @@ pub async fn run(daemon: Arc<Daemon>, lease: Duration, stop: CancellationToken) 
                 continue;
             }
         };
-        match take_over(&daemon, &liveness, Waiting::Leave).await {
+        match take_over(&daemon, &liveness).await {
             Ok(done) if done.pipelines + done.requeued + done.interrupted > 0 => {
                 tracing::info!(
                     pipelines = done.pipelines,

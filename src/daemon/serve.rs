@@ -25,7 +25,7 @@ use super::metrics::Metrics;
 use super::reload::{Reloader, describe_changes};
 use super::scheduler::Scheduler;
 use super::supervisor::{Env, Health, Supervisor};
-use super::takeover::{Liveness, Waiting, sweep_dead_owners, take_over};
+use super::takeover::{Liveness, sweep_dead_owners, take_over};
 use super::watcher::Watcher;
 use crate::config::Diagnostic;
 use crate::store::Store;
@@ -170,7 +170,7 @@ pub async fn serve(
     let liveness = Liveness::read(&store, lease)
         .await
         .map_err(|e| format!("cannot read which nodes are alive: {e}"))?;
-    take_over(&daemon, &liveness, Waiting::Adopt)
+    take_over(&daemon, &liveness)
         .await
         .map_err(|e| format!("cannot take over runs of a previous process: {e}"))?;
 

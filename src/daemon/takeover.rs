@@ -76,26 +76,12 @@ pub struct TakenOver {
     pub interrupted: usize,
 }
 
-/// Whether [`take_over`] adopts the runs a gone owner left waiting for
-/// approval. Only at start: the store does not move their ownership, so a
-/// periodic sweep would adopt the same run again at each tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waiting {
-    Adopt,
-    Leave,
-}
-
 /// Takes over the runs of owners `liveness` says are gone: pipelines first
 /// (resumed, not interrupted), then running runs are interrupted (and
 /// retried per `on_interrupt`) and queued ones started again here, then
-/// (with [`Waiting::Adopt`]) runs waiting for approval are adopted. Safe to
-/// run on several nodes at once for pipelines, running and queued runs:
-/// the store moves each to one owner in one transaction.
-pub async fn take_over(
-    daemon: &Arc<Daemon>,
-    liveness: &Liveness,
-    waiting: Waiting,
-) -> Result<TakenOver, StoreError> {
+/// runs waiting for approval are adopted. Safe to run on several nodes at
+/// once: the store moves each run to one owner in one transaction.
+pub async fn take_over(daemon: &Arc<Daemon>, liveness: &Liveness) -> Result<TakenOver, StoreError> {
     let me = owner::this_process();
     let alive = liveness.clone();
     let pipelines = daemon
@@ -113,9 +99,7 @@ pub async fn take_over(
     }
     resume_pipelines(daemon, &pipelines).await;
     resume_queued(daemon, &recovered.requeued).await;
-    if waiting == Waiting::Adopt {
-        resume_waiting(daemon, liveness).await;
-    }
+    resume_waiting(daemon, liveness).await;
     retry_interrupted(daemon, &recovered.interrupted).await;
     Ok(TakenOver {
         pipelines: pipelines.len(),
@@ -186,6 +170,20 @@ pub(super) async fn resume_waiting(daemon: &Arc<Daemon>, liveness: &Liveness) {
         // resumed above (they are this process's now).
         if liveness.is_alive(owner) {
             continue;
+        }
+        // Made this process's first: of several nodes taking over at once,
+        // one resumes it.
+        match daemon
+            .store
+            .adopt_waiting(&run.run.id, run.run.owner.as_deref(), owner::this_process())
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::error!(run = %run.run.id, "cannot adopt a run waiting for approval: {e}");
+                continue;
+            }
         }
         match daemon
             .supervisor

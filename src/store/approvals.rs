@@ -88,6 +88,19 @@ impl Store {
         route!(self.waiting_runs())
     }
 
+    /// Moves run `run_id`, waiting for approval under `from` (a gone
+    /// owner; `None`: none recorded), to `to`. Only one caller wins: false
+    /// when the run is no longer waiting or another process adopted it
+    /// first, so two nodes taking over at once never both resume it.
+    pub async fn adopt_waiting(
+        &self,
+        run_id: &str,
+        from: Option<&str>,
+        to: &str,
+    ) -> Result<bool, StoreError> {
+        route!(self.adopt_waiting(run_id, from, to))
+    }
+
     /// [`Store::waiting_runs`], blocking (for `aurad approve`).
     pub fn waiting_runs_blocking(&self) -> Result<Vec<WaitingRun>, StoreError> {
         route_blocking!(self.waiting_runs_blocking / waiting_runs())

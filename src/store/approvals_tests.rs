@@ -141,3 +141,33 @@ store_test! {
         assert_eq!(seen.decision, decided.decision);
     }
 }
+
+store_test! {
+    /// Two processes (nodes) adopting one run left waiting by a gone owner
+    /// at once: one wins, and the run is then its; a run not waiting, or
+    /// owned by someone else than the caller says, is not adopted.
+    async fn a_waiting_run_is_adopted_once(store, test) {
+        let run = store.claim_run(new_run("a")).await.unwrap();
+        assert!(!store.adopt_waiting(&run.id, Some("pid:1"), "node-b").await.unwrap());
+        let asked = now();
+        store
+            .wait_for_approval(&run.id, "{}".into(), request(), asked, asked + Duration::hours(1))
+            .await
+            .unwrap();
+        assert!(!store.adopt_waiting(&run.id, Some("pid:9"), "node-b").await.unwrap());
+        let other = test.reopen();
+        let (one, two) = tokio::join!(
+            store.adopt_waiting(&run.id, Some("pid:1"), "node-b"),
+            other.adopt_waiting(&run.id, Some("pid:1"), "node-c"),
+        );
+        let (one, two) = (one.unwrap(), two.unwrap());
+        assert!(one ^ two, "exactly one adoption: {one} {two}");
+        let owner = store.get_run(&run.id).await.unwrap().unwrap().owner;
+        assert_eq!(owner.as_deref(), Some(if one { "node-b" } else { "node-c" }));
+        assert_eq!(
+            store.get_run(&run.id).await.unwrap().unwrap().state,
+            RunState::WaitingApproval
+        );
+        tokio::task::spawn_blocking(move || other.close()).await.unwrap().unwrap();
+    }
+}

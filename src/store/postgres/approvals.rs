@@ -245,6 +245,29 @@ impl Postgres {
 
     /// Runs waiting for approval, oldest request first, each with the call
     /// it waits on (decided or not yet). One statement: one snapshot.
+    /// One UPDATE conditioned on the owner read before: of two nodes
+    /// adopting at once, the second finds the owner changed and gets false.
+    pub(crate) async fn adopt_waiting(
+        &self,
+        run_id: &str,
+        from: Option<&str>,
+        to: &str,
+    ) -> Result<bool, StoreError> {
+        let (run_id, from, to) = (run_id.to_owned(), from.map(str::to_owned), to.to_owned());
+        self.with_client(move |client| async move {
+            let changed = client
+                .execute(
+                    "UPDATE runs SET owner = $3
+                     WHERE id = $1 AND state = 'waiting_approval' AND owner IS NOT DISTINCT FROM $2",
+                    &[&run_id, &from, &to],
+                )
+                .await
+                .map_err(pg("adopting a run waiting for approval"))?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
     pub(crate) async fn waiting_runs(&self) -> Result<Vec<WaitingRun>, StoreError> {
         self.with_client(move |client| async move {
             let context = "listing runs waiting for approval";

@@ -143,6 +143,25 @@ impl Sqlite {
     pub fn waiting_runs_blocking(&self) -> Result<Vec<WaitingRun>, StoreError> {
         self.read_blocking(waiting)
     }
+
+    pub async fn adopt_waiting(
+        &self,
+        run_id: &str,
+        from: Option<&str>,
+        to: &str,
+    ) -> Result<bool, StoreError> {
+        let (run_id, from, to) = (run_id.to_owned(), from.map(str::to_owned), to.to_owned());
+        self.call_durable(move |conn| {
+            conn.prepare_cached(
+                "UPDATE runs SET owner = ?3
+                 WHERE id = ?1 AND state = 'waiting_approval' AND owner IS ?2",
+            )
+            .and_then(|mut stmt| stmt.execute(params![run_id, from, to]))
+            .map(|changed| changed == 1)
+            .map_err(sql("adopting a run waiting for approval"))
+        })
+        .await
+    }
 }
 
 /// Why run `run_id` is not waiting for approval (to `what`), as a
