@@ -1,9 +1,8 @@
-//! The typed `Store::memory_*` methods: each sends one function of
-//! `store::memory` to the writer thread, or to the reader thread for the
-//! pure reads (list, get, count), so those never take the write lock (async,
-//! or `_blocking` for code without a runtime such as the CLI).
+//! Long-term memory: the typed `Store::memory_*` methods (async, or
+//! `_blocking` for code without a runtime such as the CLI), and the check
+//! every backend applies to a memory before storing it.
 
-use crate::types::memory::{Memory, NewMemory, Recalled, Saved};
+use crate::types::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Recalled, Saved};
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError};
@@ -124,4 +123,67 @@ impl Store {
     ) -> Result<usize, StoreError> {
         route_blocking!(self.memory_import_blocking / memory_import(entries, now))
     }
+}
+
+/// A [`NewMemory`] checked, with its times parsed and kept to the
+/// millisecond (as both backends store them) and its metadata as JSON text.
+pub(crate) struct CheckedMemory {
+    pub(crate) new: NewMemory,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
+    pub(crate) metadata: String,
+}
+
+/// Checks `new` (saved at `now` unless it carries its own times); `what`
+/// names it in errors (e.g. `entry 3`).
+pub(crate) fn check_memory(
+    mut new: NewMemory,
+    now: DateTime<Utc>,
+    what: &str,
+) -> Result<CheckedMemory, StoreError> {
+    if new.namespace.trim().is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "{what}: the memory namespace is empty: give a name (e.g. the agent's)"
+        )));
+    }
+    if new.content.trim().is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "{what}: the memory content is empty: give the text to remember"
+        )));
+    }
+    if !(1..=10).contains(&new.importance) {
+        return Err(StoreError::Invalid(format!(
+            "{what}: importance {} is out of range: give 1 (trivia) to 10 (essential)",
+            new.importance
+        )));
+    }
+    if new.category.trim().is_empty() {
+        new.category = DEFAULT_CATEGORY.into();
+    }
+    let millis =
+        |t: DateTime<Utc>| DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t);
+    let time = |field: &str, value: &Option<String>| -> Result<Option<DateTime<Utc>>, StoreError> {
+        value
+            .as_deref()
+            .map(|v| {
+                super::memory_score::parse_time(v).map(millis).ok_or_else(|| {
+                    StoreError::Invalid(format!(
+                        "{what}: {field} {v:?} is not an RFC 3339 time (like 2025-03-07T09:30:00.000Z)"
+                    ))
+                })
+            })
+            .transpose()
+    };
+    let created_at = time("created_at", &new.created_at)?.unwrap_or_else(|| millis(now));
+    let updated_at = time("updated_at", &new.updated_at)?.unwrap_or(created_at);
+    let metadata = match &new.metadata {
+        serde_json::Value::Null => "{}".to_string(),
+        other => other.to_string(),
+    };
+    Ok(CheckedMemory {
+        new,
+        created_at,
+        updated_at,
+        metadata,
+    })
 }

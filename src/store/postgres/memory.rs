@@ -28,8 +28,9 @@ use super::memory_recall::{self, Candidates};
 use super::pg;
 use super::run_rows::millis;
 use crate::store::StoreError;
+use crate::store::memory::check_memory;
 use crate::store::memory_score::{self as score, TermCounts};
-use crate::types::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Saved};
+use crate::types::memory::{Memory, NewMemory, Saved};
 
 /// The columns [`stored_from_row`] reads, in its order.
 pub(super) const MEMORY_COLUMNS: &str = "id, namespace, content, category, importance, created_at, \
@@ -336,55 +337,15 @@ pub(super) struct Checked {
     counts: TermCounts,
 }
 
-/// Checks `new`; `what` names it in errors (e.g. `entry 3`).
-pub(super) fn check(
-    mut new: NewMemory,
-    now: DateTime<Utc>,
-    what: &str,
-) -> Result<Checked, StoreError> {
-    if new.namespace.trim().is_empty() {
-        return Err(StoreError::Invalid(format!(
-            "{what}: the memory namespace is empty: give a name (e.g. the agent's)"
-        )));
-    }
-    if new.content.trim().is_empty() {
-        return Err(StoreError::Invalid(format!(
-            "{what}: the memory content is empty: give the text to remember"
-        )));
-    }
-    if !(1..=10).contains(&new.importance) {
-        return Err(StoreError::Invalid(format!(
-            "{what}: importance {} is out of range: give 1 (trivia) to 10 (essential)",
-            new.importance
-        )));
-    }
-    if new.category.trim().is_empty() {
-        new.category = DEFAULT_CATEGORY.into();
-    }
-    let time = |field: &str, value: &Option<String>| -> Result<Option<DateTime<Utc>>, StoreError> {
-        value
-            .as_deref()
-            .map(|v| {
-                score::parse_time(v).map(millis).ok_or_else(|| {
-                    StoreError::Invalid(format!(
-                        "{what}: {field} {v:?} is not an RFC 3339 time (like 2025-03-07T09:30:00.000Z)"
-                    ))
-                })
-            })
-            .transpose()
-    };
-    let created_at = time("created_at", &new.created_at)?.unwrap_or_else(|| millis(now));
-    let updated_at = time("updated_at", &new.updated_at)?.unwrap_or(created_at);
-    let metadata = match &new.metadata {
-        serde_json::Value::Null => "{}".to_string(),
-        other => other.to_string(),
-    };
-    let counts = score::term_counts(&new.content);
+/// Checks `new` (`store::memory::check_memory`) and counts its terms.
+pub(super) fn check(new: NewMemory, now: DateTime<Utc>, what: &str) -> Result<Checked, StoreError> {
+    let checked = check_memory(new, now, what)?;
+    let counts = score::term_counts(&checked.new.content);
     Ok(Checked {
-        new,
-        created_at,
-        updated_at,
-        metadata,
+        new: checked.new,
+        created_at: checked.created_at,
+        updated_at: checked.updated_at,
+        metadata: checked.metadata,
         counts,
     })
 }

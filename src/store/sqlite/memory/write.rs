@@ -13,8 +13,9 @@ use super::{
     namespace_or_create, remove_terms, stamp, stored_from_row, touch,
 };
 use crate::store::StoreError;
+use crate::store::memory::check_memory;
 use crate::store::sqlite::sql;
-use crate::types::memory::{DEFAULT_CATEGORY, Memory, NewMemory, Saved};
+use crate::types::memory::{Memory, NewMemory, Saved};
 
 /// A [`NewMemory`] checked and with its timestamps normalised.
 struct Checked {
@@ -24,50 +25,15 @@ struct Checked {
     metadata: String,
 }
 
-/// Checks `new`; `what` names it in errors (e.g. `entry 3`).
-fn check(mut new: NewMemory, now: DateTime<Utc>, what: &str) -> Result<Checked, StoreError> {
-    if new.namespace.trim().is_empty() {
-        return Err(StoreError::Invalid(format!(
-            "{what}: the memory namespace is empty: give a name (e.g. the agent's)"
-        )));
-    }
-    if new.content.trim().is_empty() {
-        return Err(StoreError::Invalid(format!(
-            "{what}: the memory content is empty: give the text to remember"
-        )));
-    }
-    if !(1..=10).contains(&new.importance) {
-        return Err(StoreError::Invalid(format!(
-            "{what}: importance {} is out of range: give 1 (trivia) to 10 (essential)",
-            new.importance
-        )));
-    }
-    if new.category.trim().is_empty() {
-        new.category = DEFAULT_CATEGORY.into();
-    }
-    let time = |field: &str, value: &Option<String>| -> Result<Option<String>, StoreError> {
-        value
-            .as_deref()
-            .map(|v| {
-                score::parse_time(v).map(stamp).ok_or_else(|| {
-                    StoreError::Invalid(format!(
-                        "{what}: {field} {v:?} is not an RFC 3339 time (like 2025-03-07T09:30:00.000Z)"
-                    ))
-                })
-            })
-            .transpose()
-    };
-    let created_at = time("created_at", &new.created_at)?.unwrap_or_else(|| stamp(now));
-    let updated_at = time("updated_at", &new.updated_at)?.unwrap_or_else(|| created_at.clone());
-    let metadata = match &new.metadata {
-        serde_json::Value::Null => "{}".to_string(),
-        other => other.to_string(),
-    };
+/// Checks `new` (`store::memory::check_memory`), with its times as
+/// stored here.
+fn check(new: NewMemory, now: DateTime<Utc>, what: &str) -> Result<Checked, StoreError> {
+    let checked = check_memory(new, now, what)?;
     Ok(Checked {
-        new,
-        created_at,
-        updated_at,
-        metadata,
+        new: checked.new,
+        created_at: stamp(checked.created_at),
+        updated_at: stamp(checked.updated_at),
+        metadata: checked.metadata,
     })
 }
 
