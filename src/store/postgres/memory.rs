@@ -25,8 +25,8 @@ use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
 use super::memory_recall::{self, Candidates};
-use super::pg;
 use super::run_rows::millis;
+use super::{execute, pg};
 use crate::store::StoreError;
 use crate::store::memory::check_memory;
 use crate::store::memory_score::{self as score, TermCounts};
@@ -135,15 +135,13 @@ async fn namespace_or_create(tx: &Transaction<'_>, name: &str) -> Result<Namespa
     if let Some(ns) = namespace(tx, name, true).await? {
         return Ok(ns);
     }
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO memory_namespaces (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
-        )
-        .await
-        .map_err(pg("creating a memory namespace"))?;
-    tx.execute(&stmt, &[&name])
-        .await
-        .map_err(pg("creating a memory namespace"))?;
+    execute(
+        tx,
+        "INSERT INTO memory_namespaces (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+        &[&name],
+        "creating a memory namespace",
+    )
+    .await?;
     namespace(tx, name, true).await?.ok_or_else(|| {
         StoreError::Internal(format!(
             "memory namespace {name:?} vanished while being created"
@@ -154,15 +152,13 @@ async fn namespace_or_create(tx: &Transaction<'_>, name: &str) -> Result<Namespa
 /// Adds `delta` to the namespace's entry count and starts a new epoch (every
 /// cached norm of it becomes stale).
 async fn touch(tx: &Transaction<'_>, ns: i64, delta: i64) -> Result<(), StoreError> {
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE memory_namespaces SET entries = entries + $2, epoch = epoch + 1 WHERE id = $1",
-        )
-        .await
-        .map_err(pg("updating a memory namespace"))?;
-    tx.execute(&stmt, &[&ns, &delta])
-        .await
-        .map_err(pg("updating a memory namespace"))?;
+    execute(
+        tx,
+        "UPDATE memory_namespaces SET entries = entries + $2, epoch = epoch + 1 WHERE id = $1",
+        &[&ns, &delta],
+        "updating a memory namespace",
+    )
+    .await?;
     Ok(())
 }
 
@@ -200,16 +196,14 @@ async fn add_terms(
 ) -> Result<(), StoreError> {
     let terms = keys(counts);
     let tfs: Vec<i32> = counts.values().map(|&tf| tf as i32).collect();
-    let posting = tx
-        .prepare_cached(
-            "INSERT INTO memory_terms (ns, term, impact, memory_id, tf) \
+    execute(
+        tx,
+        "INSERT INTO memory_terms (ns, term, impact, memory_id, tf) \
              SELECT $1, t, $2, $3, f FROM unnest($4::text[], $5::int4[]) AS u(t, f)",
-        )
-        .await
-        .map_err(pg("indexing a memory"))?;
-    tx.execute(&posting, &[&ns, &impact, &id, &terms, &tfs])
-        .await
-        .map_err(pg("indexing a memory"))?;
+        &[&ns, &impact, &id, &terms, &tfs],
+        "indexing a memory",
+    )
+    .await?;
     bump_df(tx, ns, &terms, &vec![1; terms.len()]).await
 }
 
@@ -221,16 +215,8 @@ async fn bump_df(
     terms: &[String],
     counts: &[i64],
 ) -> Result<(), StoreError> {
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO memory_df (ns, term, df) SELECT $1, t, n FROM unnest($2::text[], $3::int8[]) AS u(t, n) \
-             ON CONFLICT (ns, term) DO UPDATE SET df = memory_df.df + excluded.df",
-        )
-        .await
-        .map_err(pg("indexing a memory"))?;
-    tx.execute(&stmt, &[&ns, &terms, &counts])
-        .await
-        .map_err(pg("indexing a memory"))?;
+    execute(tx, "INSERT INTO memory_df (ns, term, df) SELECT $1, t, n FROM unnest($2::text[], $3::int8[]) AS u(t, n) \
+             ON CONFLICT (ns, term) DO UPDATE SET df = memory_df.df + excluded.df", &[&ns, &terms, &counts], "indexing a memory").await?;
     Ok(())
 }
 
@@ -260,20 +246,20 @@ async fn remove_terms(
         return Ok(());
     }
     removed.sort();
-    let drop_df = tx
-        .prepare_cached("UPDATE memory_df SET df = df - 1 WHERE ns = $1 AND term = ANY($2)")
-        .await
-        .map_err(pg("unindexing a memory"))?;
-    tx.execute(&drop_df, &[&ns, &removed])
-        .await
-        .map_err(pg("unindexing a memory"))?;
-    let purge = tx
-        .prepare_cached("DELETE FROM memory_df WHERE ns = $1 AND term = ANY($2) AND df <= 0")
-        .await
-        .map_err(pg("unindexing a memory"))?;
-    tx.execute(&purge, &[&ns, &removed])
-        .await
-        .map_err(pg("unindexing a memory"))?;
+    execute(
+        tx,
+        "UPDATE memory_df SET df = df - 1 WHERE ns = $1 AND term = ANY($2)",
+        &[&ns, &removed],
+        "unindexing a memory",
+    )
+    .await?;
+    execute(
+        tx,
+        "DELETE FROM memory_df WHERE ns = $1 AND term = ANY($2) AND df <= 0",
+        &[&ns, &removed],
+        "unindexing a memory",
+    )
+    .await?;
     Ok(())
 }
 
@@ -288,23 +274,21 @@ pub(super) async fn set_impact(
     counts: &TermCounts,
 ) -> Result<(), StoreError> {
     let terms = keys(counts);
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE memory_terms SET impact = $4 \
+    execute(
+        tx,
+        "UPDATE memory_terms SET impact = $4 \
              WHERE ns = $1 AND term = ANY($2) AND impact = $3 AND memory_id = $5",
-        )
-        .await
-        .map_err(pg("re-ranking a memory"))?;
-    tx.execute(&stmt, &[&ns, &terms, &old, &new, &id])
-        .await
-        .map_err(pg("re-ranking a memory"))?;
-    let stmt = tx
-        .prepare_cached("UPDATE memories SET impact = $2 WHERE id = $1")
-        .await
-        .map_err(pg("re-ranking a memory"))?;
-    tx.execute(&stmt, &[&id, &new])
-        .await
-        .map_err(pg("re-ranking a memory"))?;
+        &[&ns, &terms, &old, &new, &id],
+        "re-ranking a memory",
+    )
+    .await?;
+    execute(
+        tx,
+        "UPDATE memories SET impact = $2 WHERE id = $1",
+        &[&id, &new],
+        "re-ranking a memory",
+    )
+    .await?;
     Ok(())
 }
 
@@ -508,13 +492,13 @@ pub(super) async fn delete_in(
     };
     let counts = score::term_counts(&stored.memory.content);
     remove_terms(tx, ns.id, id, stored.impact, &counts).await?;
-    let stmt = tx
-        .prepare_cached("DELETE FROM memories WHERE id = $1")
-        .await
-        .map_err(pg("deleting a memory"))?;
-    tx.execute(&stmt, &[&id])
-        .await
-        .map_err(pg("deleting a memory"))?;
+    execute(
+        tx,
+        "DELETE FROM memories WHERE id = $1",
+        &[&id],
+        "deleting a memory",
+    )
+    .await?;
     touch(tx, ns.id, -1).await?;
     Ok(true)
 }

@@ -22,7 +22,7 @@ use deadpool_postgres::Transaction;
 use super::memory::{
     MEMORY_COLUMNS, Namespace, Stored, created, dfs_of, namespace, set_impact, stored_from_row,
 };
-use super::pg;
+use super::{execute, pg};
 use crate::store::StoreError;
 use crate::store::memory_score::{self as score, TermCounts};
 use crate::types::memory::Recalled;
@@ -361,15 +361,13 @@ pub(super) async fn write_norms(
     norms: &[f64],
     epoch: i64,
 ) -> Result<(), StoreError> {
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE memories AS m SET norm = u.n, norm_epoch = $3 \
+    execute(
+        tx,
+        "UPDATE memories AS m SET norm = u.n, norm_epoch = $3 \
              FROM unnest($1::int8[], $2::float8[]) AS u(id, n) WHERE m.id = u.id",
-        )
-        .await
-        .map_err(pg("caching memory norms"))?;
-    tx.execute(&stmt, &[&ids, &norms, &epoch])
-        .await
-        .map_err(pg("caching memory norms"))?;
+        &[&ids, &norms, &epoch],
+        "caching memory norms",
+    )
+    .await?;
     Ok(())
 }

@@ -299,6 +299,21 @@ pub(crate) fn pg(context: &'static str) -> impl FnOnce(tokio_postgres::Error) ->
     move |e| StoreError::Database(format!("PostgreSQL, {context}: {}", error_text(&e)))
 }
 
+/// Prepares `sql` (cached per connection) and executes it with `params`:
+/// the shape of most writes. `context` says what was being done.
+pub(crate) async fn execute(
+    client: &impl deadpool_postgres::GenericClient,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    context: &'static str,
+) -> Result<u64, StoreError> {
+    let statement = client.prepare_cached(sql).await.map_err(pg(context))?;
+    client
+        .execute(&statement, params)
+        .await
+        .map_err(pg(context))
+}
+
 /// Whether `e` is a unique-key violation (another node inserted first).
 pub(crate) fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
