@@ -22,7 +22,7 @@ use prost::Message as _;
 
 use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
-use support::serve::{Serve, aurad, poll, wait_state, write_settings};
+use support::serve::{Serve, aurad, poll, show, wait_state, write_settings};
 
 /// One export request the receiver got.
 #[derive(Debug, Clone)]
@@ -204,15 +204,6 @@ fn aurad_run(root: &Path, input: &str, env: &[(&str, &str)]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn append(root: &Path, file: &str, text: &str) {

@@ -9,35 +9,15 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use aurad::store::{NewRun, RunRecord, Store};
 use aurad::types::{RunEvent, RunState, Usage};
 use support::mock_llm::{MockLlm, Reply};
 use support::project::{add_settings, project_with_mock};
-use support::serve::{KillOnDrop, Serve, aurad, http_get, http_post_json, poll, write_settings};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn run(root: &Path, args: &[&str]) -> Output {
-    aurad(root)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run aurad")
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
+use support::serve::{
+    KillOnDrop, Serve, aurad, http_get, http_post_json, poll, run, show, text, write_settings,
+};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -16,29 +16,9 @@ use aurad::types::{RunEvent, RunState, Usage};
 use chrono::{Timelike, Utc};
 use support::mock_llm::{MockLlm, Reply};
 use support::project::project_with_mock;
-use support::serve::{DEADLINE, KillOnDrop, Serve, aurad, free_port, poll, write_settings};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Runs `aurad --dir root ARGS` to the end.
-fn run(root: &Path, args: &[&str]) -> Output {
-    aurad(root)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run aurad")
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
+use support::serve::{
+    DEADLINE, KillOnDrop, Serve, aurad, free_port, poll, run, show, text, write_settings,
+};
 
 /// The run id `aurad trigger` printed (`run ID STATE`).
 fn triggered(out: &Output) -> String {

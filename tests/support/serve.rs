@@ -21,6 +21,30 @@ pub fn aurad(root: &Path) -> Command {
     cmd
 }
 
+/// Output bytes as text (lossy).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `aurad --dir root ARGS` to the end (stdin closed).
+pub fn run(root: &Path, args: &[&str]) -> std::process::Output {
+    aurad(root)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run aurad")
+}
+
+/// A finished command's exit code, stdout and stderr, for failure messages.
+pub fn show(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
 /// A loopback port nothing listens on right now.
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
