@@ -184,7 +184,9 @@ impl Store {
         output: Option<String>,
         usage: Usage,
     ) -> Result<(), StoreError> {
-        route!(self.finish_run(run_id, state, error, output, usage))
+        self.finish_run_with_events(run_id, Vec::new(), state, error, output, usage)
+            .await
+            .map(|_| ())
     }
 
     /// Appends the run's last events and records its final state in one
@@ -200,7 +202,12 @@ impl Store {
         output: Option<String>,
         usage: Usage,
     ) -> Result<i64, StoreError> {
-        route!(self.finish_run_with_events(run_id, events, state, error, output, usage))
+        let end = RunEnd {
+            output,
+            usage,
+            ..RunEnd::new(state, error)
+        };
+        self.finish_run_as(run_id, events, end).await
     }
 
     /// [`Store::finish_run_with_events`] with the cost and the structured

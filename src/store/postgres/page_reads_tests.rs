@@ -26,12 +26,14 @@ fn list_filters_limit_offset_and_order() {
         &store,
         "UPDATE runs SET created_at = '2025-01-01T00:00:00Z'",
     );
-    block(store.finish_run(
+    block(store.finish_run_as(
         &ids[2],
-        RunState::Failed,
-        Some("boom".into()),
-        None,
-        Usage::default(),
+        Vec::new(),
+        crate::store::RunEnd {
+            output: None,
+            usage: Usage::default(),
+            ..crate::store::RunEnd::new(RunState::Failed, Some("boom".into()))
+        },
     ))
     .unwrap();
     let list = |agent: Option<&str>, state: Option<RunState>, limit: usize| {

@@ -247,7 +247,16 @@ fn corrupt_rows_are_errors_naming_the_run() {
     assert!(block(store.last_run("a")).is_err());
     // The store still works after the errors.
     block(store.claim_run(new_run("b"))).unwrap();
-    block(store.finish_run(&run.id, RunState::Failed, None, None, Usage::default())).unwrap();
+    block(store.finish_run_as(
+        &run.id,
+        Vec::new(),
+        crate::store::RunEnd {
+            output: None,
+            usage: Usage::default(),
+            ..crate::store::RunEnd::new(RunState::Failed, None)
+        },
+    ))
+    .unwrap();
     assert_eq!(
         block(store.get_run(&run.id)).unwrap().unwrap().state,
         RunState::Failed

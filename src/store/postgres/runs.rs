@@ -22,7 +22,7 @@ use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::{Postgres, is_unique_violation, pg};
 use crate::store::runs::{Spent, encode_events};
 use crate::store::{NewRun, RunEnd, RunRecord, StoreError};
-use crate::types::{RunEvent, RunState, Usage, timestamp};
+use crate::types::{RunEvent, RunState, timestamp};
 
 /// The primary key of `runs` as PostgreSQL names it.
 const RUNS_PKEY: &str = "runs_pkey";
@@ -146,38 +146,6 @@ impl Postgres {
             Ok(last)
         })
         .await
-    }
-
-    /// [`crate::store::Store::finish_run`].
-    pub(crate) async fn finish_run(
-        &self,
-        run_id: &str,
-        state: RunState,
-        error: Option<String>,
-        output: Option<String>,
-        usage: Usage,
-    ) -> Result<(), StoreError> {
-        self.finish_run_with_events(run_id, Vec::new(), state, error, output, usage)
-            .await
-            .map(|_| ())
-    }
-
-    /// [`crate::store::Store::finish_run_with_events`].
-    pub(crate) async fn finish_run_with_events(
-        &self,
-        run_id: &str,
-        events: Vec<RunEvent>,
-        state: RunState,
-        error: Option<String>,
-        output: Option<String>,
-        usage: Usage,
-    ) -> Result<i64, StoreError> {
-        let end = RunEnd {
-            output,
-            usage,
-            ..RunEnd::new(state, error)
-        };
-        self.finish_run_as(run_id, events, end).await
     }
 
     /// [`crate::store::Store::finish_run_as`]: the final state and the last

@@ -48,12 +48,14 @@ fn each_trigger_claims_one_run_and_an_interrupted_file_run_can_be_claimed_again(
     assert!(done("h1"));
     assert!(claim(watch_run("w"), file("h1")).is_none());
     assert!(claim(watch_run("w"), file("h2")).is_some());
-    block(store.finish_run(
+    block(store.finish_run_as(
         &first.id,
-        RunState::Interrupted,
-        None,
-        None,
-        Default::default(),
+        Vec::new(),
+        crate::store::RunEnd {
+            output: None,
+            usage: Default::default(),
+            ..crate::store::RunEnd::new(RunState::Interrupted, None)
+        },
     ))
     .unwrap();
     assert!(!done("h1"));
@@ -104,12 +106,14 @@ fn two_nodes_claiming_one_trigger_make_one_run() {
             expected += 1;
             // An interrupted file run: both nodes try to run it again.
             if let (TriggerClaim::Watch { .. }, Some(run)) = (&what, a.or(b)) {
-                block(one.finish_run(
+                block(one.finish_run_as(
                     &run.id,
-                    RunState::Interrupted,
-                    None,
-                    None,
-                    Default::default(),
+                    Vec::new(),
+                    crate::store::RunEnd {
+                        output: None,
+                        usage: Default::default(),
+                        ..crate::store::RunEnd::new(RunState::Interrupted, None)
+                    },
                 ))
                 .unwrap();
                 let (a, b) = race(

@@ -190,7 +190,15 @@ fn futures_are_send_and_store_is_sync() {
     let filter = RunFilter::default();
     send(&store.claim_run(new_run("a")));
     send(&store.append_events("x", vec![]));
-    send(&store.finish_run("x", RunState::Failed, None, None, Usage::default()));
+    send(&store.finish_run_as(
+        "x",
+        Vec::new(),
+        crate::store::RunEnd {
+            output: None,
+            usage: Usage::default(),
+            ..crate::store::RunEnd::new(RunState::Failed, None)
+        },
+    ));
     send(&store.list_runs(&filter));
     send(&store.get_run("x"));
     send(&store.run_events("x"));

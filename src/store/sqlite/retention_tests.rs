@@ -24,7 +24,15 @@ async fn stored(store: &Sqlite, run: NewRun, events: usize, state: RunState) -> 
             cached_input_tokens: None,
         };
         store
-            .finish_run(&id, state, None, Some("the answer".into()), usage)
+            .finish_run_as(
+                &id,
+                Vec::new(),
+                crate::store::RunEnd {
+                    output: Some("the answer".into()),
+                    usage,
+                    ..crate::store::RunEnd::new(state, None)
+                },
+            )
             .await
             .unwrap();
     } else if state != RunState::Running {

@@ -9,7 +9,7 @@ use super::run_reads::run_by_id;
 use super::{Sqlite, StoreError, now_text, sql, time_text};
 use crate::store::runs::{Spent, encode_events};
 use crate::store::{NewRun, RunEnd, RunRecord};
-use crate::types::{RunEvent, RunState, Usage};
+use crate::types::{RunEvent, RunState};
 
 impl Sqlite {
     pub async fn claim_run(&self, run: NewRun) -> Result<RunRecord, StoreError> {
@@ -59,36 +59,6 @@ impl Sqlite {
         let spent = Spent::of(&events);
         self.call(move |conn| append(conn, &run_id, &rows, spent))
             .await
-    }
-
-    pub async fn finish_run(
-        &self,
-        run_id: &str,
-        state: RunState,
-        error: Option<String>,
-        output: Option<String>,
-        usage: Usage,
-    ) -> Result<(), StoreError> {
-        self.finish_run_with_events(run_id, Vec::new(), state, error, output, usage)
-            .await
-            .map(|_| ())
-    }
-
-    pub async fn finish_run_with_events(
-        &self,
-        run_id: &str,
-        events: Vec<RunEvent>,
-        state: RunState,
-        error: Option<String>,
-        output: Option<String>,
-        usage: Usage,
-    ) -> Result<i64, StoreError> {
-        let end = RunEnd {
-            output,
-            usage,
-            ..RunEnd::new(state, error)
-        };
-        self.finish_run_as(run_id, events, end).await
     }
 
     pub async fn finish_run_as(

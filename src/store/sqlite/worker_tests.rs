@@ -81,7 +81,15 @@ async fn claims_starts_and_final_states_make_their_group_commit_with_full_sync()
     assert_eq!(synchronous_of_group_with(&store, claim).await, FULL);
     let append = store.append_events(&run.id, vec![super::tests::text("x")]);
     assert_eq!(synchronous_of_group_with(&store, append).await, NORMAL);
-    let finish = store.finish_run(&run.id, RunState::Succeeded, None, None, Usage::default());
+    let finish = store.finish_run_as(
+        &run.id,
+        Vec::new(),
+        crate::store::RunEnd {
+            output: None,
+            usage: Usage::default(),
+            ..crate::store::RunEnd::new(RunState::Succeeded, None)
+        },
+    );
     assert_eq!(synchronous_of_group_with(&store, finish).await, FULL);
 
     let queued_run = NewRun {
