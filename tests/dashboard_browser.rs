@@ -125,6 +125,26 @@ async fn wait_for(client: &Client, css: &str) -> fantoccini::elements::Element {
     }
 }
 
+/// Clicks `element` (found at `css`); if the page re-rendered it meanwhile
+/// (a live event arrived: the element is stale), finds it again and clicks
+/// that, until the deadline.
+async fn click_fresh(client: &Client, element: &fantoccini::elements::Element, css: &str) {
+    let deadline = std::time::Instant::now() + STEP;
+    let mut current = element.clone();
+    loop {
+        match current.click().await {
+            Ok(()) => return,
+            Err(fantoccini::error::CmdError::Standard(e))
+                if e.error == fantoccini::error::ErrorStatus::StaleElementReference
+                    && std::time::Instant::now() < deadline =>
+            {
+                current = wait_for(client, css).await;
+            }
+            Err(e) => panic!("clicking `{css}`: {e}"),
+        }
+    }
+}
+
 /// The visible text of the element at `css`.
 async fn text_of(client: &Client, css: &str) -> String {
     let element = client.find(Locator::Css(css)).await.unwrap();
@@ -327,7 +347,7 @@ async fn drive(base: &str, webdriver: &str) {
     assert!(timeline.contains("Waits for approval: bash"), "{timeline}");
     check_accessibility(&client, "a run waiting for approval").await;
     screenshot(&client, "dashboard-waiting-light.png").await;
-    approve.click().await.unwrap();
+    click_fresh(&client, &approve, ".approval button.approve").await;
     // The same page (no reload) follows the stream to the end.
     wait_for(&client, "#live[data-finished='succeeded']").await;
     let timeline = text_of(&client, "#timeline").await;
