@@ -12,79 +12,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::cluster::{cluster, get_json, logs, wait_all_ended};
 use support::postgres::TestDatabase;
-use support::serve::{Serve, free_port, http_get, http_post_json, poll};
-
-/// The lease the test clusters run with: short, so takeover is quick.
-const LEASE: &str = "3s";
-
-/// A project directory for one node: `aurad.yaml` with its own port and
-/// the lease, and `agents` (name, yaml), plus the `nap` plugin (sleeps as
-/// long as asked).
-fn node_project(agents: &[(String, String)]) -> (tempfile::TempDir, SocketAddr) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    std::fs::write(
-        root.join("aurad.yaml"),
-        format!("listen: {addr}\nshutdown_grace: 5s\nmax_concurrent_runs: 16\ncluster:\n  lease: {LEASE}\n"),
-    )
-    .unwrap();
-    std::fs::create_dir(root.join("agents")).unwrap();
-    for (name, yaml) in agents {
-        std::fs::write(root.join(format!("agents/{name}.yaml")), yaml).unwrap();
-    }
-    std::fs::create_dir(root.join("tools.d")).unwrap();
-    std::fs::write(
-        root.join("tools.d/nap.yaml"),
-        "description: Sleeps for a while.\nparameters:\n  type: object\n  properties:\n    seconds: { type: integer, examples: [30] }\n  required: [seconds]\ncommand: [\"./nap.sh\"]\ntimeout: 120s\n",
-    )
-    .unwrap();
-    let script = root.join("tools.d/nap.sh");
-    std::fs::write(&script, "#!/usr/bin/env bash\nsleep 30\necho rested\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    (dir, addr)
-}
-
-/// Starts `n` nodes on `db` with the same `agents`.
-fn cluster(
-    db: &TestDatabase,
-    n: usize,
-    agents: &[(String, String)],
-) -> Vec<(tempfile::TempDir, Serve)> {
-    (0..n)
-        .map(|_| {
-            let (dir, addr) = node_project(agents);
-            let serve = Serve::start_with_env(
-                dir.path(),
-                addr,
-                &[],
-                &[("AURAD_DATABASE_URL", db.url.as_str())],
-            );
-            (dir, serve)
-        })
-        .collect()
-}
-
-fn get_json(addr: SocketAddr, path: &str) -> Option<Value> {
-    match http_get(addr, path) {
-        Some((200, body)) => serde_json::from_str(&body).ok(),
-        _ => None,
-    }
-}
-
-fn logs(nodes: &[(tempfile::TempDir, Serve)]) -> String {
-    nodes
-        .iter()
-        .enumerate()
-        .map(|(i, (_, s))| format!("--- node {i}\n{}", s.log()))
-        .collect()
-}
+use support::serve::{http_get, http_post_json, poll};
 
 #[test]
 fn every_fire_runs_once_across_three_nodes() {
@@ -279,14 +212,7 @@ fn api_runs_posted_to_three_nodes_each_run_once() {
             .to_string();
         assert!(ids.insert(id));
     }
-    poll(
-        "every run to finish",
-        || logs(&nodes),
-        || {
-            let open = db.count("SELECT count(*) FROM runs WHERE state IN ('queued', 'running')");
-            (open == 0).then_some(())
-        },
-    );
+    wait_all_ended(&db, &nodes);
     assert_eq!(
         db.count("SELECT count(*) FROM runs"),
         total as i64,

@@ -8,6 +8,9 @@
 //! table it reads is shown by `/v1/status` (cached here, so the status
 //! handler stays synchronous).
 //!
+//! Beside that loop, [`super::shared_queue`] takes queued runs of busy
+//! nodes into this node's free slots.
+//!
 //! Every node also publishes its agents' definition hashes; one that sees
 //! another live node with a different definition of the same agent warns
 //! (once per node, agent and definition).
@@ -94,8 +97,18 @@ pub fn tick(lease: Duration) -> Duration {
     (lease / 3).min(MAX_TICK).max(Duration::from_millis(100))
 }
 
-/// Heartbeats and takes over dead nodes' runs until `stop`.
+/// Heartbeats and takes over dead nodes' runs, and takes queued runs of
+/// busy nodes into free slots ([`super::shared_queue`]), until `stop`.
 pub async fn run(daemon: Arc<Daemon>, lease: Duration, stop: CancellationToken) {
+    tokio::join!(
+        heartbeat(daemon.clone(), lease, stop.clone()),
+        super::shared_queue::run(daemon, stop)
+    );
+}
+
+/// Every tick until `stop`: heartbeats, reads who is alive, takes over the
+/// runs of the dead, refreshes the nodes `/v1/status` shows.
+async fn heartbeat(daemon: Arc<Daemon>, lease: Duration, stop: CancellationToken) {
     let mut divergence = Divergence::default();
     let mut ticks = tokio::time::interval(tick(lease));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -27,6 +27,7 @@ pub mod retention;
 pub mod runner;
 pub mod scheduler;
 mod serve;
+mod shared_queue;
 pub mod status;
 mod step_approval;
 pub mod supervisor;
@@ -54,7 +55,7 @@ pub use supervisor::{CancelOutcome, Env};
 use crate::config::WebhookSignature;
 use crate::registry::Snapshot;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
-use crate::types::RunEvent;
+use crate::types::{RunEvent, RunState};
 use hub::Numbered;
 use metrics::Metrics;
 use supervisor::Supervisor;
@@ -279,7 +280,30 @@ impl Daemon {
             }
         })
         .filter(move |(seq, _)| std::future::ready(*seq > after.max(committed)));
-        Ok(stream::iter(stored.chain(pending)).chain(live).boxed())
+        // The hub ends without the run's `finished` when the run did not
+        // run here after all (another node took it from the shared queue):
+        // then its events come from the store.
+        let seen = Arc::new(Mutex::new((after.max(committed), false)));
+        let track = seen.clone();
+        let head = stream::iter(stored.chain(pending))
+            .chain(live)
+            .inspect(move |(seq, event)| {
+                let mut seen = track.lock().unwrap_or_else(PoisonError::into_inner);
+                seen.0 = seen.0.max(*seq);
+                seen.1 |= matches!(event, crate::types::RunEvent::Finished { .. });
+            });
+        let store = self.store.clone();
+        let run_id = run_id.to_string();
+        let tail = stream::once(async move {
+            let (last, finished) = *seen.lock().unwrap_or_else(PoisonError::into_inner);
+            if finished {
+                stream::empty().boxed()
+            } else {
+                remote_events::follow(store, run_id, Vec::new(), last)
+            }
+        })
+        .flatten();
+        Ok(head.chain(tail).boxed())
     }
 
     /// Cancels a queued or running run.
@@ -287,10 +311,26 @@ impl Daemon {
         let Some(run) = self.store.get_run(id).await? else {
             return Ok(CancelAnswer::NotFound);
         };
-        Ok(match self.supervisor.cancel(&run.id) {
-            CancelOutcome::Cancelling => CancelAnswer::Cancelling(run),
-            CancelOutcome::NotInFlight => CancelAnswer::NotRunning(run),
-        })
+        if self.supervisor.cancel(&run.id) == CancelOutcome::Cancelling {
+            return Ok(CancelAnswer::Cancelling(run));
+        }
+        if !self.store.is_shared() || run.state.is_final() {
+            return Ok(CancelAnswer::NotRunning(run));
+        }
+        // Another node's run. Queued there: recorded cancelled here (that
+        // node never starts it, its start checks the row). Running or
+        // waiting there: that node is asked to cancel it.
+        let owner = run.owner.clone().unwrap_or_default();
+        if run.state == RunState::Queued
+            && self
+                .store
+                .cancel_queued(&run.id, &owner, "cancelled while queued")
+                .await?
+        {
+            return Ok(CancelAnswer::Cancelling(run));
+        }
+        self.store.request_cancel(&run.id).await?;
+        Ok(CancelAnswer::Cancelling(run))
     }
 
     /// The webhook of `agent`: its signing scheme and secret; `Ok(None)` if

@@ -123,18 +123,9 @@ impl PipelineJob {
         context: Option<&str>,
         env: &Env,
     ) -> Result<PipelineJob, String> {
-        let stored = RequestVars::stored(context);
         let request = RunRequest {
-            agent: run.agent.clone(),
-            input: Some(run.input.clone()),
-            trigger: run.trigger.clone(),
-            vars: stored.vars,
-            payload: stored.payload,
-            event: stored.event,
-            headers: stored.headers,
-            origin: stored.trigger,
-            run_id: Some(run.id.clone()),
-            ..RunRequest::default()
+            model: None,
+            ..RunRequest::again(run, context)
         };
         match PipelineJob::prepare(snapshot, request, env) {
             Some(Ok(job)) => Ok(PipelineJob {

@@ -23,7 +23,9 @@ use crate::llm::retry::RetryPolicy;
 use crate::redact::Redactor;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
-use crate::store::{Fire, NewRun, RunEnd, RunParent, Store, StoreError, TriggerClaim, new_run_id};
+use crate::store::{
+    Fire, NewRun, RunEnd, RunParent, RunRecord, Store, StoreError, TriggerClaim, new_run_id,
+};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
 use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
@@ -80,6 +82,29 @@ pub struct RunRequest {
     /// The run that starts this one (an agent called as a tool, a pipeline
     /// step) and the new run's depth; `None` for a run started by a trigger.
     pub parent: Option<RunParent>,
+}
+
+impl RunRequest {
+    /// The request that runs `run`, a run accepted `queued`, again (taken
+    /// over after a crash or from a busy node, or a pipeline resumed): its
+    /// id, input, model and trigger, and the template variables it was
+    /// accepted with (`context`, [`RequestVars::to_stored`]).
+    pub fn again(run: &RunRecord, context: Option<&str>) -> RunRequest {
+        let stored = RequestVars::stored(context);
+        RunRequest {
+            agent: run.agent.clone(),
+            input: Some(run.input.clone()),
+            model: Some(run.model.clone()).filter(|m| !m.is_empty()),
+            trigger: run.trigger.clone(),
+            vars: stored.vars,
+            payload: stored.payload,
+            event: stored.event,
+            headers: stored.headers,
+            origin: stored.trigger,
+            run_id: Some(run.id.clone()),
+            ..RunRequest::default()
+        }
+    }
 }
 
 /// A run resolved and ready to start.

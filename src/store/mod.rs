@@ -56,6 +56,9 @@ pub mod memory_score;
 mod nodes;
 mod page_reads;
 mod postgres;
+mod queue;
+#[cfg(test)]
+mod queue_tests;
 mod retention;
 mod run_reads;
 mod runs;
@@ -89,6 +92,7 @@ pub use nodes::{NodeInfo, NodeRecord};
 pub use page_reads::{FirePage, MemoryNamespace, RunPage};
 #[doc(hidden)]
 pub use postgres::memory_bench as pg_memory_bench;
+pub use queue::{ClusterSignal, TakenRun};
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use steps::{StepEnd, StepRecord};

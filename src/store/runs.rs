@@ -152,11 +152,13 @@ impl Store {
         route!(self.queued_template_context(id))
     }
 
-    /// Starts a queued run: `queued` becomes `running`, started now,
-    /// committed with `synchronous=FULL`. False (and no change) when the run
-    /// is no longer queued, e.g. it was cancelled while waiting.
-    pub async fn start_run(&self, id: &str) -> Result<bool, StoreError> {
-        route!(self.start_run(id))
+    /// Starts a run queued under `owner`: `queued` becomes `running`,
+    /// started now, committed with `synchronous=FULL`. False (and no
+    /// change) when the run is no longer queued under `owner`: it was
+    /// cancelled while waiting, or another node took it over
+    /// ([`Store::claim_queued`]).
+    pub async fn start_run(&self, id: &str, owner: &str) -> Result<bool, StoreError> {
+        route!(self.start_run(id, owner))
     }
 
     /// Appends `events` to the run in one transaction (`synchronous=NORMAL`),

@@ -211,14 +211,14 @@ store_test! {
             Some(r#"{"x":1}"#)
         );
         store.append_events(&run.id, vec![text("x")]).await.unwrap();
-        assert!(store.start_run(&run.id).await.unwrap());
+        assert!(store.start_run(&run.id, "pid:1").await.unwrap());
         let running = store.get_run(&run.id).await.unwrap().unwrap();
         assert_eq!(running.state, RunState::Running);
         assert!(running.started_at.unwrap() >= running.created_at);
         assert_eq!(store.queued_template_context(&run.id).await.unwrap(), None);
-        assert!(!store.start_run(&run.id).await.unwrap());
+        assert!(!store.start_run(&run.id, "pid:1").await.unwrap());
         assert_eq!(store.get_run(&run.id).await.unwrap().unwrap(), running);
-        let err = store.start_run("nope").await.unwrap_err();
+        let err = store.start_run("nope", "pid:1").await.unwrap_err();
         assert!(matches!(err, StoreError::NotFound(_)), "{err}");
     }
 }
@@ -259,7 +259,7 @@ store_test! {
             .await
             .unwrap();
         for id in [&a.id, &b.id] {
-            assert!(!store.start_run(id).await.unwrap());
+            assert!(!store.start_run(id, "pid:1").await.unwrap());
             let run = store.get_run(id).await.unwrap().unwrap();
             assert_eq!(run.state, RunState::Cancelled);
             assert_eq!(run.started_at, None);

@@ -2,6 +2,7 @@
 //! file). Each test crate compiles this separately and uses only a part.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod daemon;
 pub mod inproc;
 pub mod mcp_server;

@@ -18,8 +18,11 @@
 //!
 //! State is one `std::sync::Mutex`, never held across an `.await`.
 
+mod elsewhere;
 mod job;
 mod takeover;
+
+use elsewhere::Elsewhere;
 
 use job::Job;
 
@@ -40,7 +43,7 @@ use super::pipeline::{PipelineJob, run_pipeline};
 use super::runner::{
     PreparedRun, RunRequest, RunServices, RunSink, new_run, prepare, run_claimed_with,
 };
-use super::template::{RequestVars, TriggerVars};
+use super::template::TriggerVars;
 use crate::config::OnOverlap;
 use crate::engine::approval::Checkpoint;
 use crate::registry::Snapshot;
@@ -91,6 +94,10 @@ pub struct Supervisor {
     state: Mutex<State>,
     /// Signalled whenever a run ends or a slot frees.
     changed: Notify,
+    /// The same, for the one task that takes over other nodes' queued runs
+    /// ([`Supervisor::slot_change`]): `notify_one` keeps a permit, so a
+    /// change while that task is busy is not lost.
+    freed: Notify,
     /// Where runs wait for and get approval decisions.
     approvals: Approvals,
     notifier: Notifier,
@@ -123,6 +130,9 @@ struct Live {
     slot: bool,
     /// It waits for a person's approval (holding no slot, not queued).
     waiting_approval: bool,
+    /// Another node took it over while it waited here for a slot
+    /// ([`Supervisor::moved`]): it is not this process's to run or record.
+    moved: bool,
 }
 
 /// What identifies a schedule of an agent for `on_overlap: replace`: what
@@ -172,6 +182,7 @@ impl Supervisor {
                 health: HashMap::new(),
             }),
             changed: Notify::new(),
+            freed: Notify::new(),
             notifier: Notifier::default(),
             snapshots: OnceLock::new(),
         }
@@ -206,7 +217,7 @@ impl Supervisor {
     /// Sets `max_concurrent_runs` (a reload may change it).
     pub fn set_limit(&self, limit: usize) {
         self.lock().limit = limit.max(1);
-        self.changed.notify_waiters();
+        self.wake();
     }
 
     pub fn set_health(&self, agent: &str, health: Health) {
@@ -220,6 +231,12 @@ impl Supervisor {
     /// (running, queued) runs now.
     pub fn counts(&self) -> (usize, usize) {
         self.lock().counts()
+    }
+
+    /// Returns once a slot was given back or a run ended (or at once if
+    /// that happened since the last call returned: none may be missed).
+    pub async fn slot_change(&self) {
+        self.freed.notified().await;
     }
 
     /// The live hub of a run in flight.
@@ -278,7 +295,11 @@ impl Supervisor {
         };
         let id = prepared.id().to_string();
         let hub = Arc::new(Hub::default());
-        let (skip_reason, slot) = self.enter(&agent, &id, schedule, &hub, overlap)?;
+        let elsewhere = self.elsewhere(&agent, schedule.as_ref(), overlap).await?;
+        let (skip_reason, slot) = self.enter(&agent, &id, schedule, &hub, overlap, &elsewhere)?;
+        if skip_reason.is_none() && overlap == Some(OnOverlap::Replace) {
+            self.replace_elsewhere(&agent, &elsewhere.replaced).await;
+        }
         if let Some(reason) = skip_reason {
             return self
                 .record_unrun(
@@ -342,28 +363,37 @@ impl Supervisor {
         schedule: Option<ScheduleKey>,
         hub: &Arc<Hub>,
         overlap: Option<OnOverlap>,
+        elsewhere: &Elsewhere,
     ) -> Result<(Option<String>, bool), SubmitError> {
         let mut state = self.lock();
         if !state.accepting {
             return Err(SubmitError::ShuttingDown);
         }
         let in_flight: Vec<String> = state.by_agent.get(agent).cloned().unwrap_or_default();
+        // The newest run in flight, here or (failing that) on another node.
+        let newest = in_flight.last().map(|id| format!("run {id}")).or_else(|| {
+            elsewhere
+                .newest
+                .as_ref()
+                .map(|(id, node)| format!("run {id} (on node {node})"))
+        });
         let mut held = false;
-        if let (Some(policy), Some(newest)) = (overlap, in_flight.last()) {
+        if let (Some(policy), Some(newest)) = (overlap, newest) {
             match policy {
                 OnOverlap::Skip => {
                     return Ok((
                         Some(format!(
-                            "skipped: run {newest} of this agent was still in flight (on_overlap: skip)"
+                            "skipped: {newest} of this agent was still in flight (on_overlap: skip)"
                         )),
                         false,
                     ));
                 }
                 OnOverlap::Queue => {
-                    if in_flight.iter().any(|id| state.runs[id].held) {
+                    let held_here = in_flight.iter().any(|id| state.runs[id].held);
+                    if held_here || elsewhere.queued_fire.is_some() {
                         return Ok((
                             Some(format!(
-                                "skipped: a run of this agent is already queued behind run {newest} (on_overlap: queue holds one)"
+                                "skipped: a run of this agent is already queued behind {newest} (on_overlap: queue holds one)"
                             )),
                             false,
                         ));
@@ -419,6 +449,7 @@ impl Supervisor {
             held,
             slot: false,
             waiting_approval: false,
+            moved: false,
         }
     }
 
@@ -454,24 +485,16 @@ impl Supervisor {
         };
         let started = std::time::Instant::now();
         let origin = prepared.origin();
-        let state = if claimed_running || self.wait_turn(&id, &cancel).await {
+        let held = self.lock().runs.get(&id).is_some_and(|l| l.held);
+        let state = if claimed_running
+            || ((!held || self.wait_elsewhere(&agent, &id, &cancel).await)
+                && self.wait_turn(&id, &cancel).await)
+        {
             self.run(prepared, &hub, cancel, claimed_running).await
+        } else if self.lock().runs.get(&id).is_some_and(|l| l.moved) {
+            None
         } else {
-            let reason = "cancelled while queued".to_string();
-            if let Err(e) = self
-                .store
-                .finish_run(
-                    &id,
-                    RunState::Cancelled,
-                    Some(reason),
-                    None,
-                    Default::default(),
-                )
-                .await
-            {
-                tracing::error!(run = %id, "cannot record the cancellation: {e}");
-            }
-            Some(RunState::Cancelled)
+            self.cancel_waiting(&id).await
         };
         hub.finish();
         {
@@ -495,11 +518,36 @@ impl Supervisor {
             self.metrics
                 .run_finished(&agent, state.as_str(), started.elapsed());
         }
-        self.changed.notify_waiters();
+        self.wake();
         self.publish_counts();
         // A run suspended while waiting for approval has not ended.
         if let Some(state) = state.filter(|s| s.is_final()) {
             super::follow_ups::run_ended(&self, &id, &agent, state, origin).await;
+        }
+    }
+
+    /// Records `cancelled` a run cancelled while it waited for its turn
+    /// here. One another node took over meanwhile is not this process's to
+    /// record: the cancel request goes to that node. `None` then.
+    async fn cancel_waiting(&self, id: &str) -> Option<RunState> {
+        let me = super::owner::this_process();
+        match self
+            .store
+            .cancel_queued(id, me, "cancelled while queued")
+            .await
+        {
+            Ok(true) => Some(RunState::Cancelled),
+            Ok(false) => {
+                tracing::info!(run = %id, "cancelled here while another node had taken it over; asking that node to cancel it");
+                if let Err(e) = self.store.request_cancel(id).await {
+                    tracing::error!(run = %id, "cannot pass the cancel request on: {e}");
+                }
+                None
+            }
+            Err(e) => {
+                tracing::error!(run = %id, "cannot record the cancellation: {e}");
+                Some(RunState::Cancelled)
+            }
         }
     }
 
@@ -553,7 +601,9 @@ impl Supervisor {
         let started = if claimed_running || prepared.resumed() {
             Ok(true)
         } else {
-            self.store.start_run(&id).await
+            self.store
+                .start_run(&id, super::owner::this_process())
+                .await
         };
         let result = match started {
             Ok(true) => {
@@ -585,7 +635,12 @@ impl Supervisor {
                     }
                 }
             }
-            Ok(false) => None,
+            Ok(false) => {
+                // Cancelled while queued, or another node with a free slot
+                // took it over (its events are read from the store then).
+                tracing::debug!(run = %id, "not started here: no longer queued under this process");
+                None
+            }
             Err(e) => {
                 tracing::error!(run = %id, "cannot start the run: {e}");
                 None
@@ -595,12 +650,19 @@ impl Supervisor {
         result
     }
 
+    /// Wakes the runs waiting for a slot, and the task taking over other
+    /// nodes' queued runs.
+    fn wake(&self) {
+        self.changed.notify_waiters();
+        self.freed.notify_one();
+    }
+
     /// Gives a run's slot back and wakes the runs waiting for one.
     fn release_slot(&self) {
         let mut s = self.lock();
         s.running = s.running.saturating_sub(1);
         drop(s);
-        self.changed.notify_waiters();
+        self.wake();
     }
 
     /// Gives back the slot run `id` holds, if it holds one; `waiting`: it
@@ -615,7 +677,7 @@ impl Supervisor {
             s.running = s.running.saturating_sub(1);
         }
         drop(s);
-        self.changed.notify_waiters();
+        self.wake();
         self.publish_counts();
     }
 
@@ -640,7 +702,27 @@ impl Supervisor {
             s.running = s.running.saturating_sub(1);
         }
         drop(s);
-        self.changed.notify_waiters();
+        self.wake();
+    }
+
+    /// Another node took over run `id`, queued here: if it still waits for
+    /// a slot here, it stops waiting, without recording anything (its end
+    /// is the other node's), and its live subscribers go on reading the
+    /// store.
+    pub fn moved(&self, id: &str) {
+        let mut s = self.lock();
+        let Some(live) = s.runs.get_mut(id) else {
+            return;
+        };
+        if live.slot || live.waiting_approval {
+            // Holding a slot here: its start checks the owner in the store,
+            // which decides.
+            return;
+        }
+        tracing::info!(run = %id, "another node took over this queued run");
+        // Marked before the wake-up, under the lock `drive` reads it with.
+        live.moved = true;
+        live.cancel.cancel();
     }
 
     /// Cancels a queued or running run of this process.

@@ -5,6 +5,7 @@
 //! of this supervisor; one that cannot go on is recorded `interrupted`.
 
 use super::*;
+use crate::store::TakenRun;
 
 impl Supervisor {
     /// Takes over `queued`, a run accepted (and claimed `queued`) by a
@@ -22,20 +23,7 @@ impl Supervisor {
             return Err(SubmitError::ShuttingDown);
         }
         let context = self.store.queued_template_context(&queued.id).await?;
-        let stored = RequestVars::stored(context.as_deref());
-        let request = RunRequest {
-            agent: queued.agent.clone(),
-            input: Some(queued.input.clone()),
-            model: Some(queued.model.clone()).filter(|m| !m.is_empty()),
-            trigger: queued.trigger.clone(),
-            vars: stored.vars,
-            payload: stored.payload,
-            event: stored.event,
-            headers: stored.headers,
-            origin: stored.trigger,
-            run_id: Some(queued.id.clone()),
-            ..RunRequest::default()
-        };
+        let request = RunRequest::again(queued, context.as_deref());
         let prepared = match Job::prepare(&snapshot, request, &self.env) {
             Ok(prepared) => prepared,
             Err(message) => {
@@ -57,6 +45,83 @@ impl Supervisor {
         self.tracker
             .spawn(async move { this.drive(prepared, hub, false).await });
         Ok(RunState::Queued)
+    }
+
+    /// Runs `taken`, a queued run of a busy node that this one took over
+    /// and started in the store ([`crate::store::Store::claim_queued`]),
+    /// in a slot reserved for it with [`Supervisor::reserve_slots`] (given
+    /// back when the run ends). It runs under its own id with its stored
+    /// input, model and template variables and this node's definition of
+    /// its agent; one that cannot be prepared here (a variable missing on
+    /// this node, say) is recorded `interrupted` with the reason.
+    pub async fn run_taken(
+        self: &Arc<Self>,
+        snapshot: Arc<Snapshot>,
+        taken: TakenRun,
+    ) -> Result<RunState, SubmitError> {
+        let run = &taken.run;
+        let request = RunRequest::again(run, taken.template_context.as_deref());
+        let prepared = match Job::prepare(&snapshot, request, &self.env) {
+            Ok(prepared) => prepared,
+            Err(message) => {
+                self.release_slot();
+                return self
+                    .interrupt(&run.id, format!(
+                        "interrupted: taken over from the queue of a busy node, and it cannot be started here: {message}"
+                    ))
+                    .await;
+            }
+        };
+        let hub = Arc::new(Hub::default());
+        let schedule = run
+            .schedule_id
+            .clone()
+            .filter(|_| run.trigger == "schedule");
+        {
+            let mut state = self.lock();
+            let mut live = self.live(&run.agent, schedule, &hub, false);
+            live.slot = true;
+            state.insert(&run.id, live);
+        }
+        self.publish_counts();
+        let this = self.clone();
+        // Driven as claimed running: it holds its slot and is started.
+        self.tracker
+            .spawn(async move { this.drive(prepared, hub, true).await });
+        Ok(RunState::Running)
+    }
+
+    /// Takes up to `wanted` free slots for runs about to be taken over
+    /// from the shared queue; returns how many it took (none once closing).
+    /// Give back what is not used with [`Supervisor::unreserve_slots`].
+    pub fn reserve_slots(&self, wanted: usize) -> usize {
+        let mut s = self.lock();
+        if !s.accepting {
+            return 0;
+        }
+        let waiting = s
+            .runs
+            .values()
+            .filter(|l| !l.slot && !l.held && !l.waiting_approval)
+            .count();
+        let free = s.limit.saturating_sub(s.running + waiting);
+        let took = wanted.min(free);
+        s.running += took;
+        took
+    }
+
+    /// Gives back `n` slots [`Supervisor::reserve_slots`] took and no run
+    /// used.
+    pub fn unreserve_slots(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        s.running = s.running.saturating_sub(n);
+        drop(s);
+        // Only this process's waiting runs: waking the task that reserved
+        // them would have it reserve and give back again, in a loop.
+        self.changed.notify_waiters();
     }
 
     /// Takes over `waiting`, a run left `waiting_approval` by a process

@@ -24,7 +24,9 @@ fn counts_saturate_when_a_slot_outlives_its_run() {
     let dir = tempfile::tempdir().unwrap();
     let s = supervisor(&dir, 2);
     let hub = Arc::new(Hub::default());
-    let (_, slot) = s.enter("a", "r1", None, &hub, None).unwrap();
+    let (_, slot) = s
+        .enter("a", "r1", None, &hub, None, &Elsewhere::default())
+        .unwrap();
     assert!(slot);
     assert_eq!(s.counts(), (1, 0));
     // The moment the old code's `forget` then `release_slot` left open:
@@ -35,7 +37,9 @@ fn counts_saturate_when_a_slot_outlives_its_run() {
     s.release_slot();
     assert_eq!(s.counts(), (0, 0));
     // `forget` now drops the run and its slot under one lock.
-    let (_, slot) = s.enter("a", "r2", None, &hub, None).unwrap();
+    let (_, slot) = s
+        .enter("a", "r2", None, &hub, None, &Elsewhere::default())
+        .unwrap();
     s.forget("r2", slot);
     assert_eq!(s.counts(), (0, 0));
     // A slot released twice never wraps round.
@@ -50,13 +54,15 @@ fn replace_cancels_only_a_run_of_the_same_schedule() {
     let hub = Arc::new(Hub::default());
     let morning = Some(ScheduleId::of("a", "0 9 * * *", "UTC", None));
     let evening = Some(ScheduleId::of("a", "0 18 * * *", "UTC", None));
-    s.enter("a", "api", None, &hub, None).unwrap();
+    s.enter("a", "api", None, &hub, None, &Elsewhere::default())
+        .unwrap();
     s.enter(
         "a",
         "first",
         morning.clone(),
         &hub,
         Some(OnOverlap::Replace),
+        &Elsewhere::default(),
     )
     .unwrap();
     assert!(
@@ -69,6 +75,7 @@ fn replace_cancels_only_a_run_of_the_same_schedule() {
         evening.clone(),
         &hub,
         Some(OnOverlap::Replace),
+        &Elsewhere::default(),
     )
     .unwrap();
     assert!(!token(&s, "first").is_cancelled(), "another schedule's run");
@@ -78,6 +85,7 @@ fn replace_cancels_only_a_run_of_the_same_schedule() {
         morning.clone(),
         &hub,
         Some(OnOverlap::Replace),
+        &Elsewhere::default(),
     )
     .unwrap();
     assert!(token(&s, "first").is_cancelled());
@@ -85,14 +93,22 @@ fn replace_cancels_only_a_run_of_the_same_schedule() {
     assert!(!token(&s, "other").is_cancelled());
     assert!(!token(&s, "second").is_cancelled());
     // Another agent's run under the same key is not this one's.
-    s.enter("b", "b-first", morning.clone(), &hub, None)
-        .unwrap();
+    s.enter(
+        "b",
+        "b-first",
+        morning.clone(),
+        &hub,
+        None,
+        &Elsewhere::default(),
+    )
+    .unwrap();
     s.enter(
         "a",
         "third",
         morning.clone(),
         &hub,
         Some(OnOverlap::Replace),
+        &Elsewhere::default(),
     )
     .unwrap();
     assert!(!token(&s, "b-first").is_cancelled());

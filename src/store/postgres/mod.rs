@@ -30,6 +30,9 @@ mod nodes;
 mod page_reads;
 #[cfg(test)]
 mod page_reads_tests;
+mod queue;
+#[cfg(test)]
+mod queue_tests;
 mod run_reads;
 #[cfg(test)]
 mod run_reads_tests;
@@ -87,6 +90,9 @@ pub(crate) struct Postgres {
     stop: Mutex<Option<oneshot::Sender<()>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     url: DatabaseUrl,
+    /// Where the listening connection sends the other nodes' signals
+    /// (opened by the first [`Postgres::signals`]).
+    signals: std::sync::OnceLock<tokio::sync::broadcast::Sender<super::ClusterSignal>>,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -158,6 +164,7 @@ impl Postgres {
             stop: Mutex::new(Some(stop_tx)),
             thread: Mutex::new(Some(thread)),
             url: url.clone(),
+            signals: std::sync::OnceLock::new(),
         };
         let pool = store.pool.clone();
         let shown = store.url.clone();

@@ -90,19 +90,20 @@ impl Postgres {
     /// started now. False when it is no longer queued. Two nodes starting
     /// one run: the row lock of the `UPDATE` makes the second re-check
     /// `state = 'queued'` after the first commits, so only one gets true.
-    pub(crate) async fn start_run(&self, id: &str) -> Result<bool, StoreError> {
+    pub(crate) async fn start_run(&self, id: &str, owner: &str) -> Result<bool, StoreError> {
         let id = id.to_owned();
+        let owner = Some(owner.to_owned()).filter(|o| !o.is_empty());
         self.with_client(move |client| async move {
             let context = "starting a queued run";
             let stmt = client
                 .prepare_cached(
                     "UPDATE runs SET state = 'running', started_at = $2, template_context = NULL
-                     WHERE id = $1 AND state = 'queued'",
+                     WHERE id = $1 AND state = 'queued' AND owner IS NOT DISTINCT FROM $3",
                 )
                 .await
                 .map_err(pg(context))?;
             let changed = client
-                .execute(&stmt, &[&id, &millis(Utc::now())])
+                .execute(&stmt, &[&id, &millis(Utc::now()), &owner])
                 .await
                 .map_err(pg(context))?;
             if changed == 0 && !run_exists(&client, &id).await? {
@@ -223,7 +224,12 @@ pub(crate) async fn insert_run(
         finished_at: None,
         error: None,
     };
-    insert_run_as(tx, run, &row).await
+    let record = insert_run_as(tx, run, &row).await?;
+    if run.state == RunState::Queued && run.parent.is_none() {
+        // Delivered at commit: idle nodes wake and may take it.
+        super::queue::notify_queued(tx).await?;
+    }
+    Ok(record)
 }
 
 /// Inserts the `runs` row of `run` with `row`'s state and times. Two nodes

@@ -310,17 +310,17 @@ fn a_queued_run_starts_once_even_when_two_nodes_start_it() {
     let (a, b) = race(
         &one,
         &two,
-        |n| block(n.start_run(&run.id)).unwrap(),
-        |n| block(n.start_run(&run.id)).unwrap(),
+        |n| block(n.start_run(&run.id, "pid:1")).unwrap(),
+        |n| block(n.start_run(&run.id, "pid:1")).unwrap(),
     );
     assert!(a ^ b, "started {a} and {b}");
     let running = block(one.get_run(&run.id)).unwrap().unwrap();
     assert_eq!(running.state, RunState::Running);
     assert!(running.started_at.unwrap() >= running.created_at);
     assert_eq!(block(one.queued_template_context(&run.id)).unwrap(), None);
-    assert!(!block(one.start_run(&run.id)).unwrap());
+    assert!(!block(one.start_run(&run.id, "pid:1")).unwrap());
     assert_eq!(block(one.get_run(&run.id)).unwrap().unwrap(), running);
-    let err = block(one.start_run("nope")).unwrap_err();
+    let err = block(one.start_run("nope", "pid:1")).unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err}");
     // A running claim keeps no template variables.
     let running_claim = NewRun {

@@ -41,6 +41,7 @@ mod migrations;
 #[cfg(test)]
 mod open_tests;
 mod page_reads;
+mod queue;
 // Wired into `Sqlite` by the backend facade; until then only its tests use it.
 #[allow(dead_code)]
 mod retention;

@@ -202,7 +202,7 @@ fn futures_are_send_and_store_is_sync() {
     send(&store.list_runs(&filter));
     send(&store.get_run("x"));
     send(&store.run_events("x"));
-    send(&store.start_run("x"));
+    send(&store.start_run("x", "pid:1"));
     send(&store.record_unrun(new_run("a"), RunState::Missed, String::new()));
     send(&store.interrupt_stale_runs(|_| true));
     send(&store.claim_delivery("a", "d", chrono::Utc::now()));

@@ -39,9 +39,10 @@ impl Sqlite {
         .await
     }
 
-    pub async fn start_run(&self, id: &str) -> Result<bool, StoreError> {
-        let id = id.to_owned();
-        self.call_durable(move |conn| start(conn, &id)).await
+    pub async fn start_run(&self, id: &str, owner: &str) -> Result<bool, StoreError> {
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        self.call_durable(move |conn| start(conn, &id, &owner))
+            .await
     }
 
     pub async fn append_events(
@@ -173,17 +174,18 @@ pub(super) fn claim(conn: &Connection, run: &NewRun) -> Result<RunRecord, StoreE
         .ok_or_else(|| StoreError::Internal(format!("run {} vanished while being claimed", run.id)))
 }
 
-fn start(conn: &mut Connection, id: &str) -> Result<bool, StoreError> {
+fn start(conn: &mut Connection, id: &str, owner: &str) -> Result<bool, StoreError> {
     let context = "starting a queued run";
     let changed = conn
         .execute(
             "UPDATE runs SET state = ?2, started_at = ?3, template_context = NULL
-             WHERE id = ?1 AND state = ?4",
+             WHERE id = ?1 AND state = ?4 AND owner IS ?5",
             params![
                 id,
                 RunState::Running.as_str(),
                 now_text(),
-                RunState::Queued.as_str()
+                RunState::Queued.as_str(),
+                Some(owner).filter(|o| !o.is_empty())
             ],
         )
         .map_err(sql(context))?;

@@ -120,7 +120,10 @@ async fn close_stops_both_threads() {
         clone.last_fire("a", &sid("a", 0)).await,
         Err(StoreError::Closed)
     );
-    assert_eq!(clone.start_run("abcd").await, Err(StoreError::Closed));
+    assert_eq!(
+        clone.start_run("abcd", "pid:1").await,
+        Err(StoreError::Closed)
+    );
     clone.close().unwrap();
 }
 

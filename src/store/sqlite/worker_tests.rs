@@ -97,7 +97,7 @@ async fn claims_starts_and_final_states_make_their_group_commit_with_full_sync()
         ..new_run("b")
     };
     store.claim_run(queued_run.clone()).await.unwrap();
-    let start = store.start_run(&queued_run.id);
+    let start = store.start_run(&queued_run.id, "pid:1");
     assert_eq!(synchronous_of_group_with(&store, start).await, FULL);
     let unrun = store.record_unrun(new_run("c"), RunState::Missed, "down".into());
     assert_eq!(synchronous_of_group_with(&store, unrun).await, FULL);

@@ -1,0 +1,109 @@
+//! This node's side of the run queue a PostgreSQL cluster shares
+//! (`store::queue`). A node that accepts a run with every slot taken
+//! claims it `queued` under its own name; any node with a free slot takes
+//! it over ([`Store::claim_queued`](crate::store::Store::claim_queued),
+//! oldest first, rows another node is taking skipped) and runs it under
+//! the definition it loaded. A node looks when another queues a run
+//! (LISTEN/NOTIFY), when one of its own slots frees, and every
+//! [`POLL`] in case a signal was lost. It also cancels the runs other
+//! nodes were asked to cancel.
+//!
+//! Never taken: runs of agents this node did not load, child runs, and
+//! scheduled fires of agents with `on_overlap: queue` (such a fire waits
+//! behind the agent's earlier run where it was fired).
+//!
+//! Depends on the daemon's supervisor and the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::Daemon;
+use super::owner;
+use super::supervisor::CancelOutcome;
+use crate::config::OnOverlap;
+use crate::store::ClusterSignal;
+
+/// How often a node looks at the queue without being told to.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// Takes queued runs of busy nodes into this node's free slots, and
+/// cancels the runs other nodes were asked to cancel, until `stop`.
+/// Returns at once on a store nobody shares.
+pub async fn run(daemon: Arc<Daemon>, stop: CancellationToken) {
+    let Some(mut signals) = daemon.store.signals() else {
+        return;
+    };
+    let mut poll = tokio::time::interval(POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            signal = signals.recv() => match signal {
+                Ok(ClusterSignal::Taken(id)) => {
+                    daemon.supervisor.moved(&id);
+                    continue;
+                }
+                Ok(ClusterSignal::Cancel(id)) => {
+                    if daemon.supervisor.cancel(&id) == CancelOutcome::Cancelling {
+                        tracing::info!(run = %id, "cancelling the run: another node was asked to");
+                    }
+                    continue;
+                }
+                // A lagged receiver may have missed a queued run: look.
+                Ok(ClusterSignal::Queued) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
+            () = daemon.supervisor.slot_change() => {}
+            _ = poll.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        take(&daemon).await;
+    }
+}
+
+/// Takes as many queued runs as this node has free slots, until it has
+/// none or the queue has nothing more for it. The slots are taken first,
+/// so a run taken over starts at once.
+async fn take(daemon: &Arc<Daemon>) {
+    loop {
+        let slots = daemon.supervisor.reserve_slots(usize::MAX);
+        if slots == 0 {
+            return;
+        }
+        let snapshot = daemon.snapshot();
+        let agents: Vec<String> = snapshot.project.agents.keys().cloned().collect();
+        let pinned: Vec<String> = snapshot
+            .project
+            .agents
+            .values()
+            .filter(|a| a.triggers.on_overlap == OnOverlap::Queue)
+            .map(|a| a.name.clone())
+            .collect();
+        let me = owner::this_process();
+        let taken = match daemon.store.claim_queued(me, slots, &agents, &pinned).await {
+            Ok(taken) => taken,
+            Err(e) => {
+                daemon.supervisor.unreserve_slots(slots);
+                tracing::error!("cannot take queued runs from the shared queue: {e}");
+                return;
+            }
+        };
+        daemon.supervisor.unreserve_slots(slots - taken.len());
+        if taken.is_empty() {
+            return;
+        }
+        for run in taken {
+            let (id, agent) = (run.run.id.clone(), run.run.agent.clone());
+            match daemon.supervisor.run_taken(snapshot.clone(), run).await {
+                Ok(state) => {
+                    tracing::info!(run = %id, agent = %agent, state = %state, "took over a queued run of a busy node");
+                }
+                Err(e) => {
+                    tracing::error!(run = %id, "cannot run a run taken from the shared queue: {e}")
+                }
+            }
+        }
+    }
+}
