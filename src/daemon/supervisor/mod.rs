@@ -16,10 +16,15 @@
 //! it starts (`after:`) and the move of its file (`watch:`) are in
 //! `follow_ups`.
 //!
+//! Slots (waiting for one, giving it back, reserving free ones for runs
+//! taken from the shared queue) are in `slots`; `on_overlap` against other
+//! nodes' runs in `elsewhere`; taking over what others left in `takeover`.
+//!
 //! State is one `std::sync::Mutex`, never held across an `.await`.
 
 mod elsewhere;
 mod job;
+mod slots;
 mod takeover;
 
 use elsewhere::Elsewhere;
@@ -231,12 +236,6 @@ impl Supervisor {
     /// (running, queued) runs now.
     pub fn counts(&self) -> (usize, usize) {
         self.lock().counts()
-    }
-
-    /// Returns once a slot was given back or a run ended (or at once if
-    /// that happened since the last call returned: none may be missed).
-    pub async fn slot_change(&self) {
-        self.freed.notified().await;
     }
 
     /// The live hub of a run in flight.
@@ -551,40 +550,6 @@ impl Supervisor {
         }
     }
 
-    /// Waits until the run may start: (held runs) the agent's earlier runs
-    /// have ended, and a slot is free; takes the slot. False if cancelled
-    /// first (the slot is not taken).
-    async fn wait_turn(&self, id: &str, cancel: &CancellationToken) -> bool {
-        loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut s = self.lock();
-                let Some(live) = s.runs.get(id) else {
-                    return false;
-                };
-                let blocked_by_agent = live.held
-                    && s.by_agent
-                        .get(&live.agent)
-                        .is_some_and(|ids| ids.first().is_some_and(|first| first != id));
-                if !blocked_by_agent && s.running < s.limit {
-                    s.running += 1;
-                    if let Some(live) = s.runs.get_mut(id) {
-                        live.held = false;
-                        live.slot = true;
-                        live.waiting_approval = false;
-                    }
-                    return true;
-                }
-            }
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = cancel.cancelled() => return false,
-            }
-        }
-    }
-
     /// Runs a run holding a slot (starting it in the store unless it was
     /// claimed `running`); releases the slot. The final state, or `None` if
     /// the run could not even be started in the store.
@@ -650,37 +615,6 @@ impl Supervisor {
         result
     }
 
-    /// Wakes the runs waiting for a slot, and the task taking over other
-    /// nodes' queued runs.
-    fn wake(&self) {
-        self.changed.notify_waiters();
-        self.freed.notify_one();
-    }
-
-    /// Gives a run's slot back and wakes the runs waiting for one.
-    fn release_slot(&self) {
-        let mut s = self.lock();
-        s.running = s.running.saturating_sub(1);
-        drop(s);
-        self.wake();
-    }
-
-    /// Gives back the slot run `id` holds, if it holds one; `waiting`: it
-    /// now waits for approval.
-    fn release_slot_of(&self, id: &str, waiting: bool) {
-        let mut s = self.lock();
-        let held = s.runs.get_mut(id).is_some_and(|live| {
-            live.waiting_approval = waiting;
-            std::mem::take(&mut live.slot)
-        });
-        if held {
-            s.running = s.running.saturating_sub(1);
-        }
-        drop(s);
-        self.wake();
-        self.publish_counts();
-    }
-
     fn publish_counts(&self) {
         let (running, queued, waiting) = {
             let s = self.lock();
@@ -690,19 +624,6 @@ impl Supervisor {
         self.metrics.set_runs_in_flight(running);
         self.metrics.set_runs_queued(queued);
         self.metrics.set_runs_waiting_approval(waiting);
-    }
-
-    /// Removes a run that was entered but not claimed, and gives back its
-    /// slot if it took one, under one lock: nobody sees a slot counted for
-    /// a run that is gone.
-    fn forget(&self, id: &str, slot: bool) {
-        let mut s = self.lock();
-        s.remove(id);
-        if slot {
-            s.running = s.running.saturating_sub(1);
-        }
-        drop(s);
-        self.wake();
     }
 
     /// Another node took over run `id`, queued here: if it still waits for
@@ -751,64 +672,6 @@ impl Supervisor {
     /// Cancels every run in flight (end of the shutdown grace period).
     pub fn cancel_all(&self) {
         self.root.cancel();
-    }
-}
-
-impl Slots for Supervisor {
-    fn release(&self, run_id: &str) {
-        self.release_slot_of(run_id, true);
-    }
-
-    fn acquire<'a>(&'a self, run_id: &'a str) -> futures::future::BoxFuture<'a, bool> {
-        Box::pin(async move {
-            let Some(cancel) = self.lock().runs.get(run_id).map(|l| l.cancel.clone()) else {
-                return false;
-            };
-            let took = self.wait_turn(run_id, &cancel).await;
-            self.publish_counts();
-            took
-        })
-    }
-}
-
-impl State {
-    /// (running, queued): runs holding a slot, and the other runs in
-    /// flight. Saturating, so a moment where a slot is counted for a run
-    /// already gone reads as none queued, never as an overflow.
-    fn counts(&self) -> (usize, usize) {
-        let waiting = self.waiting_approval();
-        (
-            self.running,
-            self.runs
-                .len()
-                .saturating_sub(self.running)
-                .saturating_sub(waiting),
-        )
-    }
-
-    /// Runs waiting for a person's approval.
-    fn waiting_approval(&self) -> usize {
-        self.runs.values().filter(|l| l.waiting_approval).count()
-    }
-
-    fn insert(&mut self, id: &str, live: Live) {
-        self.by_agent
-            .entry(live.agent.clone())
-            .or_default()
-            .push(id.to_string());
-        self.runs.insert(id.to_string(), live);
-    }
-
-    fn remove(&mut self, id: &str) {
-        let Some(live) = self.runs.remove(id) else {
-            return;
-        };
-        if let Some(ids) = self.by_agent.get_mut(&live.agent) {
-            ids.retain(|r| r != id);
-            if ids.is_empty() {
-                self.by_agent.remove(&live.agent);
-            }
-        }
     }
 }
 

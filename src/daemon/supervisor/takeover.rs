@@ -91,39 +91,6 @@ impl Supervisor {
         Ok(RunState::Running)
     }
 
-    /// Takes up to `wanted` free slots for runs about to be taken over
-    /// from the shared queue; returns how many it took (none once closing).
-    /// Give back what is not used with [`Supervisor::unreserve_slots`].
-    pub fn reserve_slots(&self, wanted: usize) -> usize {
-        let mut s = self.lock();
-        if !s.accepting {
-            return 0;
-        }
-        let waiting = s
-            .runs
-            .values()
-            .filter(|l| !l.slot && !l.held && !l.waiting_approval)
-            .count();
-        let free = s.limit.saturating_sub(s.running + waiting);
-        let took = wanted.min(free);
-        s.running += took;
-        took
-    }
-
-    /// Gives back `n` slots [`Supervisor::reserve_slots`] took and no run
-    /// used.
-    pub fn unreserve_slots(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let mut s = self.lock();
-        s.running = s.running.saturating_sub(n);
-        drop(s);
-        // Only this process's waiting runs: waking the task that reserved
-        // them would have it reserve and give back again, in a loop.
-        self.changed.notify_waiters();
-    }
-
     /// Takes over `waiting`, a run left `waiting_approval` by a process
     /// that is gone: it goes on from its stored checkpoint, still waiting
     /// for the decision (holding no slot), and when decided runs to its end
