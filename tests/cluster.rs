@@ -89,6 +89,7 @@ fn every_fire_runs_once_across_three_nodes() {
     for node in &listed {
         assert!(node["id"].as_str().unwrap().starts_with("pid:"));
         assert!(node["heartbeat_at"].is_string());
+        assert!(node["queued"].is_u64(), "{node}");
     }
 }
 

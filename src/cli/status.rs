@@ -1,6 +1,7 @@
 //! `aurad status [--json]`: where the store is and, on PostgreSQL, the
 //! nodes sharing it: each node's host, pid, last heartbeat, whether it is
-//! alive (heartbeat within `cluster.lease`) and its running runs. Reads the
+//! alive (heartbeat within `cluster.lease`), how many runs wait queued
+//! under it and its running runs. Reads the
 //! store directly, so it works with or without a running daemon.
 
 use std::path::Path;
@@ -82,8 +83,8 @@ pub fn render(database: &Database, nodes: &[NodeRecord], now: chrono::DateTime<U
         return out;
     }
     out.push_str(&format!(
-        "{:<6} {:<20} {:>8} {:>14}  {}\n",
-        "ALIVE", "HOST", "PID", "HEARTBEAT", "RUNNING"
+        "{:<6} {:<20} {:>8} {:>14} {:>7}  {}\n",
+        "ALIVE", "HOST", "PID", "HEARTBEAT", "QUEUED", "RUNNING"
     ));
     for node in nodes {
         let age = (now - node.heartbeat_at).num_milliseconds().max(0) as f64 / 1000.0;
@@ -98,8 +99,8 @@ pub fn render(database: &Database, nodes: &[NodeRecord], now: chrono::DateTime<U
             node.running.join(", ")
         };
         out.push_str(&format!(
-            "{alive:<6} {:<20} {:>8} {:>12.1}s  {running}\n",
-            node.host, node.pid, age
+            "{alive:<6} {:<20} {:>8} {:>12.1}s {:>7}  {running}\n",
+            node.host, node.pid, age, node.queued
         ));
     }
     out
@@ -121,6 +122,7 @@ mod tests {
             stopped_at: stopped.then_some(now),
             alive,
             running: running.iter().map(|r| r.to_string()).collect(),
+            queued: 2,
             agents: Default::default(),
         }
     }
@@ -147,6 +149,8 @@ mod tests {
         assert!(lines[3].starts_with("no "), "{text}");
         assert!(lines[4].starts_with("stopped"), "{text}");
         assert!(lines[2].contains("4.0s"), "{text}");
+        assert!(lines[1].contains("QUEUED"), "{text}");
+        assert!(lines[2].contains(" 2  r1, r2"), "the queued count: {text}");
     }
 
     #[test]

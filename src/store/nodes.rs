@@ -46,6 +46,9 @@ pub struct NodeRecord {
     pub alive: bool,
     /// The runs it owns in state `running`, oldest first.
     pub running: Vec<String>,
+    /// How many runs wait `queued` under it (for a free slot there, or for
+    /// another node to take them).
+    pub queued: u64,
     /// Each agent it loaded, with its definition hash.
     pub agents: BTreeMap<String, String>,
 }

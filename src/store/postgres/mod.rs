@@ -27,6 +27,8 @@ mod memory_recall;
 #[cfg(test)]
 mod memory_tests;
 mod nodes;
+#[cfg(test)]
+mod nodes_tests;
 mod page_reads;
 #[cfg(test)]
 mod page_reads_tests;

@@ -86,7 +86,9 @@ impl Postgres {
                             ARRAY(SELECT r.id FROM runs r
                                   WHERE r.owner = n.id AND r.state = 'running'
                                   ORDER BY r.created_at),
-                            n.agents
+                            n.agents,
+                            (SELECT count(*) FROM runs r
+                             WHERE r.owner = n.id AND r.state = 'queued')
                      FROM nodes n
                      WHERE n.heartbeat_at > now() - interval '1 day'
                      ORDER BY n.started_at, n.id",
@@ -110,6 +112,7 @@ impl Postgres {
                         // Written by this code as a JSON map; anything else
                         // reads as no agents (it only feeds a warning).
                         agents: serde_json::from_str(row.get::<_, &str>(9)).unwrap_or_default(),
+                        queued: u64::try_from(row.get::<_, i64>(10)).unwrap_or(0),
                     })
                 })
                 .collect()
