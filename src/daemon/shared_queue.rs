@@ -41,6 +41,8 @@ pub async fn run(daemon: Arc<Daemon>, stop: CancellationToken) {
     loop {
         tokio::select! {
             signal = signals.recv() => match signal {
+                // For the runs' followers (`remote_events`).
+                Ok(ClusterSignal::Events(_)) => continue,
                 Ok(ClusterSignal::Taken(id)) => {
                     daemon.supervisor.moved(&id);
                     continue;

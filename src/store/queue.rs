@@ -28,6 +28,9 @@ pub enum ClusterSignal {
     /// A node took this queued run over: the node that queued it stops
     /// waiting to start it (and follows its events in the store).
     Taken(String),
+    /// New events of this run were stored (or it ended): whoever follows it
+    /// from another node reads the store now instead of at its next poll.
+    Events(String),
 }
 
 /// A queued run taken over by [`Store::claim_queued`], started.

@@ -2,7 +2,7 @@
 //! over queued runs with `FOR UPDATE SKIP LOCKED`, and the nodes' signals
 //! over LISTEN/NOTIFY (`aurad_queue` when a run is queued, `aurad_taken`
 //! with the id of a queued run taken over, `aurad_cancel` with a run id to
-//! cancel). One connection per process listens, outside
+//! cancel, `aurad_events` with the id of a run whose events were stored). One connection per process listens, outside
 //! the pool, reconnecting with a growing pause after a failure.
 
 use std::time::Duration;
@@ -24,10 +24,14 @@ const QUEUED: &str = "aurad_queue";
 const CANCEL: &str = "aurad_cancel";
 /// The channel a queued run taken over (payload: its id) is announced on.
 const TAKEN: &str = "aurad_taken";
+/// The channel new events of a run (payload: its id) are announced on, at
+/// the commit that stores them (`runs::insert_events`).
+pub(crate) const EVENTS: &str = "aurad_events";
 
 /// Signals a slow receiver may fall behind by before it is told it lagged
 /// (it then looks at the store, which is what every signal asks anyway).
-const CAPACITY: usize = 64;
+/// Every batch of events of every run is one, hence room for a burst.
+const CAPACITY: usize = 1024;
 
 impl Postgres {
     /// [`crate::store::Store::claim_queued`]. Picked and started in one
@@ -252,6 +256,7 @@ async fn listen_once(
                             QUEUED => ClusterSignal::Queued,
                             CANCEL => ClusterSignal::Cancel(n.payload().to_string()),
                             TAKEN => ClusterSignal::Taken(n.payload().to_string()),
+                            EVENTS => ClusterSignal::Events(n.payload().to_string()),
                             _ => continue,
                         };
                         // No receiver is fine.
@@ -271,7 +276,9 @@ async fn listen_once(
     };
     let forwarding = tokio::spawn(forward);
     client
-        .batch_execute(&format!("LISTEN {QUEUED}; LISTEN {CANCEL}; LISTEN {TAKEN}"))
+        .batch_execute(&format!(
+            "LISTEN {QUEUED}; LISTEN {CANCEL}; LISTEN {TAKEN}; LISTEN {EVENTS}"
+        ))
         .await
         .map_err(pg("listening for other nodes' signals"))?;
     if reconnected {

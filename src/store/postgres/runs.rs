@@ -336,17 +336,20 @@ pub(crate) async fn insert_events(
         return Err(no_run_for_events(run_id));
     }
     // A statement of its own after the lock: its snapshot sees every event
-    // committed before the lock was granted.
+    // committed before the lock was granted. The nodes following the run
+    // from elsewhere are told at the commit (`aurad_events`, the run id).
     let insert = tx
-        .prepare_cached(
+        .prepare_cached(&format!(
             "WITH base AS (SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE run_id = $1),
                   added AS (
                       INSERT INTO events (run_id, seq, at, kind, data)
                       SELECT $1, base.last + e.n, $2, e.kind, e.data
                       FROM base, unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(kind, data, n)
                       RETURNING seq)
-             SELECT COALESCE((SELECT MAX(seq) FROM added), (SELECT last FROM base))",
-        )
+             SELECT COALESCE((SELECT MAX(seq) FROM added), (SELECT last FROM base))
+             FROM (SELECT pg_notify('{}', $1)) AS announced",
+            super::queue::EVENTS
+        ))
         .await
         .map_err(pg(context))?;
     let kinds: Vec<&str> = rows.iter().map(|(kind, _)| *kind).collect();
