@@ -341,7 +341,10 @@ const WAL_LEFT_AT_CLOSE: u64 = 1 << 20;
 /// appending to; a large one is checkpointed and truncated here (fsyncs
 /// first, as every checkpoint does), so a run of short processes leaves at
 /// most about [`WAL_LEFT_AT_CLOSE`] behind. The file's size bounds what is
-/// in it: only a checkpoint ends the WAL, and this one truncates it.
+/// in it: only a checkpoint ends the WAL, and this one truncates it. While
+/// another connection (a daemon on the same database) reads or writes, the
+/// checkpoint gives up at once instead of waiting for it, and the WAL stays
+/// for that connection's own checkpoints.
 fn settle_wal(conn: &Connection) -> Result<(), StoreError> {
     let Some(path) = conn.path().filter(|p| !p.is_empty()) else {
         return Ok(());
@@ -350,8 +353,19 @@ fn settle_wal(conn: &Connection) -> Result<(), StoreError> {
     if size <= WAL_LEFT_AT_CLOSE {
         return Ok(());
     }
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        .map_err(sql("checkpointing the WAL before closing"))
+    conn.busy_timeout(Duration::ZERO)
+        .map_err(sql("setting the busy timeout"))?;
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+            ) =>
+        {
+            Ok(())
+        }
+        other => other.map_err(sql("checkpointing the WAL before closing")),
+    }
 }
 
 /// Reads the schema into the connection now (SQLite parses every `CREATE`
