@@ -59,6 +59,16 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         );
         return EXIT_CONFIG;
     }
+    if loaded
+        .project
+        .agents
+        .get(&args.name)
+        .is_some_and(|agent| !agent.tools.is_empty())
+    {
+        // Overlaps with the rest of the start-up instead of delaying the
+        // first tool call.
+        crate::tools::prepare_builtin_schemas();
+    }
     let (mut snapshot, diagnostics) = registry::build(loaded, &config::process_env);
     let own_errors = print_for_agent(diagnostics, &args.name);
     if own_errors || !snapshot.project.agents.contains_key(&args.name) {

@@ -89,5 +89,5 @@ pub fn cap_output(mut text: String, cap: usize) -> String {
 pub mod registry;
 pub use registry::{
     CallObserver, CallWatch, ToolOutcome, ToolRegistry, ToolSet, glob_could_extend, glob_match,
-    schema_problems,
+    prepare_builtin_schemas, schema_problems,
 };

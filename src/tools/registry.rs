@@ -208,6 +208,23 @@ pub fn schema_problems(
         .collect()
 }
 
+/// Builds, on a thread of its own, what compiling the first built-in
+/// tool's schema in a process spends most of its time on: jsonschema checks
+/// every schema against its draft's meta-schema, and builds that
+/// meta-schema's validator (a process-wide static) on the first check,
+/// about 1.1M instructions. `aurad run` calls this at start, so its first
+/// tool call finds it built instead of building it between the model's
+/// answer and the tool's process.
+pub fn prepare_builtin_schemas() {
+    let _ = std::thread::Builder::new()
+        .name("aurad-schemas".into())
+        .spawn(|| {
+            let _ = jsonschema::options()
+                .with_draft(jsonschema::Draft::Draft7)
+                .build(&serde_json::json!({"type": "object"}));
+        });
+}
+
 fn compile_schema(tool: &dyn Tool) -> Result<jsonschema::Validator, String> {
     let schema = &tool.spec().parameters;
     let compiled = if tool.source() == "builtin" {

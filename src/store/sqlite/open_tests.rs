@@ -212,3 +212,73 @@ fn futures_are_send_and_store_is_sync() {
     send(&store.consecutive_failures("a"));
     store.close().unwrap();
 }
+
+#[tokio::test]
+async fn closing_leaves_a_small_wal_and_checkpoints_a_large_one() {
+    let (_dir, path) = db();
+    let wal = path.with_file_name("aurad.db-wal");
+    let wal_size = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+    let store = Sqlite::open(&path).unwrap();
+    let run = new_run("a");
+    store.claim_run(run.clone()).await.unwrap();
+    store.close().unwrap();
+    // The claim stays in the WAL, where it was durable already; the next
+    // open reads it from there.
+    let left = wal_size();
+    assert!(
+        left > 0 && left <= WAL_LEFT_AT_CLOSE,
+        "WAL left: {left} bytes"
+    );
+    let store = Sqlite::open(&path).unwrap();
+    let got = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(got.state, RunState::Running);
+    // Past the limit, closing copies the WAL into the database file and
+    // truncates it.
+    let big = "x".repeat(64 * 1024);
+    let mut stored = 0;
+    while wal_size() <= WAL_LEFT_AT_CLOSE {
+        store
+            .append_events(&run.id, vec![text(&big)])
+            .await
+            .unwrap();
+        stored += 1;
+    }
+    store.close().unwrap();
+    assert_eq!(wal_size(), 0);
+    let store = Sqlite::open(&path).unwrap();
+    assert_eq!(store.run_events(&run.id).await.unwrap().len(), stored);
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn a_large_wal_stays_while_another_connection_reads() {
+    let (_dir, path) = db();
+    let wal = path.with_file_name("aurad.db-wal");
+    let wal_size = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+    let store = Sqlite::open(&path).unwrap();
+    let run = new_run("a");
+    store.claim_run(run.clone()).await.unwrap();
+    let big = "x".repeat(64 * 1024);
+    let mut stored = 0;
+    while wal_size() <= WAL_LEFT_AT_CLOSE {
+        store
+            .append_events(&run.id, vec![text(&big)])
+            .await
+            .unwrap();
+        stored += 1;
+    }
+    // Another process's connection in the middle of a read: the closing
+    // store's checkpoint cannot truncate the WAL, gives up and closes.
+    let mut other = raw(&path);
+    let reading = other.transaction().unwrap();
+    let seen: i64 = reading
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(seen, stored as i64);
+    store.close().unwrap();
+    assert!(wal_size() > WAL_LEFT_AT_CLOSE);
+    drop(reading);
+    let store = Sqlite::open(&path).unwrap();
+    assert_eq!(store.run_events(&run.id).await.unwrap().len(), stored);
+    store.close().unwrap();
+}

@@ -1,9 +1,11 @@
 //! SQLite-only store tests: reads on the reader thread never wait behind a
-//! long write, the reader connection only reads, closing stops both
-//! threads, in-memory databases are refused. The interface tests of runs
+//! long write, the reader connection only reads, statements stay compiled
+//! from one execution to the next, closing stops both threads, in-memory
+//! databases are refused. The interface tests of runs
 //! run on both backends in `store/runs_tests.rs`.
 
 use chrono::Utc;
+use rusqlite::Connection;
 
 use super::tests::{db, new_run, sid, text};
 use super::*;
@@ -133,4 +135,70 @@ fn in_memory_databases_are_refused() {
         let err = Store::open(Path::new(name)).unwrap_err();
         assert!(err.to_string().contains("needs a database file"), "{err}");
     }
+}
+
+/// Each statement prepared on `conn` with how many times SQLite compiled it
+/// again since (`SQLITE_STMTSTATUS_REPREPARE`).
+fn recompiled(conn: &mut Connection) -> Result<Vec<(String, i32)>, StoreError> {
+    use rusqlite::ffi;
+    let mut seen = Vec::new();
+    // SAFETY: `conn` is borrowed mutably on its own thread for the whole
+    // walk, so no statement is finalized or prepared meanwhile; every
+    // pointer comes from `sqlite3_next_stmt` on this connection, and the
+    // SQL text is copied before the next call.
+    unsafe {
+        let db = conn.handle();
+        let mut stmt = ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+        while !stmt.is_null() {
+            let count = ffi::sqlite3_stmt_status(stmt, ffi::SQLITE_STMTSTATUS_REPREPARE, 0);
+            let text = std::ffi::CStr::from_ptr(ffi::sqlite3_sql(stmt));
+            seen.push((text.to_string_lossy().into_owned(), count));
+            stmt = ffi::sqlite3_next_stmt(db, stmt);
+        }
+    }
+    Ok(seen)
+}
+
+#[tokio::test]
+async fn statements_are_compiled_once_per_connection() {
+    let (_dir, path) = db();
+    let store = Sqlite::open(&path).unwrap();
+    // A run's path, twice over, so every cached statement runs again with
+    // other values bound: claim, event batches (each reads the last seq),
+    // the final state, and the reads a run and its watchers make.
+    for _ in 0..2 {
+        let run = new_run("a");
+        store.claim_run(run.clone()).await.unwrap();
+        for word in ["one", "two", "three"] {
+            store
+                .append_events(&run.id, vec![text(word)])
+                .await
+                .unwrap();
+        }
+        store.append_events(&run.id, Vec::new()).await.unwrap();
+        store
+            .finish_run_as(
+                &run.id,
+                vec![text("end")],
+                RunEnd::new(RunState::Succeeded, None),
+            )
+            .await
+            .unwrap();
+        store.get_run(&run.id).await.unwrap().unwrap();
+        assert_eq!(store.run_events(&run.id).await.unwrap().len(), 4);
+        store.consecutive_failures("a").await.unwrap();
+    }
+    let writer = store.call(recompiled).await.unwrap();
+    let reader = store.read(recompiled).await.unwrap();
+    assert!(
+        writer.iter().any(|(sql, _)| sql.contains("MAX(seq)")),
+        "the last seq's statement is not cached: {writer:?}"
+    );
+    let again: Vec<_> = writer
+        .iter()
+        .chain(&reader)
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert!(again.is_empty(), "statements compiled again: {again:?}");
+    store.close().unwrap();
 }

@@ -27,7 +27,7 @@ use std::thread::{self, JoinHandle};
 
 use rusqlite::Connection;
 
-use super::{Durability, StoreError, set_durability};
+use super::{Durability, StoreError, load_schema, set_durability, settle_wal};
 
 /// The most jobs one writer transaction takes.
 const MAX_BATCH: usize = 256;
@@ -222,6 +222,12 @@ fn guarded<R>(
 /// The thread: runs jobs in order until `Shutdown` or until every handle is
 /// gone, then closes the connection.
 fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, role: Role) -> Result<(), StoreError> {
+    if role == Role::Reader {
+        // The writer read the schema at open; the reader reads it while its
+        // caller goes on (a one-shot run: while the claim commits), not in
+        // its first read. A failure here shows again in that read.
+        let _ = load_schema(&conn);
+    }
     let mut group = Group::default();
     while let Ok(msg) = rx.recv() {
         let Msg::Job(first) = msg else { break };
@@ -248,6 +254,12 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, role: Role) -> Result<(), 
     }
     // Jobs sent after `Shutdown` are dropped here; their callers get `Closed`.
     drop(rx);
+    if role == Role::Writer
+        && let Err(e) = settle_wal(&conn)
+    {
+        // Nothing is lost: the WAL stays whole, for the next open to read.
+        tracing::warn!("{e}");
+    }
     conn.close().map_err(|(_, e)| {
         StoreError::sqlite(
             &format!("closing the database ({} connection)", role.name()),
