@@ -3,8 +3,8 @@
 //! taking over at once are tested on PostgreSQL in
 //! `postgres/steps_tests.rs`.
 
-use crate::store::StepEnd;
 use crate::store::testing::{new_run, store_test, text};
+use crate::store::{StepEnd, StoreError};
 use crate::types::{RunState, StepState, Usage};
 
 fn end(state: StepState, child: Option<&str>) -> StepEnd {
@@ -81,11 +81,30 @@ store_test! {
         assert_eq!(steps[1].child_run_id.as_deref(), Some("c1"));
         assert_eq!((steps[2].started_at, steps[2].attempts), (None, 0));
         assert!(steps[2].finished_at.is_some());
-        // A run that does not exist gets no step. (SQLite says so with its
-        // foreign key error, PostgreSQL with `NotFound`.)
-        let missing = store.step_started("nope", "s", None, 1, None, text("x")).await;
-        assert!(missing.is_err(), "{missing:?}");
+    }
+}
+
+store_test! {
+    /// A step of a run that does not exist is `NotFound` on both backends,
+    /// saying what to do, and leaves no row and no event.
+    async fn a_step_of_a_run_that_does_not_exist_is_not_found(store) {
+        let started = store.step_started("nope", "s", None, 1, None, text("x")).await;
+        let finished = store
+            .step_finished("nope", "s", None, end(StepState::Succeeded, None), text("y"))
+            .await;
+        for outcome in [started, finished] {
+            match outcome {
+                Err(StoreError::NotFound(m)) => {
+                    assert!(m.contains("nope") && m.contains("claim a run"), "{m}");
+                }
+                other => panic!("want NotFound, got {other:?}"),
+            }
+        }
         assert_eq!(store.steps_of("nope").await, Ok(Vec::new()));
+        // The run's own steps are unaffected.
+        let run = store.claim_run(new_run("p")).await.unwrap();
+        store.step_started(&run.id, "s", None, 1, None, text("1")).await.unwrap();
+        assert_eq!(store.steps_of(&run.id).await.unwrap().len(), 1);
     }
 }
 

@@ -2,10 +2,8 @@
 //! `memory_namespaces`) with the SQLite backend's results to the bit. The
 //! same tables as SQLite's (`memories`, `memory_namespaces` with the entry
 //! count N and a change epoch, `memory_df`, `memory_terms` postings in impact
-//! order) plus `memories.terms`, the memory's terms (`memory_score::term_counts`,
-//! never PostgreSQL's stemming) under a GIN index. The math is
-//! `crate::store::memory_score`'s; recall is in `memory_recall`, the
-//! `Postgres` methods in `memory_api`.
+//! order). The math is `crate::store::memory_score`'s; recall is in
+//! `memory_recall`, the `Postgres` methods in `memory_api`.
 //!
 //! Races between nodes: every operation that writes a namespace's memories
 //! (save, delete, import, and recall, which bumps access counts and caches
@@ -24,13 +22,13 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
-use super::memory_recall::{self, Candidates};
+use super::memory_recall;
 use super::run_rows::millis;
 use super::{execute, pg};
 use crate::store::StoreError;
 use crate::store::memory::check_memory;
 use crate::store::memory_score::{self as score, TermCounts};
-use crate::types::memory::{Memory, NewMemory, Saved};
+use crate::types::memory::{Memory, NewMemory, Recalled, Saved};
 
 /// The columns [`stored_from_row`] reads, in its order.
 pub(super) const MEMORY_COLUMNS: &str = "id, namespace, content, category, importance, created_at, \
@@ -131,7 +129,10 @@ pub(super) async fn namespace(
 /// The namespace's row, created if missing, locked. Two nodes creating it
 /// at once: the second's insert waits for the first's commit and does
 /// nothing (unique `name`), then both lock the one row in turn.
-async fn namespace_or_create(tx: &Transaction<'_>, name: &str) -> Result<Namespace, StoreError> {
+pub(super) async fn namespace_or_create(
+    tx: &Transaction<'_>,
+    name: &str,
+) -> Result<Namespace, StoreError> {
     if let Some(ns) = namespace(tx, name, true).await? {
         return Ok(ns);
     }
@@ -314,11 +315,11 @@ pub(super) async fn load(
 /// A [`NewMemory`] checked, with its times normalised to milliseconds: the
 /// same checks and messages as the SQLite backend's (`memory::write`).
 pub(super) struct Checked {
-    new: NewMemory,
+    pub new: NewMemory,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     metadata: String,
-    counts: TermCounts,
+    pub counts: TermCounts,
 }
 
 /// Checks `new` (`store::memory::check_memory`) and counts its terms.
@@ -339,7 +340,6 @@ pub(super) async fn save(
     checked: &Checked,
     max_entries: usize,
     now: DateTime<Utc>,
-    how: Candidates,
 ) -> Result<Saved, StoreError> {
     let new = &checked.new;
     let ns = namespace_or_create(tx, &new.namespace).await?;
@@ -351,9 +351,23 @@ pub(super) async fn save(
         1,
         score::MERGE_THRESHOLD,
         now,
-        how,
     )
     .await?;
+    save_matched(tx, ns, checked, best, max_entries, now).await
+}
+
+/// The rest of [`save`] once the merge check found `best` (the best match
+/// of the content in locked namespace `ns`): merges into it if it scores
+/// above the merge threshold, else inserts; then cleans up.
+pub(super) async fn save_matched(
+    tx: &Transaction<'_>,
+    ns: Namespace,
+    checked: &Checked,
+    best: Vec<Recalled>,
+    max_entries: usize,
+    now: DateTime<Utc>,
+) -> Result<Saved, StoreError> {
+    let new = &checked.new;
     let saved = match best.into_iter().find(|b| b.score > score::MERGE_THRESHOLD) {
         Some(best) => {
             let id = best.memory.id;
@@ -408,7 +422,7 @@ async fn merge(
         .prepare_cached(
             "UPDATE memories SET content = $2, importance = GREATEST(importance, $3), \
              access_count = access_count + 1, updated_at = $4, run_id = COALESCE($5, run_id), \
-             metadata = $6, impact = $7, terms = $8, norm = NULL, norm_epoch = NULL WHERE id = $1",
+             metadata = $6, impact = $7, norm = NULL, norm_epoch = NULL WHERE id = $1",
         )
         .await
         .map_err(pg("merging a memory"))?;
@@ -422,7 +436,6 @@ async fn merge(
             &new.run_id,
             &metadata.to_string(),
             &impact,
-            &keys(&counts),
         ],
     )
     .await
@@ -431,8 +444,8 @@ async fn merge(
 }
 
 const INSERT_ROW: &str = "INSERT INTO memories (namespace, content, category, importance, \
-     created_at, updated_at, access_count, run_id, metadata, impact, terms) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id";
+     created_at, updated_at, access_count, run_id, metadata, impact) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
 
 /// The impact of a checked memory as stored.
 fn impact_of(c: &Checked) -> f64 {
@@ -460,7 +473,6 @@ async fn insert_row(
                 &new.run_id,
                 &c.metadata,
                 &impact_of(c),
-                &keys(&c.counts),
             ],
         )
         .await

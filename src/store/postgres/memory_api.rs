@@ -9,7 +9,7 @@ use super::memory::{
     Checked, MEMORY_COLUMNS, check, delete_in, import, load, namespace as namespace_row, save,
     stored_from_row,
 };
-use super::memory_recall::{self, Candidates};
+use super::memory_recall;
 use super::{Postgres, pg};
 use crate::store::memory_score as score;
 use crate::store::{MemoryNamespace, StoreError};
@@ -25,28 +25,6 @@ impl Postgres {
         limit: usize,
         min_score: f64,
         now: DateTime<Utc>,
-    ) -> Result<Vec<Recalled>, StoreError> {
-        self.memory_recall_by(
-            namespace,
-            query,
-            limit,
-            min_score,
-            now,
-            memory_recall::CANDIDATES,
-        )
-        .await
-    }
-
-    /// [`Postgres::memory_recall`] with the candidates found `how` (the
-    /// bench compares the two ways).
-    pub(crate) async fn memory_recall_by(
-        &self,
-        namespace: &str,
-        query: &str,
-        limit: usize,
-        min_score: f64,
-        now: DateTime<Utc>,
-        how: Candidates,
     ) -> Result<Vec<Recalled>, StoreError> {
         if limit == 0 || score::term_counts(query).is_empty() {
             return Ok(Vec::new());
@@ -64,8 +42,7 @@ impl Postgres {
                 .transaction()
                 .await
                 .map_err(pg("starting a recall"))?;
-            let found =
-                memory_recall::recall(&tx, &name, &query, limit, min_score, now, how).await?;
+            let found = memory_recall::recall(&tx, &name, &query, limit, min_score, now).await?;
             tx.commit().await.map_err(pg("committing a recall"))?;
             Ok(found)
         })
@@ -81,26 +58,13 @@ impl Postgres {
         max_entries: usize,
         now: DateTime<Utc>,
     ) -> Result<Saved, StoreError> {
-        self.memory_save_by(new, max_entries, now, memory_recall::CANDIDATES)
-            .await
-    }
-
-    /// [`Postgres::memory_save`] with the merge check's candidates found
-    /// `how` (the bench compares the two ways).
-    pub(crate) async fn memory_save_by(
-        &self,
-        new: NewMemory,
-        max_entries: usize,
-        now: DateTime<Utc>,
-        how: Candidates,
-    ) -> Result<Saved, StoreError> {
         let checked = check(new, now, "memory")?;
         self.with_client(move |mut client| async move {
             let tx = client
                 .transaction()
                 .await
                 .map_err(pg("starting a memory save"))?;
-            let saved = save(&tx, &checked, max_entries, now, how).await?;
+            let saved = save(&tx, &checked, max_entries, now).await?;
             tx.commit().await.map_err(pg("committing a memory save"))?;
             Ok(saved)
         })

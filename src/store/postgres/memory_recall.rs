@@ -1,13 +1,14 @@
 //! Recall on PostgreSQL: the SQLite backend's exact scores and order
-//! (`crate::store::memory_score`), with the candidates found one of two
-//! ways ([`Candidates`]): the postings of `memory_terms` read in impact
-//! order, rarest query term first, a batch at a time through a portal and
-//! stopped as soon as the rest cannot reach the threshold (SQLite's way);
-//! or every memory whose `terms` array overlaps the query's (GIN index),
-//! above the impact floor `min_score` allows, all scored. Both score each
-//! candidate exactly (its norm recomputed when the namespace changed since
-//! it was cached), so they return the same memories; `benches/pg_memory.rs`
-//! measures which is faster and [`CANDIDATES`] names the winner.
+//! (`crate::store::memory_score`), with the candidates found as SQLite
+//! finds them: the postings of `memory_terms` read in impact order, rarest
+//! query term first, a batch at a time through a portal and stopped as soon
+//! as the rest cannot reach the threshold. Each candidate is scored exactly
+//! (its norm recomputed when the namespace changed since it was cached).
+//!
+//! The other way measured, a GIN index on an array of each memory's terms,
+//! lost (`benches/pg_memory.rs`; BENCHMARKS.md) and lives in the bench's
+//! `memory_bench`, which plugs it between [`Plan::new`] and
+//! [`Plan::finish`] as [`best_matches`] plugs the postings.
 //!
 //! The caller holds the namespace's row lock (see `memory`), so the norms
 //! cached and the access counts bumped here race with nobody.
@@ -29,27 +30,12 @@ use crate::types::memory::Recalled;
 
 /// Safety margin on pruning bounds against floating-point rounding (as
 /// SQLite's).
-const BOUND_SLACK: f64 = 1.0 + 1e-9;
+pub(super) const BOUND_SLACK: f64 = 1.0 + 1e-9;
 
 /// Postings fetched by the first read of a term's list; each further read
 /// doubles it, up to [`MAX_BATCH`].
 const FIRST_BATCH: i32 = 32;
 const MAX_BATCH: i32 = 1024;
-
-/// How recall finds the memories it scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Candidates {
-    /// `memory_terms` postings in impact order, stopped early.
-    Postings,
-    /// `memories.terms && query` through the GIN index, all scored.
-    Terms,
-}
-
-/// The way recall and the merge check of a save use. Measured with
-/// `cargo bench --bench pg_memory` (2026-12-05, loaded 2-core machine, both
-/// ways alternating per query): recall p50 at 1,000 memories 8.0 ms either
-/// way; at 10,000, postings 32.7 ms, GIN terms 40.4 ms (saves 39.9 vs 44.1).
-pub(super) const CANDIDATES: Candidates = Candidates::Postings;
 
 /// Recall: the best matches, then each one's access count bumped (moving
 /// its postings when its access bound changes), as SQLite's `recall`.
@@ -60,12 +46,21 @@ pub(super) async fn recall(
     limit: usize,
     min_score: f64,
     now: DateTime<Utc>,
-    how: Candidates,
 ) -> Result<Vec<Recalled>, StoreError> {
     let Some(ns) = namespace(tx, name, true).await? else {
         return Ok(Vec::new());
     };
-    let found = best_matches(tx, ns, name, query, limit, min_score, now, how).await?;
+    let found = best_matches(tx, ns, name, query, limit, min_score, now).await?;
+    count_recalled(tx, ns, found).await
+}
+
+/// Bumps the access count of each of `found` (recalled from locked
+/// namespace `ns`), moving its postings when its access bound changes.
+pub(super) async fn count_recalled(
+    tx: &Transaction<'_>,
+    ns: Namespace,
+    found: Vec<Recalled>,
+) -> Result<Vec<Recalled>, StoreError> {
     if found.is_empty() {
         return Ok(found);
     }
@@ -100,16 +95,16 @@ pub(super) async fn recall(
 
 /// The scoring state of one recall: the query, the df known so far, the
 /// best matches so far and the norms to cache.
-struct Scorer {
-    ns: Namespace,
+pub(super) struct Scorer {
+    pub ns: Namespace,
     query: TermCounts,
-    query_norm: f64,
+    pub query_norm: f64,
     dfs: HashMap<String, u64>,
     found: Vec<Recalled>,
     norms: Vec<(i64, f64)>,
     limit: usize,
-    min_score: f64,
-    now: DateTime<Utc>,
+    pub min_score: f64,
+    pub now: DateTime<Utc>,
 }
 
 impl Scorer {
@@ -122,7 +117,11 @@ impl Scorer {
     }
 
     /// Scores `rows` exactly and keeps the best `limit` of all scored.
-    async fn score(&mut self, tx: &Transaction<'_>, rows: Vec<Stored>) -> Result<(), StoreError> {
+    pub(super) async fn score(
+        &mut self,
+        tx: &Transaction<'_>,
+        rows: Vec<Stored>,
+    ) -> Result<(), StoreError> {
         let epoch = self.ns.epoch;
         let mut docs = Vec::with_capacity(rows.len());
         let mut missing = BTreeSet::new();
@@ -177,9 +176,82 @@ impl Scorer {
     }
 }
 
+/// One recall's candidates still to find: the scorer, the query terms some
+/// memory contains, rarest first, with their df and query weight, and
+/// `remaining[i]`, the squared query weight of terms `i..`. A memory not
+/// scored before term i contains no earlier term, or was skipped there as
+/// unable to reach the threshold; so its cosine is at most
+/// `sqrt(remaining[i]) / |q|`.
+pub(super) struct Plan {
+    pub scorer: Scorer,
+    pub terms: Vec<(String, u64, f64)>,
+    pub remaining: Vec<f64>,
+}
+
+impl Plan {
+    /// The plan of a recall of `query` in namespace `ns`; `None` when
+    /// nothing can match (no limit, no query term, no memory).
+    pub(super) async fn new(
+        tx: &Transaction<'_>,
+        ns: Namespace,
+        query: &str,
+        limit: usize,
+        min_score: f64,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Plan>, StoreError> {
+        let query = score::term_counts(query);
+        if limit == 0 || query.is_empty() || ns.entries == 0 {
+            return Ok(None);
+        }
+        let n = ns.entries;
+        let query_terms: Vec<String> = query.keys().cloned().collect();
+        let dfs = dfs_of(tx, ns.id, &query_terms).await?;
+        let query_norm = score::norm(&query, |t| score::idf(n, dfs[t]));
+        let mut terms: Vec<(String, u64, f64)> = query
+            .iter()
+            .filter(|(t, _)| dfs[*t] > 0)
+            .map(|(t, &qtf)| (t.clone(), dfs[t], f64::from(qtf) * score::idf(n, dfs[t])))
+            .collect();
+        terms.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        let mut remaining = vec![0.0; terms.len() + 1];
+        for i in (0..terms.len()).rev() {
+            remaining[i] = remaining[i + 1] + terms[i].2 * terms[i].2;
+        }
+        let scorer = Scorer {
+            ns,
+            query,
+            query_norm,
+            dfs,
+            found: Vec::new(),
+            norms: Vec::new(),
+            limit,
+            min_score,
+            now,
+        };
+        Ok(Some(Plan {
+            scorer,
+            terms,
+            remaining,
+        }))
+    }
+
+    /// The best matches found, after writing the norms the scorer had to
+    /// recompute back to their rows.
+    pub(super) async fn finish(self, tx: &Transaction<'_>) -> Result<Vec<Recalled>, StoreError> {
+        let mut scorer = self.scorer;
+        if !scorer.norms.is_empty() {
+            // Id order: row locks taken in one order.
+            scorer.norms.sort_unstable_by_key(|&(id, _)| id);
+            let ids: Vec<i64> = scorer.norms.iter().map(|n| n.0).collect();
+            let norms: Vec<f64> = scorer.norms.iter().map(|n| n.1).collect();
+            write_norms(tx, &ids, &norms, scorer.ns.epoch).await?;
+        }
+        Ok(scorer.found)
+    }
+}
+
 /// Recall without the access bump (also the merge check of a save). Writes
 /// the norms it had to recompute back to their rows.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn best_matches(
     tx: &Transaction<'_>,
     ns: Namespace,
@@ -188,55 +260,14 @@ pub(super) async fn best_matches(
     limit: usize,
     min_score: f64,
     now: DateTime<Utc>,
-    how: Candidates,
 ) -> Result<Vec<Recalled>, StoreError> {
-    let query = score::term_counts(query);
-    if limit == 0 || query.is_empty() || ns.entries == 0 {
+    let Some(mut plan) = Plan::new(tx, ns, query, limit, min_score, now).await? else {
         return Ok(Vec::new());
-    }
-    let n = ns.entries;
-    let query_terms: Vec<String> = query.keys().cloned().collect();
-    let dfs = dfs_of(tx, ns.id, &query_terms).await?;
-    let query_norm = score::norm(&query, |t| score::idf(n, dfs[t]));
-    // Terms some memory contains, rarest first, with their query weight.
-    let mut terms: Vec<(String, u64, f64)> = query
-        .iter()
-        .filter(|(t, _)| dfs[*t] > 0)
-        .map(|(t, &qtf)| (t.clone(), dfs[t], f64::from(qtf) * score::idf(n, dfs[t])))
-        .collect();
-    terms.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
-    // remaining[i]: squared query weight of terms i.. A memory not scored
-    // before term i contains no earlier term, or was skipped there as unable
-    // to reach the threshold; so its cosine is at most sqrt(remaining[i])/|q|.
-    let mut remaining = vec![0.0; terms.len() + 1];
-    for i in (0..terms.len()).rev() {
-        remaining[i] = remaining[i + 1] + terms[i].2 * terms[i].2;
-    }
-    let mut scorer = Scorer {
-        ns,
-        query,
-        query_norm,
-        dfs,
-        found: Vec::new(),
-        norms: Vec::new(),
-        limit,
-        min_score,
-        now,
     };
-    if !terms.is_empty() {
-        match how {
-            Candidates::Postings => by_postings(tx, &mut scorer, name, &terms, &remaining).await?,
-            Candidates::Terms => by_terms(tx, &mut scorer, name, &terms, remaining[0]).await?,
-        }
+    if !plan.terms.is_empty() {
+        by_postings(tx, &mut plan.scorer, name, &plan.terms, &plan.remaining).await?;
     }
-    if !scorer.norms.is_empty() {
-        // Id order: row locks taken in one order.
-        scorer.norms.sort_unstable_by_key(|&(id, _)| id);
-        let ids: Vec<i64> = scorer.norms.iter().map(|n| n.0).collect();
-        let norms: Vec<f64> = scorer.norms.iter().map(|n| n.1).collect();
-        write_norms(tx, &ids, &norms, ns.epoch).await?;
-    }
-    Ok(scorer.found)
+    plan.finish(tx).await
 }
 
 /// SQLite's way: each term's postings best impact first, a batch at a time,
@@ -296,43 +327,6 @@ async fn by_postings(
         }
     }
     Ok(())
-}
-
-/// The GIN way: every memory sharing a query term whose boost bound can
-/// reach `min_score`, in one query, all scored.
-async fn by_terms(
-    tx: &Transaction<'_>,
-    scorer: &mut Scorer,
-    name: &str,
-    terms: &[(String, u64, f64)],
-    remaining: f64,
-) -> Result<(), StoreError> {
-    let cosine_bound = remaining.sqrt() / scorer.query_norm * BOUND_SLACK;
-    // boost_bound(impact) = 2^(impact - now/30): impacts under this floor
-    // cannot reach min_score (with a margin for rounding).
-    let floor = if scorer.min_score > 0.0 {
-        (scorer.min_score / (cosine_bound * BOUND_SLACK)).log2()
-            - score::boost_bound(0.0, scorer.now).log2()
-            - 1e-6
-    } else {
-        f64::NEG_INFINITY
-    };
-    let wanted: Vec<&str> = terms.iter().map(|t| t.0.as_str()).collect();
-    let stmt = tx
-        .prepare_cached(&format!(
-            "SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = $1 AND terms && $2::text[] \
-             AND impact >= $3"
-        ))
-        .await
-        .map_err(pg("reading memories"))?;
-    let stored = tx
-        .query(&stmt, &[&name, &wanted, &floor])
-        .await
-        .map_err(pg("reading memories"))?
-        .iter()
-        .map(stored_from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    scorer.score(tx, stored).await
 }
 
 async fn load_many(

@@ -1,17 +1,18 @@
 //! Long-term memory on a real PostgreSQL server: the same script of saves
 //! (merges, cleanup), recalls (access bumps moving postings), deletes,
-//! imports and reads run through SQLite and through PostgreSQL (both ways
-//! of finding candidates) must print the same outputs, to the bit; the
-//! index stays consistent (df = postings, entries = rows, postings carry
-//! their memory's impact, `terms` = `term_counts`); and two nodes saving,
-//! recalling and deleting in one namespace at once keep it exact.
+//! imports and reads run through SQLite and through PostgreSQL (the
+//! product's postings, and the bench's GIN way) must print the same
+//! outputs, to the bit; the index stays consistent (df = postings, entries
+//! = rows, postings carry their memory's impact, and on the bench's
+//! database `terms` = `term_counts`); and two nodes saving, recalling and
+//! deleting in one namespace at once keep it exact.
 
 use std::sync::{Arc, Barrier};
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures::executor::block_on;
 
-use super::memory_recall::Candidates;
+use super::memory_bench::{Candidates, PgMemoryBench};
 use super::testing::TestDb;
 use super::{Postgres, get, pg};
 use crate::store::testing::{Kind, TestStore};
@@ -23,18 +24,20 @@ fn t0() -> DateTime<Utc> {
 }
 
 /// One backend under test: a `Store` (either backend, through the
-/// interface), or the PostgreSQL backend itself with a chosen way of
-/// finding candidates.
+/// interface), the PostgreSQL backend itself, or the bench's handle on it
+/// finding candidates through the GIN index.
 enum Node {
     Store(TestStore),
-    Pg(Postgres, Candidates),
+    Pg(Postgres),
+    Gin(PgMemoryBench),
 }
 
 impl Node {
     fn save(&self, new: NewMemory, max: usize, now: DateTime<Utc>) -> Result<Saved, StoreError> {
         match self {
             Node::Store(TestStore { store: s, .. }) => s.memory_save_blocking(new, max, now),
-            Node::Pg(p, _) => block_on(p.memory_save(new, max, now)),
+            Node::Pg(p) => block_on(p.memory_save(new, max, now)),
+            Node::Gin(b) => b.save(new, max, now, Candidates::Terms),
         }
     }
 
@@ -50,42 +53,44 @@ impl Node {
             Node::Store(TestStore { store: s, .. }) => {
                 s.memory_recall_blocking(ns, q, limit, min, now)
             }
-            Node::Pg(p, how) => block_on(p.memory_recall_by(ns, q, limit, min, now, *how)),
+            Node::Pg(p) => block_on(p.memory_recall(ns, q, limit, min, now)),
+            Node::Gin(b) => b.recall(ns, q, limit, min, now, Candidates::Terms),
         }
     }
 
     fn delete(&self, ns: &str, id: i64) -> Result<bool, StoreError> {
         match self {
             Node::Store(TestStore { store: s, .. }) => s.memory_delete_blocking(ns, id),
-            Node::Pg(p, _) => block_on(p.memory_delete(ns, id)),
+            Node::Pg(p) | Node::Gin(PgMemoryBench(p)) => block_on(p.memory_delete(ns, id)),
         }
     }
 
     fn list(&self, ns: &str, limit: usize) -> Result<Vec<Memory>, StoreError> {
         match self {
             Node::Store(TestStore { store: s, .. }) => s.memory_list_blocking(ns, limit),
-            Node::Pg(p, _) => block_on(p.memory_list(ns, limit)),
+            Node::Pg(p) | Node::Gin(PgMemoryBench(p)) => block_on(p.memory_list(ns, limit)),
         }
     }
 
     fn get(&self, ns: &str, id: i64) -> Result<Option<Memory>, StoreError> {
         match self {
             Node::Store(TestStore { store: s, .. }) => s.memory_get_blocking(ns, id),
-            Node::Pg(p, _) => block_on(p.memory_get(ns, id)),
+            Node::Pg(p) | Node::Gin(PgMemoryBench(p)) => block_on(p.memory_get(ns, id)),
         }
     }
 
     fn count(&self, ns: &str) -> Result<usize, StoreError> {
         match self {
             Node::Store(TestStore { store: s, .. }) => s.memory_count_blocking(ns),
-            Node::Pg(p, _) => block_on(p.memory_count(ns)),
+            Node::Pg(p) | Node::Gin(PgMemoryBench(p)) => block_on(p.memory_count(ns)),
         }
     }
 
     fn import(&self, entries: Vec<NewMemory>, now: DateTime<Utc>) -> Result<usize, StoreError> {
         match self {
             Node::Store(TestStore { store: s, .. }) => s.memory_import_blocking(entries, now),
-            Node::Pg(p, _) => block_on(p.memory_import(entries, now)),
+            Node::Pg(p) => block_on(p.memory_import(entries, now)),
+            Node::Gin(b) => b.import(entries, now),
         }
     }
 
@@ -94,7 +99,9 @@ impl Node {
             Node::Store(TestStore { store: s, .. }) => {
                 format!("{:?}", block_on(s.memory_namespaces()))
             }
-            Node::Pg(p, _) => format!("{:?}", block_on(p.memory_namespaces())),
+            Node::Pg(p) | Node::Gin(PgMemoryBench(p)) => {
+                format!("{:?}", block_on(p.memory_namespaces()))
+            }
         }
     }
 }
@@ -282,7 +289,11 @@ fn script(node: &Node) -> Vec<String> {
 }
 
 fn pg_node(db: &TestDb, how: Candidates) -> Node {
-    Node::Pg(Postgres::connect(db.url()).unwrap(), how)
+    let store = Postgres::connect(db.url()).unwrap();
+    match how {
+        Candidates::Postings => Node::Pg(store),
+        Candidates::Terms => Node::Gin(PgMemoryBench::over(store).unwrap()),
+    }
 }
 
 fn store_node(kind: Kind, test: &str) -> Option<Node> {
@@ -322,8 +333,13 @@ fn the_same_script_gives_the_same_outputs_as_sqlite() {
         };
         let node = pg_node(&db, how);
         assert_same(&want, &script(&node), &format!("{how:?}"));
-        if let Node::Pg(pg, _) = &node {
-            check_index(pg);
+        match &node {
+            Node::Pg(pg) => check_index(pg),
+            Node::Gin(bench) => {
+                check_index(&bench.0);
+                check_terms(&bench.0);
+            }
+            Node::Store(_) => unreachable!("pg_node makes PostgreSQL nodes"),
         }
     }
 }
@@ -344,7 +360,7 @@ fn scalar(store: &Postgres, sql: &'static str) -> i64 {
 }
 
 /// df is the number of postings, every posting carries its memory's impact,
-/// entries is the number of rows, `terms` is the content's term set.
+/// entries is the number of rows.
 fn check_index(store: &Postgres) {
     let bad_df = scalar(
         store,
@@ -363,6 +379,10 @@ fn check_index(store: &Postgres) {
          (SELECT COUNT(*) FROM memories m WHERE m.namespace = n.name)",
     );
     assert_eq!((bad_df, orphans, bad_entries), (0, 0, 0));
+}
+
+/// On the bench's database: `terms` is each memory's term set.
+fn check_terms(store: &Postgres) {
     let (pool, url) = (store.pool(), store.url().clone());
     let rows: Vec<(String, Vec<String>)> = store
         .blocking(async move {

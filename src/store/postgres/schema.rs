@@ -22,9 +22,10 @@ pub(super) struct Migration {
     pub sql: &'static str,
 }
 
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    name: "runs, events, fires, memory, approvals, pipelines, nodes",
-    sql: r#"
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        name: "runs, events, fires, memory, approvals, pipelines, nodes",
+        sql: r#"
 CREATE TABLE runs (
     -- Compared bytewise, as SQLite does, whatever the database's default
     -- collation: an id prefix is then a range of the primary key.
@@ -201,7 +202,22 @@ CREATE TABLE nodes (
     agents       TEXT NOT NULL DEFAULT '{}'
 );
 "#,
-}];
+    },
+    Migration {
+        name: "memories without their terms array",
+        // `memories.terms` and its GIN index were recall's other way to find
+        // candidates; the impact-ordered postings (`memory_terms`) won
+        // (`benches/pg_memory.rs`, which now adds them to its own database),
+        // so no save pays for them any more. Dropping a column only edits
+        // the catalog: no table rewrite, whatever the number of memories.
+        // A node still running an older aurad writes `terms` and so fails
+        // its memory saves until it is upgraded too.
+        sql: r#"
+DROP INDEX IF EXISTS memories_terms;
+ALTER TABLE memories DROP COLUMN IF EXISTS terms;
+"#,
+    },
+];
 
 /// Brings the schema up to [`MIGRATIONS`], one node at a time.
 pub(super) async fn migrate(client: &mut Object) -> Result<(), StoreError> {

@@ -85,6 +85,9 @@ impl Sqlite {
         self.call(move |conn| {
             let context = "recording a pipeline step's start";
             let tx = conn.savepoint().map_err(sql(context))?;
+            // The event first: it says `NotFound` when there is no such run
+            // (the step's row would fail on its foreign key, less clearly).
+            let seq = insert_events(&tx, &run_id, &rows)?;
             tx.execute(
                 "INSERT INTO pipeline_steps (run_id, step, item, state, attempts, items, started_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -104,7 +107,6 @@ impl Sqlite {
                 ],
             )
             .map_err(sql(context))?;
-            let seq = insert_events(&tx, &run_id, &rows)?;
             tx.commit().map_err(sql(context))?;
             Ok(seq)
         })
@@ -124,6 +126,8 @@ impl Sqlite {
         self.call_durable(move |conn| {
             let context = "recording a pipeline step's end";
             let tx = conn.savepoint().map_err(sql(context))?;
+            // The event first: `NotFound` when there is no such run.
+            let seq = insert_events(&tx, &run_id, &rows)?;
             tx.execute(
                 "INSERT INTO pipeline_steps (run_id, step, item, state, output, error, finished_at,
                                              input_tokens, output_tokens, cost_usd, child_run_id)
@@ -148,7 +152,6 @@ impl Sqlite {
                 ],
             )
             .map_err(sql(context))?;
-            let seq = insert_events(&tx, &run_id, &rows)?;
             tx.commit().map_err(sql(context))?;
             Ok(seq)
         })
