@@ -31,6 +31,9 @@
 //! `AURAD_TEST_POSTGRES` (default `postgres://postgres@127.0.0.1:5432/postgres`).
 //!
 //! `AURAD_BENCH_FIRE_SECONDS` (default 20) sets the fire window,
+//! `AURAD_BENCH_ON_OVERLAP` the tick agents' `on_overlap` (default: unset,
+//! so `skip`; `allow` spares each fire on PostgreSQL the read of the
+//! agent's runs on other nodes),
 //! `AURAD_BENCH_RUNS` (default 1000) N of phases 2 and 3,
 //! `AURAD_BENCH_QUEUE_RUNS` (default 200) N of each shared-queue phase,
 //! `AURAD_BENCH_RATE` (default 50) the runs per second of phase 2 and of
@@ -95,6 +98,7 @@ fn main() {
     unsafe { std::env::remove_var("AURAD_DATABASE_URL") };
     let params = Params {
         fire_seconds: env_usize("AURAD_BENCH_FIRE_SECONDS", 20) as i64,
+        on_overlap: std::env::var("AURAD_BENCH_ON_OVERLAP").ok(),
         runs: env_usize("AURAD_BENCH_RUNS", 1000),
         rate: env_usize("AURAD_BENCH_RATE", 50),
     };
@@ -144,6 +148,8 @@ fn main() {
 
 struct Params {
     fire_seconds: i64,
+    /// The tick agents' `on_overlap` when set (else the default, `skip`).
+    on_overlap: Option<String>,
     runs: usize,
     rate: usize,
 }
@@ -177,11 +183,16 @@ fn bench_setup(
     let mut dirs: Vec<NodeDir> = (0..nodes).map(|_| NodeDir::new()).collect();
     let postgres = database.is_some();
 
+    let overlap = params
+        .on_overlap
+        .as_deref()
+        .map(|policy| format!("on_overlap: {policy}\n"))
+        .unwrap_or_default();
     let ticks: Vec<(String, String)> = (0..TICK_AGENTS)
         .map(|i| {
             (
                 format!("tick{i:02}"),
-                "model: test\nprompt: tick\nschedule: \"* * * * * *\"\n".to_string(),
+                format!("model: test\nprompt: tick\nschedule: \"* * * * * *\"\n{overlap}"),
             )
         })
         .collect();
@@ -418,7 +429,8 @@ fn render(params: &Params, columns: &[(&str, Result<Figures, String>)]) -> Strin
     });
     row(
         format!(
-            "fire claim: created_at - scheduled_for, {TICK_AGENTS} agents `* * * * * *` on `test`, {} s",
+            "fire claim: created_at - scheduled_for, {TICK_AGENTS} agents `* * * * * *` on `test` (on_overlap: {}), {} s",
+            params.on_overlap.as_deref().unwrap_or("skip, the default"),
             params.fire_seconds
         ),
         &|f| {
