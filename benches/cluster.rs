@@ -9,16 +9,21 @@
 //!    `test` model, watched for whole seconds; per scheduled run
 //!    `created_at - scheduled_for` read from the database, and the fires
 //!    of the window with no run or with more than one (both must be 0).
-//! 2. Queue pickup latency: N API runs (`POST /v1/agents/NAME/runs`, agents
+//! 2. Pickup latency: N API runs (`POST /v1/agents/NAME/runs`, agents
 //!    on the scripted mock LLM answering at once) posted at a steady rate,
 //!    round-robin over the nodes; per run, from sending the POST to its
 //!    stored `started_at` (the client and the nodes share this machine's
-//!    clock).
+//!    clock). Every node has free slots: the accepting node starts each
+//!    run itself, nothing is queued.
 //! 3. Throughput: N runs posted by a few client threads as fast as they
 //!    can, round-robin over the nodes; runs/s from the first POST until
 //!    the last stored `finished_at`, and a check that each ran exactly once
 //!    (stored rows, distinct ids, all succeeded, each input once at the
 //!    mock).
+//!
+//! Then a second table: the shared queue (`cluster/queue.rs`), PostgreSQL
+//! with three nodes, every run posted to a node whose only slot is taken,
+//! so each is queued and started by one of the two idle nodes.
 //!
 //! The nodes are restarted (SIGTERM, awaited) between 1 and 2/3 with other
 //! agent files, so the scheduled agents do not load the run phases. The
@@ -26,9 +31,16 @@
 //! `AURAD_TEST_POSTGRES` (default `postgres://postgres@127.0.0.1:5432/postgres`).
 //!
 //! `AURAD_BENCH_FIRE_SECONDS` (default 20) sets the fire window,
-//! `AURAD_BENCH_RUNS` (default 1000) N, `AURAD_BENCH_RATE` (default 50) the
-//! runs per second of phase 2. Depends on the test support (`Serve`, the
-//! mock LLM, `TestDatabase`), `stats` and `cluster/db.rs`.
+//! `AURAD_BENCH_ON_OVERLAP` the tick agents' `on_overlap` (default: unset,
+//! so `skip`; `allow` spares each fire on PostgreSQL the read of the
+//! agent's runs on other nodes),
+//! `AURAD_BENCH_RUNS` (default 1000) N of phases 2 and 3,
+//! `AURAD_BENCH_QUEUE_RUNS` (default 200) N of each shared-queue phase,
+//! `AURAD_BENCH_RATE` (default 50) the runs per second of phase 2 and of
+//! the paced shared-queue phase. Depends on the test support (`Serve`, the
+//! mock LLM, `TestDatabase`), `stats` and `cluster/` (`db.rs`: reading the
+//! database; `nodes.rs`: the node processes; `posting.rs`: the client;
+//! `queue.rs`: the shared-queue setup).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -39,29 +51,34 @@ use stats::percentile;
 #[path = "cluster/db.rs"]
 mod db;
 use db::Db;
+#[path = "cluster/nodes.rs"]
+mod nodes;
+use nodes::{Cluster, LEASE, NodeDir, load_average, wait_for};
+#[path = "cluster/posting.rs"]
+mod posting;
+use posting::{
+    WORKER_AGENTS, exactly_once, ms_between, post_all, post_errors, sorted, start_latencies,
+};
+#[path = "cluster/queue.rs"]
+mod queue;
+use queue::QueueParams;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use support::mock_llm::{MockLlm, Reply};
 use support::postgres::TestDatabase;
-use support::serve::{Serve, free_port, http_post_json};
 
 /// Agents with a seconds cron in phase 1.
 const TICK_AGENTS: usize = 20;
-/// Agents the API runs of phases 2 and 3 are spread over.
-const WORKER_AGENTS: usize = 20;
 /// Client threads posting in phase 2 (each keeps its own runs' pace).
 const PACED_THREADS: usize = 4;
 /// Client threads posting as fast as they can in phase 3.
 const BURST_THREADS: usize = 8;
-/// `max_concurrent_runs` of each node.
+/// `max_concurrent_runs` of each node in phases 1-3.
 const NODE_SLOTS: usize = 32;
-/// The lease of the PostgreSQL nodes (the default).
-const LEASE: &str = "15s";
 /// How long the runs of a phase may take to be final, beyond one
 /// millisecond per run.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -81,14 +98,22 @@ fn main() {
     unsafe { std::env::remove_var("AURAD_DATABASE_URL") };
     let params = Params {
         fire_seconds: env_usize("AURAD_BENCH_FIRE_SECONDS", 20) as i64,
+        on_overlap: std::env::var("AURAD_BENCH_ON_OVERLAP").ok(),
         runs: env_usize("AURAD_BENCH_RUNS", 1000),
         rate: env_usize("AURAD_BENCH_RATE", 50),
     };
     let mock = MockLlm::start_in_thread();
     mock.set_fallback(Reply::Text("ok, done.".into()));
 
+    let queue_params = QueueParams {
+        runs: env_usize("AURAD_BENCH_QUEUE_RUNS", 200),
+        rate: params.rate,
+        paced_threads: PACED_THREADS,
+        burst_threads: BURST_THREADS,
+    };
+
     let mut columns = vec![("SQLite, 1 node", bench_setup(&params, &mock, None, 1))];
-    match TestDatabase::create("cluster bench, PostgreSQL 1 node") {
+    let shared_queue = match TestDatabase::create("cluster bench, PostgreSQL 1 node") {
         Some(db) => {
             columns.push((
                 "PostgreSQL, 1 node",
@@ -101,6 +126,10 @@ fn main() {
                 "PostgreSQL, 3 nodes",
                 bench_setup(&params, &mock, Some(&db), 3),
             ));
+            drop(db);
+            let db = TestDatabase::create("cluster bench, shared queue")
+                .expect("PostgreSQL answered a moment ago");
+            Ok(queue::bench(&queue_params, &mock, &db))
         }
         None => {
             let server = std::env::var("AURAD_TEST_POSTGRES")
@@ -108,112 +137,21 @@ fn main() {
             let why = format!("skipped: no PostgreSQL server answers at {server}");
             eprintln!("PostgreSQL setups {why} (set AURAD_TEST_POSTGRES to one)");
             columns.push(("PostgreSQL, 1 node", Err(why.clone())));
-            columns.push(("PostgreSQL, 3 nodes", Err(why)));
+            columns.push(("PostgreSQL, 3 nodes", Err(why.clone())));
+            Err(why)
         }
-    }
+    };
     println!();
     println!("{}", render(&params, &columns));
+    println!("{}", queue::render(&queue_params, &shared_queue));
 }
 
 struct Params {
     fire_seconds: i64,
+    /// The tick agents' `on_overlap` when set (else the default, `skip`).
+    on_overlap: Option<String>,
     runs: usize,
     rate: usize,
-}
-
-// ---------------------------------------------------------------------------
-// Nodes
-
-/// One node's project directory; its `aurad.yaml` is rewritten for each
-/// start (a fresh port, the agents of the phase).
-struct NodeDir {
-    dir: tempfile::TempDir,
-    addr: SocketAddr,
-}
-
-impl NodeDir {
-    fn new() -> NodeDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("agents")).unwrap();
-        NodeDir {
-            dir,
-            addr: "127.0.0.1:9".parse().unwrap(),
-        }
-    }
-
-    /// Writes `aurad.yaml` (a free port, the mock as provider `mock0`) and
-    /// replaces the agent files with `agents`.
-    fn configure(&mut self, mock: &MockLlm, postgres: bool, agents: &[(String, String)]) {
-        let root = self.dir.path();
-        self.addr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut settings = format!(
-            "listen: {}\nshutdown_grace: 10s\nmax_concurrent_runs: {NODE_SLOTS}\nproviders:\n  mock0: {{ kind: openai, base_url: \"{}\" }}\n",
-            self.addr,
-            mock.base_url()
-        );
-        if postgres {
-            let _ = writeln!(settings, "cluster:\n  lease: {LEASE}");
-        }
-        std::fs::write(root.join("aurad.yaml"), settings).unwrap();
-        for entry in std::fs::read_dir(root.join("agents")).unwrap() {
-            std::fs::remove_file(entry.unwrap().path()).unwrap();
-        }
-        for (name, yaml) in agents {
-            std::fs::write(root.join(format!("agents/{name}.yaml")), yaml).unwrap();
-        }
-    }
-}
-
-/// The nodes of one setup, running.
-struct Cluster {
-    serves: Vec<Serve>,
-}
-
-impl Cluster {
-    fn start(dirs: &[NodeDir], database: Option<&TestDatabase>) -> Cluster {
-        let env: Vec<(&str, &str)> = database
-            .map(|db| vec![("AURAD_DATABASE_URL", db.url.as_str())])
-            .unwrap_or_default();
-        let serves = dirs
-            .iter()
-            .map(|d| Serve::start_with_env(d.dir.path(), d.addr, &[], &env))
-            .collect();
-        Cluster { serves }
-    }
-
-    fn addrs(&self) -> Vec<SocketAddr> {
-        self.serves.iter().map(|s| s.addr).collect()
-    }
-
-    fn logs(&self) -> String {
-        self.serves
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("--- node {i}\n{}", tail(&s.log(), 40)))
-            .collect()
-    }
-
-    /// SIGTERM to every node, then waits for each to exit.
-    fn stop(mut self) {
-        for serve in &self.serves {
-            serve.signal(libc::SIGTERM);
-        }
-        for serve in &mut self.serves {
-            serve.wait_exit();
-        }
-    }
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// `/proc/loadavg`'s three averages.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|e| format!("? ({e})"))
 }
 
 // ---------------------------------------------------------------------------
@@ -245,16 +183,21 @@ fn bench_setup(
     let mut dirs: Vec<NodeDir> = (0..nodes).map(|_| NodeDir::new()).collect();
     let postgres = database.is_some();
 
+    let overlap = params
+        .on_overlap
+        .as_deref()
+        .map(|policy| format!("on_overlap: {policy}\n"))
+        .unwrap_or_default();
     let ticks: Vec<(String, String)> = (0..TICK_AGENTS)
         .map(|i| {
             (
                 format!("tick{i:02}"),
-                "model: test\nprompt: tick\nschedule: \"* * * * * *\"\n".to_string(),
+                format!("model: test\nprompt: tick\nschedule: \"* * * * * *\"\n{overlap}"),
             )
         })
         .collect();
     for dir in &mut dirs {
-        dir.configure(mock, postgres, &ticks);
+        dir.configure(mock, postgres, NODE_SLOTS, &ticks);
     }
     let cluster = Cluster::start(&dirs, database);
     let db = open_db(&dirs, database);
@@ -270,7 +213,7 @@ fn bench_setup(
         })
         .collect();
     for dir in &mut dirs {
-        dir.configure(mock, postgres, &workers);
+        dir.configure(mock, postgres, NODE_SLOTS, &workers);
     }
     let cluster = Cluster::start(&dirs, database);
     let pickup = pickup_phase(params, mock, &cluster, &db);
@@ -291,34 +234,6 @@ fn open_db(dirs: &[NodeDir], database: Option<&TestDatabase>) -> Db {
     match database {
         Some(db) => Db::postgres(&db.url),
         None => Db::sqlite(&dirs[0].dir.path().join("aurad.db")),
-    }
-}
-
-fn ms_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
-    (to - from).num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
-}
-
-fn sorted(mut values: Vec<f64>) -> Vec<f64> {
-    values.sort_by(f64::total_cmp);
-    values
-}
-
-/// Waits until `count()` reaches `n`; panics with the nodes' logs after
-/// `deadline`.
-fn wait_for(what: &str, cluster: &Cluster, n: i64, deadline: Duration, count: impl Fn() -> i64) {
-    let until = Instant::now() + deadline;
-    loop {
-        let now = count();
-        if now >= n {
-            return;
-        }
-        if Instant::now() > until {
-            panic!(
-                "{what}: {now} of {n} after {deadline:?}\n{}",
-                cluster.logs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -400,96 +315,7 @@ fn fire_phase(params: &Params, cluster: &Cluster, db: &Db) -> FireFigures {
 }
 
 // ---------------------------------------------------------------------------
-// Posting runs
-
-/// What one POST gave: the run's index, when it was sent, and the run id
-/// or what went wrong.
-struct Posted {
-    index: usize,
-    sent_at: DateTime<Utc>,
-    id: Result<String, String>,
-}
-
-/// The marker of run `index` of a phase, in its input.
-fn marker(phase: &str, index: usize) -> String {
-    format!("{phase}-{index:06}")
-}
-
-/// The index in a run's input after `phase-`.
-fn index_of(phase: &str, input: &str) -> Option<usize> {
-    let at = input.find(&format!("{phase}-"))? + phase.len() + 1;
-    input.get(at..at + 6)?.parse().ok()
-}
-
-/// `POST /v1/agents/wNN/runs` of run `index` to node `index % nodes`.
-fn post(addrs: &[SocketAddr], phase: &str, index: usize) -> Posted {
-    let addr = addrs[index % addrs.len()];
-    let agent = format!("w{:02}", index % WORKER_AGENTS);
-    let body =
-        serde_json::json!({ "input": format!("Bench run {}: say ok.", marker(phase, index)) })
-            .to_string();
-    // To the millisecond, as both backends store times: the difference
-    // with a stored time is then never negative, with a 1 ms resolution.
-    let sent_at = DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap();
-    let id = match http_post_json(addr, &format!("/v1/agents/{agent}/runs"), &body) {
-        Some((202, answer)) => serde_json::from_str::<serde_json::Value>(&answer)
-            .ok()
-            .and_then(|v| v["id"].as_str().map(str::to_string))
-            .ok_or_else(|| format!("no id in {answer}")),
-        Some((status, answer)) => Err(format!("{addr}: status {status}: {answer}")),
-        None => Err(format!("{addr}: no answer")),
-    };
-    Posted { index, sent_at, id }
-}
-
-/// Runs `n` POSTs on `threads` client threads, thread k posting runs k,
-/// k + threads, ...; run i not before `due(i)` after the start when given.
-fn post_all(
-    addrs: &[SocketAddr],
-    phase: &str,
-    n: usize,
-    threads: usize,
-    due: Option<&(dyn Fn(usize) -> Duration + Sync)>,
-) -> Vec<Posted> {
-    let start = Instant::now();
-    let mut posted: Vec<Posted> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|k| {
-                scope.spawn(move || {
-                    (k..n)
-                        .step_by(threads)
-                        .map(|i| {
-                            if let Some(due) = due {
-                                let at = start + due(i);
-                                let now = Instant::now();
-                                if at > now {
-                                    std::thread::sleep(at - now);
-                                }
-                            }
-                            post(addrs, phase, i)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
-    posted.sort_by_key(|p| p.index);
-    posted
-}
-
-fn post_errors(posted: &[Posted]) -> Vec<&str> {
-    posted
-        .iter()
-        .filter_map(|p| p.id.as_ref().err().map(String::as_str))
-        .collect()
-}
-
-// ---------------------------------------------------------------------------
-// 2. Queue pickup latency
+// 2. Pickup latency (free slots everywhere: nothing queued)
 
 struct PickupFigures {
     n: usize,
@@ -518,19 +344,11 @@ fn pickup_phase(params: &Params, mock: &MockLlm, cluster: &Cluster, db: &Db) -> 
         SETTLE + Duration::from_millis(n as u64),
         || db.finished("pk-"),
     );
-    let mut latencies = Vec::new();
-    let mut never_started = 0;
-    for row in db.runs("pk-") {
-        let sent = index_of("pk", &row.input).and_then(|i| posted.get(i));
-        match (sent, row.started_at) {
-            (Some(p), Some(started)) => latencies.push(ms_between(p.sent_at, started)),
-            _ => never_started += 1,
-        }
-    }
+    let (latencies, never_started) = start_latencies("pk", &posted, &db.runs("pk-"));
     PickupFigures {
         n,
         rate,
-        latencies: sorted(latencies),
+        latencies,
         post_errors: errors.len(),
         never_started,
     }
@@ -572,53 +390,7 @@ fn throughput_phase(
     let last_finish = rows.iter().filter_map(|r| r.finished_at).max();
     let wall = last_finish.map_or(f64::NAN, |t| ms_between(first_post, t) / 1000.0);
 
-    let mut problems = Vec::new();
-    if !errors.is_empty() {
-        problems.push(format!(
-            "{} POSTs failed (first: {})",
-            errors.len(),
-            errors[0]
-        ));
-    }
-    if rows.len() != n {
-        problems.push(format!("{} runs stored for {n} POSTs", rows.len()));
-    }
-    let ids: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-    if ids.len() != rows.len() {
-        problems.push(format!("{} distinct ids in {} rows", ids.len(), rows.len()));
-    }
-    let answered: HashSet<&str> = posted.iter().filter_map(|p| p.id.as_deref().ok()).collect();
-    if answered != ids {
-        problems.push(format!(
-            "{} ids answered to POSTs are not stored, {} stored were not answered",
-            answered.difference(&ids).count(),
-            ids.difference(&answered).count()
-        ));
-    }
-    let not_succeeded: Vec<&db::RunRow> = rows.iter().filter(|r| r.state != "succeeded").collect();
-    if let Some(first) = not_succeeded.first() {
-        problems.push(format!(
-            "{} runs not succeeded (first: {} {})",
-            not_succeeded.len(),
-            first.id,
-            first.state
-        ));
-    }
-    // Each run's input reached the model exactly once.
-    let mut at_mock = vec![0usize; n];
-    for request in mock.requests() {
-        let body = request.body.to_string();
-        if let Some(i) = index_of("tp", &body).filter(|&i| i < n) {
-            at_mock[i] += 1;
-        }
-    }
-    let never = at_mock.iter().filter(|&&c| c == 0).count();
-    let twice = at_mock.iter().filter(|&&c| c > 1).count();
-    if never + twice > 0 {
-        problems.push(format!(
-            "at the mock: {never} runs' inputs never, {twice} more than once"
-        ));
-    }
+    let problems = exactly_once("tp", n, &posted, &rows, mock);
     ThroughputFigures {
         n,
         runs_per_second: n as f64 / wall,
@@ -657,7 +429,8 @@ fn render(params: &Params, columns: &[(&str, Result<Figures, String>)]) -> Strin
     });
     row(
         format!(
-            "fire claim: created_at - scheduled_for, {TICK_AGENTS} agents `* * * * * *` on `test`, {} s",
+            "fire claim: created_at - scheduled_for, {TICK_AGENTS} agents `* * * * * *` on `test` (on_overlap: {}), {} s",
+            params.on_overlap.as_deref().unwrap_or("skip, the default"),
             params.fire_seconds
         ),
         &|f| {
@@ -698,7 +471,7 @@ fn render(params: &Params, columns: &[(&str, Result<Figures, String>)]) -> Strin
     );
     row(
         format!(
-            "queue pickup: POST sent -> started_at, {} runs at {}/s round-robin",
+            "pickup, free slots (nothing queued): POST sent -> started_at, {} runs at {}/s round-robin",
             params.runs, params.rate
         ),
         &|f| {

@@ -27,6 +27,8 @@ pub struct RunRow {
     pub state: String,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The node (process) that ran it, or last claimed it.
+    pub owner: Option<String>,
 }
 
 pub enum Db {
@@ -40,7 +42,7 @@ pub enum Db {
 const FIRES_SQL: &str = "SELECT agent, scheduled_for, created_at, state, owner FROM runs
      WHERE schedule_id IS NOT NULL AND scheduled_for >= $1 AND scheduled_for < $2";
 const RUNS_SQL: &str =
-    "SELECT id, input, state, started_at, finished_at FROM runs WHERE input LIKE $1";
+    "SELECT id, input, state, started_at, finished_at, owner FROM runs WHERE input LIKE $1";
 const FINAL_SQL: &str = "SELECT count(*) FROM runs WHERE input LIKE $1 AND finished_at IS NOT NULL";
 
 impl Db {
@@ -122,6 +124,7 @@ impl Db {
                         state: row.get(2)?,
                         started_at: row.get::<_, Option<String>>(3)?.as_deref().map(parse),
                         finished_at: row.get::<_, Option<String>>(4)?.as_deref().map(parse),
+                        owner: row.get(5)?,
                     })
                 })
                 .unwrap()
@@ -138,6 +141,7 @@ impl Db {
                     state: row.get(2),
                     started_at: row.get(3),
                     finished_at: row.get(4),
+                    owner: row.get(5),
                 })
                 .collect(),
         }
