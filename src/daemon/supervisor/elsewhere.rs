@@ -90,16 +90,23 @@ impl Supervisor {
             return true;
         }
         let me = super::super::owner::this_process();
+        let created_at = loop {
+            match self.store.get_run(id).await {
+                Ok(Some(mine)) => break mine.created_at,
+                Ok(None) => return false,
+                Err(e) => tracing::warn!(run = %id, "cannot read the run: {e}"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(RECHECK) => {}
+                () = cancel.cancelled() => return false,
+            }
+        };
         loop {
-            let earlier = match (
-                self.store.get_run(id).await,
-                self.store.in_flight_elsewhere(agent, me).await,
-            ) {
-                (Ok(Some(mine)), Ok(runs)) => runs
+            let earlier = match self.store.in_flight_elsewhere(agent, me).await {
+                Ok(runs) => runs
                     .into_iter()
-                    .any(|r| (r.created_at, r.id.as_str()) < (mine.created_at, id)),
-                (Ok(None), _) => return false,
-                (Err(e), _) | (_, Err(e)) => {
+                    .any(|r| (r.created_at, r.id.as_str()) < (created_at, id)),
+                Err(e) => {
                     tracing::warn!(run = %id, "cannot read the agent's runs on other nodes: {e}");
                     true
                 }

@@ -476,7 +476,12 @@ impl Supervisor {
     async fn drive(self: Arc<Self>, prepared: Job, hub: Arc<Hub>, claimed_running: bool) {
         let id = prepared.id().to_string();
         let agent = prepared.agent().to_string();
-        let Some(cancel) = self.lock().runs.get(&id).map(|l| l.cancel.clone()) else {
+        let Some((cancel, held)) = self
+            .lock()
+            .runs
+            .get(&id)
+            .map(|l| (l.cancel.clone(), l.held))
+        else {
             if claimed_running {
                 self.release_slot();
             }
@@ -484,7 +489,6 @@ impl Supervisor {
         };
         let started = std::time::Instant::now();
         let origin = prepared.origin();
-        let held = self.lock().runs.get(&id).is_some_and(|l| l.held);
         let state = if claimed_running
             || ((!held || self.wait_elsewhere(&agent, &id, &cancel).await)
                 && self.wait_turn(&id, &cancel).await)

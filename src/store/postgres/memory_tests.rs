@@ -13,6 +13,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures::executor::block_on;
 
 use super::memory_bench::{Candidates, PgMemoryBench};
+use super::runs_tests::count;
 use super::testing::TestDb;
 use super::{Postgres, get, pg};
 use crate::store::testing::{Kind, TestStore};
@@ -344,36 +345,21 @@ fn the_same_script_gives_the_same_outputs_as_sqlite() {
     }
 }
 
-/// Runs one query returning a bigint.
-fn scalar(store: &Postgres, sql: &'static str) -> i64 {
-    let (pool, url) = (store.pool(), store.url().clone());
-    store
-        .blocking(async move {
-            let client = get(&pool, &url).await?;
-            Ok(client
-                .query_one(sql, &[])
-                .await
-                .map_err(pg("checking"))?
-                .get(0))
-        })
-        .unwrap()
-}
-
 /// df is the number of postings, every posting carries its memory's impact,
 /// entries is the number of rows.
 fn check_index(store: &Postgres) {
-    let bad_df = scalar(
+    let bad_df = count(
         store,
         "SELECT COUNT(*) FROM memory_df d WHERE d.df != \
          (SELECT COUNT(*) FROM memory_terms t WHERE t.ns = d.ns AND t.term = d.term)",
     );
-    let orphans = scalar(
+    let orphans = count(
         store,
         "SELECT COUNT(*) FROM memory_terms t WHERE NOT EXISTS (SELECT 1 FROM memories m \
          WHERE m.id = t.memory_id AND m.impact = t.impact) OR NOT EXISTS (SELECT 1 FROM \
          memory_df d WHERE d.ns = t.ns AND d.term = t.term)",
     );
-    let bad_entries = scalar(
+    let bad_entries = count(
         store,
         "SELECT COUNT(*) FROM memory_namespaces n WHERE n.entries != \
          (SELECT COUNT(*) FROM memories m WHERE m.namespace = n.name)",
@@ -448,7 +434,7 @@ fn two_nodes_saving_into_one_new_namespace_keep_it_exact() {
         created
     );
     assert_eq!(
-        scalar(&nodes[0], "SELECT COUNT(*) FROM memory_namespaces"),
+        count(&nodes[0], "SELECT COUNT(*) FROM memory_namespaces"),
         1
     );
     check_index(&nodes[0]);

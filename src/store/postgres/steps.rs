@@ -5,9 +5,10 @@
 //! several nodes act at once.
 //!
 //! Races between nodes: a step's row is an upsert on its primary key, and
-//! its event takes the next seq under the run's row lock (`FOR NO KEY
-//! UPDATE`), so events of one run never share a seq. Take-over locks the
-//! open pipeline runs `FOR UPDATE SKIP LOCKED`: two nodes taking over at
+//! its event is stored as any run event (`runs::insert_events`: the next
+//! seq under the run's row lock, `FOR NO KEY UPDATE`, and the followers on
+//! other nodes told), so events of one run never share a seq. Take-over
+//! locks the open pipeline runs `FOR UPDATE SKIP LOCKED`: two nodes taking over at
 //! once each take a run the other did not lock, and a run taken by one is
 //! then owned by a live node, which the other's `is_alive` keeps.
 //!
@@ -17,6 +18,7 @@ use chrono::Utc;
 use deadpool_postgres::GenericClient;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
+use super::runs::insert_events;
 use super::{Postgres, pg};
 use crate::store::runs::encode_events;
 use crate::store::{RunRecord, StepEnd, StepRecord, StoreError};
@@ -114,7 +116,9 @@ impl Postgres {
         self.with_client(move |mut client| async move {
             let context = "recording a pipeline step's start";
             let tx = client.transaction().await.map_err(pg(context))?;
-            let last = lock_run_for_events(&tx, &run_id).await?;
+            // The event first: it locks the run's row (`NotFound` when there
+            // is no such run) before the step row refers to it.
+            let seq = insert_events(&tx, &run_id, &rows).await?;
             let upsert = tx
                 .prepare_cached(
                     "INSERT INTO pipeline_steps (run_id, step, item, state, attempts, items, started_at)
@@ -141,7 +145,6 @@ impl Postgres {
             )
             .await
             .map_err(pg(context))?;
-            let seq = insert_events(&tx, &run_id, last, &rows).await?;
             tx.commit().await.map_err(pg(context))?;
             Ok(seq)
         })
@@ -165,7 +168,9 @@ impl Postgres {
         self.with_client(move |mut client| async move {
             let context = "recording a pipeline step's end";
             let tx = client.transaction().await.map_err(pg(context))?;
-            let last = lock_run_for_events(&tx, &run_id).await?;
+            // The event first: it locks the run's row (`NotFound` when there
+            // is no such run) before the step row refers to it.
+            let seq = insert_events(&tx, &run_id, &rows).await?;
             let upsert = tx
                 .prepare_cached(
                     "INSERT INTO pipeline_steps (run_id, step, item, state, output, error, finished_at,
@@ -197,7 +202,6 @@ impl Postgres {
             )
             .await
             .map_err(pg(context))?;
-            let seq = insert_events(&tx, &run_id, last, &rows).await?;
             tx.commit().await.map_err(pg(context))?;
             Ok(seq)
         })
@@ -259,59 +263,6 @@ impl Postgres {
         })
         .await
     }
-}
-
-/// Locks run `run_id`'s row until the transaction ends, so no other event
-/// of it takes the next seq meanwhile, and returns its last event seq (0
-/// when none). `NotFound` when there is no such run.
-async fn lock_run_for_events(tx: &impl GenericClient, run_id: &str) -> Result<i64, StoreError> {
-    let context = "reading the last event seq";
-    let locked = tx
-        .query_opt(
-            "SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE",
-            &[&run_id],
-        )
-        .await
-        .map_err(pg(context))?;
-    if locked.is_none() {
-        return Err(StoreError::NotFound(format!(
-            "run {run_id} does not exist; claim a run before storing its events"
-        )));
-    }
-    let statement = tx
-        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = $1")
-        .await
-        .map_err(pg(context))?;
-    tx.query_one(&statement, &[&run_id])
-        .await
-        .map_err(pg(context))?
-        .try_get(0)
-        .map_err(pg(context))
-}
-
-/// Inserts `rows` after seq `last`, in the caller's transaction (which
-/// holds the run's row lock); returns the last seq after them.
-async fn insert_events(
-    tx: &impl GenericClient,
-    run_id: &str,
-    mut seq: i64,
-    rows: &[(&'static str, String)],
-) -> Result<i64, StoreError> {
-    let context = "storing a pipeline step's event";
-    let insert = tx
-        .prepare_cached(
-            "INSERT INTO events (run_id, seq, at, kind, data) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .await
-        .map_err(pg(context))?;
-    let at = millis(Utc::now());
-    for (kind, data) in rows {
-        seq += 1;
-        tx.execute(&insert, &[&run_id, &seq, &at, kind, data])
-            .await
-            .map_err(pg(context))?;
-    }
-    Ok(seq)
 }
 
 async fn read_steps(

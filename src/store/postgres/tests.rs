@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 
+use super::runs_tests::count;
 use super::testing::TestDb;
 use super::*;
 use crate::store::memory_score;
@@ -115,21 +116,6 @@ async fn async_callers_on_another_runtime_are_served() {
         .await
         .unwrap()
         .unwrap();
-}
-
-/// Runs one query returning a bigint.
-fn scalar(store: &Postgres, sql: &'static str) -> i64 {
-    let (pool, url) = (store.pool(), store.url().clone());
-    store
-        .blocking(async move {
-            let client = get(&pool, &url).await?;
-            Ok(client
-                .query_one(sql, &[])
-                .await
-                .map_err(pg("checking"))?
-                .get(0))
-        })
-        .unwrap()
 }
 
 /// Memories of two namespaces, of several ages, importances and access
@@ -246,11 +232,11 @@ fn a_schema_1_database_with_memories_upgrades_without_losing_any() {
     );
     let store = Postgres::connect(db.url()).unwrap();
     assert_eq!(
-        scalar(&store, "SELECT COUNT(*) FROM aurad_schema"),
+        count(&store, "SELECT COUNT(*) FROM aurad_schema"),
         schema::MIGRATIONS.len() as i64
     );
     assert_eq!(
-        scalar(
+        count(
             &store,
             "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'memories' \
              AND column_name = 'terms'"
@@ -259,7 +245,7 @@ fn a_schema_1_database_with_memories_upgrades_without_losing_any() {
         "the terms column is gone"
     );
     assert_eq!(
-        scalar(
+        count(
             &store,
             "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'memories_terms'"
         ),
