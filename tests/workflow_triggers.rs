@@ -390,9 +390,19 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
     let daemon = start(root, watching()).await;
     let store = Store::open(&root.join("aurad.db")).unwrap();
     // The config watcher starts just after the API listens: written until
-    // seen, a probe agent says it is on.
+    // seen, a probe agent says it is on. Written again only after a quiet
+    // half second, well past the 50 ms debounce: rewritten at every poll,
+    // the file never stayed quiet long enough to be reported (a timeout
+    // seen once in four runs under load).
+    let written = std::sync::Mutex::new(None::<std::time::Instant>);
     eventually("hot reload to be on", WAIT, || async {
-        write(root, "agents/probe.yaml", "model: test\nprompt: p\n");
+        {
+            let mut written = written.lock().unwrap();
+            if written.is_none_or(|at| at.elapsed() > Duration::from_millis(500)) {
+                write(root, "agents/probe.yaml", "model: test\nprompt: p\n");
+                *written = Some(std::time::Instant::now());
+            }
+        }
         (get(&daemon, "/v1/agents/probe").await.0 == 200).then_some(())
     })
     .await;
