@@ -10,6 +10,10 @@ fn main() {
     // (which also lose CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_PERFMON) must
     // not read them through /proc/<pid>/environ, /proc/<pid>/mem or ptrace.
     make_non_dumpable();
+    // Before any thread exists, so that every thread, and every process
+    // started from one, is without them; tool processes then start without
+    // a fork (`tools::sandbox`).
+    aurad::tools::sandbox::drop_memory_reading_caps();
     let cli = Cli::parse();
     aurad::cli::init_tracing(&cli);
     std::process::exit(aurad::cli::run(cli));

@@ -250,6 +250,8 @@ fn a_root_tool_process_cannot_read_the_daemons_environment() {
         // shell, read by its child): readable, so the reads above are real.
         "tr '\\0' '\\n' < /proc/$$/environ".to_string(),
         "env".to_string(),
+        // The tool process's own capability sets.
+        "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/$$/status".to_string(),
     ];
     let calls = commands
         .iter()
@@ -297,6 +299,29 @@ fn a_root_tool_process_cannot_read_the_daemons_environment() {
         outputs[4]
     );
     assert!(!outputs[5].0.contains("OPENAI_API_KEY"), "{:?}", outputs[5]);
+    // Born without CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_PERFMON in every
+    // set (the bounding set only when the daemon may drop from it: root).
+    let memory_reading: u64 = (1 << 19) | (1 << 21) | (1 << 38);
+    let root = unsafe { libc::geteuid() } == 0;
+    let sets: Vec<(&str, u64)> = outputs[6]
+        .0
+        .lines()
+        .filter_map(|line| {
+            let (name, hex) = line.split_once(':')?;
+            Some((name, u64::from_str_radix(hex.trim(), 16).ok()?))
+        })
+        .collect();
+    assert_eq!(sets.len(), 5, "{:?}", outputs[6]);
+    for (name, bits) in sets {
+        if name != "CapBnd" || root {
+            assert_eq!(
+                bits & memory_reading,
+                0,
+                "{name} holds them: {:?}",
+                outputs[6]
+            );
+        }
+    }
     // Nor is it anywhere in the database's bytes.
     for file in ["aurad.db", "aurad.db-wal"] {
         let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();

@@ -3,11 +3,17 @@
 //! so the daemon itself is never restricted.
 //!
 //! Every tool process (and stdio MCP server, through [`Confinement`]'s
-//! default) loses `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN` and
+//! default) is without `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN` and
 //! `CAP_PERFMON` (bounding, inheritable, ambient, effective and permitted
 //! sets): with the daemon non-dumpable (see `main.rs`), even a root tool
 //! process can then no longer read `/proc/<daemon pid>/environ` or the
-//! daemon's memory.
+//! daemon's memory. The `aurad` binary drops them from itself at start,
+//! before any thread exists ([`drop_memory_reading_caps`]), so its children
+//! are born without them and need no hook between fork and exec: std then
+//! starts them with `posix_spawn` (a `vfork`-style clone) instead of
+//! copying the daemon's page tables with `fork`. A process that still holds
+//! them (the library used by another program, the tests) drops them in each
+//! child instead.
 //!
 //! An agent's `sandbox:` ([`SandboxMode`]) adds a Linux Landlock domain that
 //! handles every write right: `read-only-project` grants them beneath every
@@ -215,6 +221,10 @@ impl Confinement {
     /// processes' memory and enter the Landlock domain (if any) just before
     /// it executes the program.
     pub fn install(self, command: &mut tokio::process::Command) {
+        if self.ruleset.is_none() && !holds_memory_reading_caps() {
+            // Nothing to do in the child: no hook, so no fork.
+            return;
+        }
         let ruleset = self.ruleset;
         let fd: Option<RawFd> = ruleset.as_ref().map(|f| f.as_raw_fd());
         // SAFETY: the hook runs in the forked child before exec; it only
@@ -270,13 +280,72 @@ struct CapData {
     inheritable: u32,
 }
 
+/// `CAP_SETPCAP`: needed to drop a capability from the bounding set.
+const CAP_SETPCAP: u32 = 8;
+
+/// `_LINUX_CAPABILITY_VERSION_3`.
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+/// This thread's effective, permitted and inheritable sets (`capget`), or
+/// `None` if the kernel refuses.
+fn capability_sets() -> Option<[CapData; 2]> {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget fills the local structs, which outlive the call.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    (rc == 0).then_some(data)
+}
+
+/// Whether `cap` is in `set` (one of [`CapData`]'s fields) of `data`.
+fn has(data: &[CapData; 2], cap: u32, set: fn(&CapData) -> u32) -> bool {
+    set(&data[(cap / 32) as usize]) & (1u32 << (cap % 32)) != 0
+}
+
+/// Whether [`drop_memory_reading_caps`] would change anything for this
+/// thread: one of [`MEMORY_READING_CAPS`] is in its effective, permitted,
+/// inheritable or ambient set, or in its bounding set while it may drop it
+/// from there (a process without `CAP_SETPCAP` cannot, in the child
+/// either). False once `main` dropped them; checked at each start, since
+/// capabilities belong to threads.
+pub fn holds_memory_reading_caps() -> bool {
+    let Some(data) = capability_sets() else {
+        return true;
+    };
+    let may_drop_bounding = has(&data, CAP_SETPCAP, |d| d.effective);
+    MEMORY_READING_CAPS.iter().any(|&cap| {
+        let c = libc::c_ulong::from(cap);
+        // SAFETY: prctl reads with integer arguments only.
+        let (bounding, ambient) = unsafe {
+            (
+                libc::prctl(libc::PR_CAPBSET_READ, c, 0, 0, 0) == 1,
+                libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong,
+                    c,
+                    0,
+                    0,
+                ) == 1,
+            )
+        };
+        has(&data, cap, |d| d.effective)
+            || has(&data, cap, |d| d.permitted)
+            || has(&data, cap, |d| d.inheritable)
+            || ambient
+            || (bounding && may_drop_bounding)
+    })
+}
+
 /// Removes [`MEMORY_READING_CAPS`] from every capability set of this
-/// process, so it cannot read a non-dumpable process's memory or
+/// thread, so it cannot read a non-dumpable process's memory or
 /// environment, and the program it executes (even as root, even through a
-/// set-uid program) does not get them back. Best effort: a process without
-/// them has nothing to drop.
-fn drop_memory_reading_caps() {
-    const VERSION_3: u32 = 0x2008_0522;
+/// set-uid program) does not get them back. Threads started afterwards
+/// inherit the sets, so the `aurad` binary calls it before any exists.
+/// Best effort and async-signal-safe (it also runs between fork and exec):
+/// a process without them has nothing to drop.
+pub fn drop_memory_reading_caps() {
     // SAFETY: prctl and capget/capset get integers and pointers to the
     // local structs above, which outlive the calls.
     unsafe {
@@ -292,7 +361,7 @@ fn drop_memory_reading_caps() {
             );
         }
         let mut header = CapHeader {
-            version: VERSION_3,
+            version: CAP_VERSION_3,
             pid: 0,
         };
         let mut data = [CapData::default(); 2];
@@ -327,6 +396,21 @@ mod tests {
         assert!(!outside.contains(&base.join("link-in")));
         assert!(!outside.contains(&PathBuf::from("/dev")));
         assert!(outside.contains(&PathBuf::from("/usr")) || !Path::new("/usr").exists());
+    }
+
+    #[test]
+    fn a_thread_without_the_memory_reading_caps_needs_no_hook() {
+        std::thread::spawn(|| {
+            let data = capability_sets().unwrap();
+            if has(&data, CAP_SETPCAP, |d| d.effective) {
+                // Root: the bounding set holds them until dropped.
+                assert!(holds_memory_reading_caps());
+            }
+            drop_memory_reading_caps();
+            assert!(!holds_memory_reading_caps());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
