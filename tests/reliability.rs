@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aurad::daemon::runner::{RunSink, new_run, run_claimed};
+use aurad::daemon::runner::{RunSink, execute, new_run, run_claimed};
 use aurad::daemon::{RunRequest, prepare};
 use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
@@ -347,4 +347,89 @@ async fn a_failed_event_write_is_retried_and_no_sequence_number_is_skipped() {
         assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
     }
     store.close().unwrap();
+}
+
+/// Agent `a` of a project whose model calls `bash` to create `marker` once,
+/// then answers; returns the project and the prepared run.
+fn marker_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::daemon::PreparedRun) {
+    mock.push(Reply::tool_call(
+        "c1",
+        "bash",
+        r#"{"command": "touch marker"}"#,
+    ));
+    mock.push(Reply::Text("made".into()));
+    let dir = project_with_mock(mock, "model: mock/m\nsystem: s\ntools: [bash]\n");
+    let prepared = support::project::prepare_agent(dir.path(), "go");
+    (dir, prepared)
+}
+
+/// `execute` (`aurad run`) lets the claim's commit overlap the first model
+/// call, but nothing the run does needs the row before it is durable: with
+/// the database's write lock held by another connection, the first model
+/// request goes out, yet no tool runs and no row or event is written until
+/// the lock is let go; then the run goes on and is recorded whole.
+#[tokio::test]
+async fn a_run_whose_claim_waits_calls_its_model_but_runs_no_tool_until_it_is_durable() {
+    let mock = MockLlm::start().await;
+    let (dir, prepared) = marker_run(&mock);
+    let db = dir.path().join("aurad.db");
+    let store = Store::open(&db).unwrap();
+    let id = prepared.spec.run_id.clone();
+    let lock = sqlite(&db);
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let run = tokio::spawn({
+        let store = store.clone();
+        async move { execute(prepared, &store, CancellationToken::new(), |_| {}).await }
+    });
+    mock.wait_for_requests(1, Duration::from_secs(10)).await;
+    // The answer (a `bash` call) is back well within this window; the call
+    // must still wait for the claim.
+    let window = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < window {
+        assert!(!dir.path().join("marker").exists(), "a tool ran before the claim");
+        assert_eq!(mock.requests().len(), 1, "a second call went out before the claim");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(state_of(&db, &id), None);
+    lock.execute_batch("ROLLBACK").unwrap();
+    let outcome = run.await.unwrap().expect("the run is recorded");
+    assert_eq!(outcome.state, RunState::Succeeded);
+    assert!(dir.path().join("marker").exists());
+    assert_eq!(state_of(&db, &id).as_deref(), Some("succeeded"));
+    let conn = sqlite(&db);
+    let seqs: Vec<i64> = conn
+        .prepare("SELECT seq FROM events WHERE run_id = ?1 ORDER BY seq")
+        .unwrap()
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(seqs.len() > 3, "{seqs:?}");
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+}
+
+/// A claim that fails (the run's id is taken) is `execute`'s error: the
+/// overlapping model call goes no further, no tool runs, and the row that
+/// holds the id keeps its state and events.
+#[tokio::test]
+async fn a_run_whose_claim_fails_runs_no_tool_and_touches_no_other_run() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Text("first".into()));
+    let (dir, mut prepared) = marker_run(&mock);
+    let db = dir.path().join("aurad.db");
+    let store = Store::open(&db).unwrap();
+    // An earlier run holds the id the new one will claim.
+    let earlier = support::project::prepare_agent(dir.path(), "earlier");
+    let taken = earlier.spec.run_id.clone();
+    execute(earlier, &store, CancellationToken::new(), |_| {})
+        .await
+        .unwrap();
+    let before = store.run_events(&taken).await.unwrap().len();
+    prepared.spec.run_id = taken.clone();
+    let failed = execute(prepared, &store, CancellationToken::new(), |_| {}).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(!dir.path().join("marker").exists(), "a tool ran unrecorded");
+    assert!(mock.requests().len() <= 2, "{:?}", mock.requests().len());
+    assert_eq!(state_of(&db, &taken).as_deref(), Some("succeeded"));
+    assert_eq!(store.run_events(&taken).await.unwrap().len(), before);
 }

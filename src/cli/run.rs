@@ -18,7 +18,7 @@ use crate::config;
 use crate::daemon::pipeline::{self, PipelineJob};
 use crate::daemon::{PreparedRun, RunRequest, execute, prepare};
 use crate::registry;
-use crate::types::RunState;
+use crate::types::{Database, RunState};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -59,6 +59,19 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         );
         return EXIT_CONFIG;
     }
+    // The store opens (and a SQLite file replays its WAL) on a thread of
+    // its own while the rest of the start-up goes on. Not when that would
+    // create the file: a run stopped by a configuration error leaves none.
+    let database = loaded.project.settings.database.clone();
+    let mut early_store = match &database {
+        Database::Sqlite(path) if !path.exists() => None,
+        _ => {
+            let database = database.clone();
+            Some(std::thread::spawn(move || {
+                crate::store::Store::connect(&database)
+            }))
+        }
+    };
     if loaded
         .project
         .agents
@@ -145,8 +158,14 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
             return EXIT_CONFIG;
         }
     };
-    let database = &snapshot.project.settings.database;
-    let store = match crate::store::Store::connect(database) {
+    let opened = match early_store.take().map(std::thread::JoinHandle::join) {
+        Some(Ok(opened)) => opened,
+        Some(Err(_)) => Err(crate::store::StoreError::Invalid(
+            "the thread opening the database panicked".into(),
+        )),
+        None => crate::store::Store::connect(&database),
+    };
+    let store = match opened {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: database {database}: {e}");

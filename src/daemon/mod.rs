@@ -18,6 +18,7 @@ pub mod lock;
 pub mod metrics;
 pub mod notify;
 pub mod owner;
+mod pending_claim;
 pub mod pipeline;
 mod pipeline_step;
 pub mod recorder;

@@ -1,6 +1,7 @@
 //! One run from request to stored outcome: resolve the agent from a
 //! snapshot (model, provider, tools, rendered templates), claim the run row
-//! before the first model call, drive the engine, commit its events as each
+//! (durable before the first tool call; [`execute`] lets the commit overlap
+//! the first model call, see `pending_claim`), drive the engine, commit its events as each
 //! step completes (a failed batch write is retried with backoff, and a
 //! batch that still cannot be written goes with the next one, so the stored
 //! sequence numbers are the ones the run's live stream announced, without a
@@ -33,6 +34,7 @@ use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 use super::agent_tool::SubAgents;
 use super::approvals::{Approvals, RunGate, Slots};
 use super::notify::{Notice, Notifier};
+use super::pending_claim::PendingClaim;
 use super::recorder::Recorder;
 use super::template::{RequestVars, TriggerVars, render};
 use super::traced::{TracedRun, TracedSink};
@@ -482,10 +484,18 @@ pub async fn execute(
     cancel: CancellationToken,
     on_event: impl FnMut(&RunEvent) + Send,
 ) -> Result<RunOutcome, StoreError> {
-    store
-        .claim_run(new_run(&prepared, RunState::Running))
-        .await?;
-    run_claimed(prepared, store, cancel, &mut OnEvent(on_event)).await
+    let claim = PendingClaim::start(store, new_run(&prepared, RunState::Running));
+    let outcome = run_alone(
+        prepared,
+        store,
+        cancel,
+        &mut OnEvent(on_event),
+        Some(&claim),
+    )
+    .await;
+    // A claim that failed is the error, whatever the run then did.
+    claim.wait().await?;
+    outcome
 }
 
 /// Runs `prepared`, whose row is claimed and `running`: streams events to
@@ -500,12 +510,25 @@ pub async fn run_claimed(
     cancel: CancellationToken,
     sink: &mut dyn RunSink,
 ) -> Result<RunOutcome, StoreError> {
+    run_alone(prepared, store, cancel, sink, None).await
+}
+
+/// [`run_claimed`] outside the daemon's supervisor, its claim still
+/// committing when `claim` is given.
+async fn run_alone(
+    prepared: PreparedRun,
+    store: &Store,
+    cancel: CancellationToken,
+    sink: &mut dyn RunSink,
+    claim: Option<&PendingClaim>,
+) -> Result<RunOutcome, StoreError> {
     let approvals = Approvals::new(store.clone());
     let services = RunServices {
         approvals: &approvals,
         notifier: &Notifier::default(),
         slots: None,
         closing: None,
+        claim,
     };
     run_claimed_with(prepared, store, cancel, sink, services).await
 }
@@ -520,6 +543,9 @@ pub struct RunServices<'a> {
     /// Cancelled when the daemon stops: a run waiting for approval then
     /// stops here and stays `waiting_approval` in the store.
     pub closing: Option<&'a CancellationToken>,
+    /// The run's claim, when it is still committing: the run's first model
+    /// answer, events and final state wait for it.
+    pub claim: Option<&'a PendingClaim>,
 }
 
 /// [`run_claimed`] with the daemon's `services`. A run resumed from an
@@ -558,6 +584,10 @@ pub async fn run_claimed_with(
         },
     );
     let provider = traced.provider(provider, &spec.model, &redactor);
+    let provider = match services.claim {
+        Some(claim) => claim.gate(provider),
+        None => provider,
+    };
     let mut tools = traced.tools(tools, &redactor);
     let sink: &mut dyn RunSink = &mut traced;
     // Events already stored: a resumed run numbers its own after them.
@@ -624,7 +654,7 @@ pub async fn run_claimed_with(
             let last = matches!(event, RunEvent::Finished { .. });
             let seq = recorder.push(event.clone());
             sink.event(seq, &event);
-            if !last && recorder.at_boundary() && rx.is_empty() {
+            if !last && recorder.at_boundary() && rx.is_empty() && claimed(services.claim).await {
                 unstored.extend(recorder.take());
                 match append_retrying(store, &spec.run_id, &unstored).await {
                     Ok(last_seq) => {
@@ -645,6 +675,9 @@ pub async fn run_claimed_with(
     let state = outcome.state;
     if state == RunState::WaitingApproval {
         // Suspended: no end yet; the run waits on in the store.
+        if let Some(claim) = services.claim {
+            claim.wait().await?;
+        }
         let last_seq = append_retrying(store, &spec.run_id, &last_batch).await?;
         sink.committed(last_seq);
         return Ok(outcome);
@@ -658,6 +691,9 @@ pub async fn run_claimed_with(
         cost_usd: outcome.cost_usd,
         result: outcome.result.clone(),
     };
+    if let Some(claim) = services.claim {
+        claim.wait().await?;
+    }
     // The final state is retried like a batch: a run left `running` by a
     // passing failure would stay so until the next start.
     let last_seq = (|| store.finish_run_as(&spec.run_id, last_batch.clone(), end.clone()))
@@ -689,6 +725,15 @@ pub async fn run_claimed_with(
         }
     }
     Ok(outcome)
+}
+
+/// Whether the run's row is there to write its events to: true unless its
+/// pending claim failed (the run then ends at its first model answer).
+async fn claimed(claim: Option<&PendingClaim>) -> bool {
+    match claim {
+        Some(claim) => claim.wait().await.is_ok(),
+        None => true,
+    }
 }
 
 /// Redacts the texts of a run's outcome (as its events were), before they

@@ -588,6 +588,7 @@ impl Supervisor {
                             notifier: &self.notifier,
                             slots: Some(self),
                             closing: Some(&self.closing),
+                            claim: None,
                         };
                         run_claimed_with(*prepared, &self.store, cancel, &mut sink, services).await
                     }
