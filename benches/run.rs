@@ -9,7 +9,11 @@
 //! (d) peak RSS of the `aurad run` process (getrusage of the children);
 //! (e) the floor of (a): the same four streamed completions and three
 //!     `bash -c 'echo hi'` processes from this process, with nothing of
-//!     aurad's (`benches/floor/`), alternated with (a) run by run.
+//!     aurad's (`benches/floor/`), alternated with (a) run by run;
+//! (f) the floor as a process, as a one-shot run is one: this executable
+//!     started again to do (e)'s work and exit, timed from its spawn to its
+//!     exit (so its start, the dynamic loader and its exit count, as they
+//!     do in (a)); alternated too.
 //!
 //! `AURAD_BENCH_RUNS` sets the number of processes (default 50).
 
@@ -34,7 +38,15 @@ use futures::future::BoxFuture;
 use support::mock_llm::{MockLlm, Reply};
 use tokio_util::sync::CancellationToken;
 
+/// Set in (f)'s child: the mock's address; the child does the floor's
+/// work and exits.
+const FLOOR_CHILD: &str = "AURAD_BENCH_FLOOR_MOCK";
+
 fn main() {
+    if let Ok(mock) = std::env::var(FLOOR_CHILD) {
+        floor::once(mock.parse().expect("the mock's address"), &floor::bodies());
+        return;
+    }
     let runs: usize = std::env::var("AURAD_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -67,8 +79,20 @@ fn process_bench(runs: usize) {
     let mut first_request = Vec::new();
     let mut rss = Vec::new();
     let mut floors = Vec::new();
+    let mut process_floors = Vec::new();
+    let me = std::env::current_exe().unwrap();
     for i in 0..runs + 3 {
         let floor = floor::once(mock.addr(), &bodies);
+        mock.forget_requests();
+        let start = Instant::now();
+        let status = Command::new(&me)
+            .env(FLOOR_CHILD, mock.addr().to_string())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        let process_floor = start.elapsed();
+        assert!(status.success(), "the floor's process failed");
+        assert_eq!(mock.requests().len(), 4);
         mock.forget_requests();
         let start = Instant::now();
         let child = Command::new(exe)
@@ -88,6 +112,7 @@ fn process_bench(runs: usize) {
             whole.push(elapsed.as_secs_f64() * 1000.0);
             rss.push(rss_kb as f64 / 1024.0);
             floors.push(floor.as_secs_f64() * 1000.0);
+            process_floors.push(process_floor.as_secs_f64() * 1000.0);
             first_request
                 .push(requests[0].received_at.duration_since(start).as_secs_f64() * 1000.0);
         }
@@ -98,6 +123,7 @@ fn process_bench(runs: usize) {
         percentile(&v, 0.5)
     };
     let ratio = median(&whole) / median(&floors);
+    let process_ratio = median(&whole) / median(&process_floors);
     summary("(a) aurad run, start to exit", whole, "ms");
     summary(
         "(b) start to first request at the mock",
@@ -106,7 +132,13 @@ fn process_bench(runs: usize) {
     );
     summary("(d) peak RSS of aurad run", rss, "MB");
     summary("(e) floor: 4 completions + 3 bash -c", floors, "ms");
+    summary(
+        "(f) floor as a process (start to exit)",
+        process_floors,
+        "ms",
+    );
     println!("(a) / (e): {ratio:.2}x (goal: 1.6x)");
+    println!("(a) / (f): {process_ratio:.2}x");
 }
 
 /// Waits for the child `pid`; returns its exit code and its own peak RSS
