@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::pipeline_step::{StepContext, StepDone, run_step};
+use super::pipeline_step::{Published, StepContext, StepDone, run_step};
 use super::runner::{RunRequest, RunSink};
 use super::step_approval::StepApprovals;
 use super::supervisor::Env;
@@ -255,7 +255,7 @@ pub async fn run_pipeline(
     let pipeline = job.pipeline.clone();
     // Cancelled by the caller, or by the pipeline's timeout.
     let stop = cancel.child_token();
-    let (tx, mut rx) = mpsc::unbounded_channel::<(i64, RunEvent)>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Published>();
     let shared = Arc::new(StepContext {
         store: store.clone(),
         run_id: run_id.clone(),
@@ -327,9 +327,12 @@ pub async fn run_pipeline(
                     }
                 }
             }
-            Some((seq, event)) = rx.recv() => {
+            Some((seq, event, seen)) = rx.recv() => {
                 sink.event(seq, &event);
                 sink.committed(seq);
+                if let Some(seen) = seen {
+                    let _ = seen.send(());
+                }
             }
             () = &mut deadline, if !timed_out => {
                 // Time spent waiting for a person does not count.
@@ -343,7 +346,7 @@ pub async fn run_pipeline(
             }
         }
     }
-    while let Ok((seq, event)) = rx.try_recv() {
+    while let Ok((seq, event, _)) = rx.try_recv() {
         sink.event(seq, &event);
         sink.committed(seq);
     }

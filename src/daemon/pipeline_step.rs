@@ -12,7 +12,7 @@ use std::time::Instant;
 use minijinja::value::Serde;
 
 use serde_json::{Map, Value as Json};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::pipeline::{PipelineJob, StepResult};
@@ -30,8 +30,9 @@ pub(super) struct StepContext {
     pub store: Store,
     pub run_id: String,
     pub job: PipelineJob,
-    /// Stored events, with their seqs, for the run's sink.
-    pub events: mpsc::UnboundedSender<(i64, RunEvent)>,
+    /// Stored events, with their seqs, for the run's sink; the sender
+    /// told once the sink has it, if any.
+    pub events: mpsc::UnboundedSender<Published>,
     /// Steps with `approve: true` wait here.
     pub approvals: StepApprovals,
 }
@@ -59,10 +60,25 @@ impl Attempt {
     }
 }
 
+/// A stored event on its way to the run's sink: its seq, the event, and
+/// who waits until the sink has it.
+pub(super) type Published = (i64, RunEvent, Option<oneshot::Sender<()>>);
+
 impl StepContext {
     pub(super) fn publish(&self, seq: i64, event: RunEvent) {
         // The run's loop outlives its steps; a closed channel means it ended.
-        let _ = self.events.send((seq, event));
+        let _ = self.events.send((seq, event, None));
+    }
+
+    /// [`publish`](Self::publish), returning once the run's sink has the
+    /// event: a step's child run then starts with the step's span open, so
+    /// its trace sits under it.
+    async fn publish_seen(&self, seq: i64, event: RunEvent) {
+        let (seen, handed) = oneshot::channel();
+        if self.events.send((seq, event, Some(seen))).is_ok() {
+            // An error: the loop ended without it, nobody waits for it.
+            let _ = handed.await;
+        }
     }
 
     /// Stores `event` of the run and hands it to the run's sink.
@@ -409,7 +425,7 @@ async fn run_attempts(
             .store
             .step_started(&ctx.run_id, &step.id, index, attempt, None, event.clone())
             .await?;
-        ctx.publish(seq, event);
+        ctx.publish_seen(seq, event).await;
         let mut result = run_attempt(ctx, step, steps, stop).await;
         usage.add(&result.usage);
         if let Some(c) = result.cost_usd {
