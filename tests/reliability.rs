@@ -83,15 +83,15 @@ fn state_of(db: &Path, id: &str) -> Option<String> {
         .ok()
 }
 
-/// POSTs a run of agent `b`; the run id when it was accepted (202).
-fn start_api_run(addr: SocketAddr, input: &str) -> Option<String> {
+/// POSTs a run of `agent`; the run id when it was accepted (202).
+fn start_api_run(addr: SocketAddr, agent: &str, input: &str) -> Option<String> {
     use std::io::{Read, Write};
     let body = serde_json::json!({ "input": input }).to_string();
     let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
         stream,
-        "POST /v1/agents/b/runs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /v1/agents/{agent}/runs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .ok()?;
@@ -153,7 +153,7 @@ fn kill_9_cycles_leave_a_sound_store_and_exact_runs() {
             );
         }
         for n in 0..rng.random_range(0..4) {
-            if let Some(id) = start_api_run(serve.addr, &format!("cycle {cycle} run {n}")) {
+            if let Some(id) = start_api_run(serve.addr, "b", &format!("cycle {cycle} run {n}")) {
                 accepted.push(id);
             }
         }
@@ -386,8 +386,15 @@ async fn a_run_whose_claim_waits_calls_its_model_but_runs_no_tool_until_it_is_du
     // must still wait for the claim.
     let window = Instant::now() + Duration::from_millis(500);
     while Instant::now() < window {
-        assert!(!dir.path().join("marker").exists(), "a tool ran before the claim");
-        assert_eq!(mock.requests().len(), 1, "a second call went out before the claim");
+        assert!(
+            !dir.path().join("marker").exists(),
+            "a tool ran before the claim"
+        );
+        assert_eq!(
+            mock.requests().len(),
+            1,
+            "a second call went out before the claim"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(state_of(&db, &id), None);
@@ -432,4 +439,47 @@ async fn a_run_whose_claim_fails_runs_no_tool_and_touches_no_other_run() {
     assert!(mock.requests().len() <= 2, "{:?}", mock.requests().len());
     assert_eq!(state_of(&db, &taken).as_deref(), Some("succeeded"));
     assert_eq!(store.run_events(&taken).await.unwrap().len(), before);
+}
+
+/// The daemon's API runs start their first model call while their claim
+/// commits too, but the 202 still comes only once the claim is durable:
+/// with the database's write lock held by another connection, the model
+/// gets the first call, yet the POST is not answered, no tool runs and no
+/// row is there; let go, the run is accepted and runs whole.
+#[test]
+fn an_api_run_is_accepted_only_once_its_claim_is_durable_and_runs_no_tool_before() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::tool_call(
+        "c1",
+        "bash",
+        r#"{"command": "touch marker"}"#,
+    ));
+    mock.push(Reply::Text("made".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [bash]\n");
+    let addr = write_settings(dir.path(), &mock);
+    let serve = Serve::start(dir.path(), addr, &[]);
+    let db = dir.path().join("aurad.db");
+    let lock = sqlite(&db);
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let post = std::thread::spawn(move || start_api_run(addr, "a", "go"));
+    mock.wait_for_requests_blocking(1, Duration::from_secs(10));
+    let window = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < window {
+        assert!(!post.is_finished(), "answered before the claim was durable");
+        assert!(!dir.path().join("marker").exists(), "a tool ran before the claim");
+        assert_eq!(mock.requests().len(), 1, "a second call went out before the claim");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let runs: i64 = lock
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 0);
+    lock.execute_batch("ROLLBACK").unwrap();
+    let id = post.join().unwrap().expect("accepted once the lock is let go");
+    poll(
+        "the run to succeed",
+        || serve.log(),
+        || (state_of(&db, &id).as_deref() == Some("succeeded")).then_some(()),
+    );
+    assert!(dir.path().join("marker").exists());
 }

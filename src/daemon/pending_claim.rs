@@ -1,6 +1,8 @@
 //! A run's claim still being committed while the run starts
 //! ([`super::runner::execute`]: `aurad run`, agents called as tools,
-//! pipeline steps). The claim's `synchronous=FULL` commit overlaps the
+//! pipeline steps; and the daemon's runs that start at once and are no
+//! scheduled fire, webhook delivery or trigger, whose exactly-once claim
+//! must decide first). The claim's `synchronous=FULL` commit overlaps the
 //! first model call instead of delaying it; nothing that needs the run's
 //! row comes before the claim is durable:
 //! - the first model answer is handed to the engine only then, so no tool
@@ -20,19 +22,19 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, FutureExt, Shared};
 
 use crate::llm::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
-use crate::store::{NewRun, Store, StoreError};
+use crate::store::{NewRun, RunRecord, Store, StoreError};
 
 /// The claim of one run, committing on a task of its own; every clone
 /// waits for the same commit.
 #[derive(Clone)]
-pub struct PendingClaim(Shared<BoxFuture<'static, Result<(), StoreError>>>);
+pub struct PendingClaim(Shared<BoxFuture<'static, Result<RunRecord, StoreError>>>);
 
 impl PendingClaim {
     /// Starts claiming `run` at once (the write is queued before anything
     /// else the run writes).
     pub fn start(store: &Store, run: NewRun) -> PendingClaim {
         let store = store.clone();
-        let task = tokio::spawn(async move { store.claim_run(run).await.map(drop) });
+        let task = tokio::spawn(async move { store.claim_run(run).await });
         let claimed = async move {
             task.await.unwrap_or_else(|e| {
                 Err(StoreError::Invalid(format!(
@@ -45,6 +47,11 @@ impl PendingClaim {
 
     /// Waits until the claim is durable, or returns why it failed.
     pub async fn wait(&self) -> Result<(), StoreError> {
+        self.record().await.map(drop)
+    }
+
+    /// The claimed run's record, once durable.
+    pub async fn record(&self) -> Result<RunRecord, StoreError> {
         self.0.clone().await
     }
 

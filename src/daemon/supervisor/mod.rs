@@ -44,6 +44,7 @@ use super::clock::Clock;
 use super::hub::Hub;
 use super::metrics::Metrics;
 use super::notify::Notifier;
+use super::pending_claim::PendingClaim;
 use super::pipeline::{PipelineJob, run_pipeline};
 use super::runner::{
     PreparedRun, RunRequest, RunServices, RunSink, new_run, prepare, run_claimed_with,
@@ -314,6 +315,23 @@ impl Supervisor {
             RunState::Queued
         };
         let run = prepared.new_run(claimed_as);
+        if slot
+            && fire.is_none()
+            && delivery.is_none()
+            && trigger_claim.is_none()
+            && matches!(prepared, Job::Agent(_))
+        {
+            // Nothing decides between runs here: the claim commits while
+            // the run's first model call is out (`pending_claim`), and the
+            // caller still gets the record only once it is durable. A
+            // claim that fails ends the run, which `drive` cleans up.
+            let claim = PendingClaim::start(&self.store, run);
+            self.publish_counts();
+            let (this, pending) = (self.clone(), claim.clone());
+            self.tracker
+                .spawn(async move { this.drive(prepared, hub, slot, Some(pending)).await });
+            return claim.record().await.map_err(SubmitError::Store);
+        }
         let claimed = match (&delivery, trigger_claim) {
             (Some(delivery), _) => {
                 self.store
@@ -348,7 +366,7 @@ impl Supervisor {
         self.publish_counts();
         let this = self.clone();
         self.tracker
-            .spawn(async move { this.drive(prepared, hub, slot).await });
+            .spawn(async move { this.drive(prepared, hub, slot, None).await });
         Ok(record)
     }
 
@@ -473,7 +491,13 @@ impl Supervisor {
 
     /// Waits for the run's turn (unless it was claimed `running`, holding
     /// its slot), runs it, records the end.
-    async fn drive(self: Arc<Self>, prepared: Job, hub: Arc<Hub>, claimed_running: bool) {
+    async fn drive(
+        self: Arc<Self>,
+        prepared: Job,
+        hub: Arc<Hub>,
+        claimed_running: bool,
+        claim: Option<PendingClaim>,
+    ) {
         let id = prepared.id().to_string();
         let agent = prepared.agent().to_string();
         let Some((cancel, held)) = self
@@ -493,7 +517,8 @@ impl Supervisor {
             || ((!held || self.wait_elsewhere(&agent, &id, &cancel).await)
                 && self.wait_turn(&id, &cancel).await)
         {
-            self.run(prepared, &hub, cancel, claimed_running).await
+            self.run(prepared, &hub, cancel, claimed_running, claim.as_ref())
+                .await
         } else if self.lock().runs.get(&id).is_some_and(|l| l.moved) {
             None
         } else {
@@ -555,14 +580,16 @@ impl Supervisor {
     }
 
     /// Runs a run holding a slot (starting it in the store unless it was
-    /// claimed `running`); releases the slot. The final state, or `None` if
-    /// the run could not even be started in the store.
+    /// claimed `running`, or is being claimed so: `claim`); releases the
+    /// slot. The final state, or `None` if the run could not even be
+    /// started in the store.
     async fn run(
         &self,
         prepared: Job,
         hub: &Arc<Hub>,
         cancel: CancellationToken,
         claimed_running: bool,
+        claim: Option<&PendingClaim>,
     ) -> Option<RunState> {
         let id = prepared.id().to_string();
         let agent = prepared.agent().to_string();
@@ -588,7 +615,7 @@ impl Supervisor {
                             notifier: &self.notifier,
                             slots: Some(self),
                             closing: Some(&self.closing),
-                            claim: None,
+                            claim,
                         };
                         run_claimed_with(*prepared, &self.store, cancel, &mut sink, services).await
                     }
@@ -600,7 +627,13 @@ impl Supervisor {
                 match outcome {
                     Ok(outcome) => Some(outcome.state),
                     Err(e) => {
-                        tracing::error!(run = %id, "the run's record is incomplete: {e}");
+                        match claim {
+                            // The caller of `submit` was told.
+                            Some(claim) if claim.wait().await.is_err() => {
+                                tracing::debug!(run = %id, "not run: its claim failed: {e}");
+                            }
+                            _ => tracing::error!(run = %id, "the run's record is incomplete: {e}"),
+                        }
                         None
                     }
                 }

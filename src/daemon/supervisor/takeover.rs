@@ -43,7 +43,7 @@ impl Supervisor {
         self.publish_counts();
         let this = self.clone();
         self.tracker
-            .spawn(async move { this.drive(prepared, hub, false).await });
+            .spawn(async move { this.drive(prepared, hub, false, None).await });
         Ok(RunState::Queued)
     }
 
@@ -87,7 +87,7 @@ impl Supervisor {
         let this = self.clone();
         // Driven as claimed running: it holds its slot and is started.
         self.tracker
-            .spawn(async move { this.drive(prepared, hub, true).await });
+            .spawn(async move { this.drive(prepared, hub, true, None).await });
         Ok(RunState::Running)
     }
 
@@ -147,8 +147,10 @@ impl Supervisor {
         let this = self.clone();
         // Driven as claimed (no wait for a slot, no start in the store): the
         // engine goes straight back to waiting, which needs no slot.
-        self.tracker
-            .spawn(async move { this.drive(Job::Agent(Box::new(prepared)), hub, true).await });
+        self.tracker.spawn(async move {
+            this.drive(Job::Agent(Box::new(prepared)), hub, true, None)
+                .await
+        });
         Ok(RunState::WaitingApproval)
     }
 
@@ -207,8 +209,10 @@ impl Supervisor {
         self.enter_waiting(&run.agent, &run.id, schedule, &hub)?;
         self.publish_counts();
         let this = self.clone();
-        self.tracker
-            .spawn(async move { this.drive(Job::Pipeline(Box::new(job)), hub, false).await });
+        self.tracker.spawn(async move {
+            this.drive(Job::Pipeline(Box::new(job)), hub, false, None)
+                .await
+        });
         Ok(RunState::Running)
     }
 }
