@@ -466,8 +466,15 @@ fn an_api_run_is_accepted_only_once_its_claim_is_durable_and_runs_no_tool_before
     let window = Instant::now() + Duration::from_millis(500);
     while Instant::now() < window {
         assert!(!post.is_finished(), "answered before the claim was durable");
-        assert!(!dir.path().join("marker").exists(), "a tool ran before the claim");
-        assert_eq!(mock.requests().len(), 1, "a second call went out before the claim");
+        assert!(
+            !dir.path().join("marker").exists(),
+            "a tool ran before the claim"
+        );
+        assert_eq!(
+            mock.requests().len(),
+            1,
+            "a second call went out before the claim"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let runs: i64 = lock
@@ -475,7 +482,10 @@ fn an_api_run_is_accepted_only_once_its_claim_is_durable_and_runs_no_tool_before
         .unwrap();
     assert_eq!(runs, 0);
     lock.execute_batch("ROLLBACK").unwrap();
-    let id = post.join().unwrap().expect("accepted once the lock is let go");
+    let id = post
+        .join()
+        .unwrap()
+        .expect("accepted once the lock is let go");
     poll(
         "the run to succeed",
         || serve.log(),

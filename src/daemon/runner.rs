@@ -1,8 +1,8 @@
 //! One run from request to stored outcome: resolve the agent from a
 //! snapshot (model, provider, tools, rendered templates), claim the run row
-//! (durable before the first tool call; [`execute`] lets the commit overlap
-//! the first model call, see `pending_claim`), drive the engine, commit its events as each
-//! step completes (a failed batch write is retried with backoff, and a
+//! (durable before the first tool call; [`execute`] lets the commit
+//! overlap the first model call, see `pending_claim`), drive the engine,
+//! commit its events as each step completes (a failed batch write is retried with backoff, and a
 //! batch that still cannot be written goes with the next one, so the stored
 //! sequence numbers are the ones the run's live stream announced, without a
 //! gap), record the final state.
@@ -654,7 +654,11 @@ pub async fn run_claimed_with(
             let last = matches!(event, RunEvent::Finished { .. });
             let seq = recorder.push(event.clone());
             sink.event(seq, &event);
-            if !last && recorder.at_boundary() && rx.is_empty() && claimed(services.claim).await {
+            if !last
+                && recorder.at_boundary()
+                && rx.is_empty()
+                && durable(services.claim).await.is_ok()
+            {
                 unstored.extend(recorder.take());
                 match append_retrying(store, &spec.run_id, &unstored).await {
                     Ok(last_seq) => {
@@ -675,9 +679,7 @@ pub async fn run_claimed_with(
     let state = outcome.state;
     if state == RunState::WaitingApproval {
         // Suspended: no end yet; the run waits on in the store.
-        if let Some(claim) = services.claim {
-            claim.wait().await?;
-        }
+        durable(services.claim).await?;
         let last_seq = append_retrying(store, &spec.run_id, &last_batch).await?;
         sink.committed(last_seq);
         return Ok(outcome);
@@ -691,9 +693,7 @@ pub async fn run_claimed_with(
         cost_usd: outcome.cost_usd,
         result: outcome.result.clone(),
     };
-    if let Some(claim) = services.claim {
-        claim.wait().await?;
-    }
+    durable(services.claim).await?;
     // The final state is retried like a batch: a run left `running` by a
     // passing failure would stay so until the next start.
     let last_seq = (|| store.finish_run_as(&spec.run_id, last_batch.clone(), end.clone()))
@@ -727,12 +727,13 @@ pub async fn run_claimed_with(
     Ok(outcome)
 }
 
-/// Whether the run's row is there to write its events to: true unless its
-/// pending claim failed (the run then ends at its first model answer).
-async fn claimed(claim: Option<&PendingClaim>) -> bool {
+/// Waits until the run's row is there to write to: at once unless its
+/// claim is still committing; an error if that claim failed (the run then
+/// ends at its first model answer).
+async fn durable(claim: Option<&PendingClaim>) -> Result<(), StoreError> {
     match claim {
-        Some(claim) => claim.wait().await.is_ok(),
-        None => true,
+        Some(claim) => claim.wait().await,
+        None => Ok(()),
     }
 }
 

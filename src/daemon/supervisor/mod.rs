@@ -326,10 +326,7 @@ impl Supervisor {
             // caller still gets the record only once it is durable. A
             // claim that fails ends the run, which `drive` cleans up.
             let claim = PendingClaim::start(&self.store, run);
-            self.publish_counts();
-            let (this, pending) = (self.clone(), claim.clone());
-            self.tracker
-                .spawn(async move { this.drive(prepared, hub, slot, Some(pending)).await });
+            self.start_driving(prepared, hub, slot, Some(claim.clone()));
             return claim.record().await.map_err(SubmitError::Store);
         }
         let claimed = match (&delivery, trigger_claim) {
@@ -363,11 +360,23 @@ impl Supervisor {
                 });
             }
         };
+        self.start_driving(prepared, hub, slot, None);
+        Ok(record)
+    }
+
+    /// Hands a run entered by `submit` to [`drive`](Self::drive), on a task
+    /// of the tracker.
+    fn start_driving(
+        self: &Arc<Self>,
+        prepared: Job,
+        hub: Arc<Hub>,
+        slot: bool,
+        claim: Option<PendingClaim>,
+    ) {
         self.publish_counts();
         let this = self.clone();
         self.tracker
-            .spawn(async move { this.drive(prepared, hub, slot, None).await });
-        Ok(record)
+            .spawn(async move { this.drive(prepared, hub, slot, claim).await });
     }
 
     /// Decides overlap and enters the run under one lock, so two fires
