@@ -349,18 +349,34 @@ async fn a_failed_event_write_is_retried_and_no_sequence_number_is_skipped() {
     store.close().unwrap();
 }
 
-/// Agent `a` of a project whose model calls `bash` to create `marker` once,
-/// then answers; returns the project and the prepared run.
-fn marker_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::daemon::PreparedRun) {
+/// A project whose agent `a`'s model calls `bash` to create `marker` once,
+/// then answers.
+fn marker_project(mock: &MockLlm) -> tempfile::TempDir {
     mock.push(Reply::tool_call(
         "c1",
         "bash",
         r#"{"command": "touch marker"}"#,
     ));
     mock.push(Reply::Text("made".into()));
-    let dir = project_with_mock(mock, "model: mock/m\nsystem: s\ntools: [bash]\n");
+    project_with_mock(mock, "model: mock/m\nsystem: s\ntools: [bash]\n")
+}
+
+/// [`marker_project`] and its run, prepared.
+fn marker_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::daemon::PreparedRun) {
+    let dir = marker_project(mock);
     let prepared = support::project::prepare_agent(dir.path(), "go");
     (dir, prepared)
+}
+
+/// While a claim cannot commit: the model got its first call, and nothing
+/// more happened (no tool, no second call).
+fn only_the_first_call(dir: &Path, mock: &MockLlm) {
+    assert!(!dir.join("marker").exists(), "a tool ran before the claim");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "a second call went out before the claim"
+    );
 }
 
 /// `execute` (`aurad run`) lets the claim's commit overlap the first model
@@ -386,15 +402,7 @@ async fn a_run_whose_claim_waits_calls_its_model_but_runs_no_tool_until_it_is_du
     // must still wait for the claim.
     let window = Instant::now() + Duration::from_millis(500);
     while Instant::now() < window {
-        assert!(
-            !dir.path().join("marker").exists(),
-            "a tool ran before the claim"
-        );
-        assert_eq!(
-            mock.requests().len(),
-            1,
-            "a second call went out before the claim"
-        );
+        only_the_first_call(dir.path(), &mock);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(state_of(&db, &id), None);
@@ -449,13 +457,7 @@ async fn a_run_whose_claim_fails_runs_no_tool_and_touches_no_other_run() {
 #[test]
 fn an_api_run_is_accepted_only_once_its_claim_is_durable_and_runs_no_tool_before() {
     let mock = MockLlm::start_in_thread();
-    mock.push(Reply::tool_call(
-        "c1",
-        "bash",
-        r#"{"command": "touch marker"}"#,
-    ));
-    mock.push(Reply::Text("made".into()));
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [bash]\n");
+    let dir = marker_project(&mock);
     let addr = write_settings(dir.path(), &mock);
     let serve = Serve::start(dir.path(), addr, &[]);
     let db = dir.path().join("aurad.db");
@@ -466,15 +468,7 @@ fn an_api_run_is_accepted_only_once_its_claim_is_durable_and_runs_no_tool_before
     let window = Instant::now() + Duration::from_millis(500);
     while Instant::now() < window {
         assert!(!post.is_finished(), "answered before the claim was durable");
-        assert!(
-            !dir.path().join("marker").exists(),
-            "a tool ran before the claim"
-        );
-        assert_eq!(
-            mock.requests().len(),
-            1,
-            "a second call went out before the claim"
-        );
+        only_the_first_call(dir.path(), &mock);
         std::thread::sleep(Duration::from_millis(20));
     }
     let runs: i64 = lock
