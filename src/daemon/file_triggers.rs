@@ -160,6 +160,42 @@ fn rewatch(
     sets: &WatchSets,
     watched: &mut Vec<PathBuf>,
 ) {
+    // A folder created between looking for it and watching the folder
+    // above it (or while the root's watch was being renewed) told nobody:
+    // look again until what exists is what was watched.
+    for _ in 0..MAX_REWATCH {
+        let seen = existing(root, sets);
+        watch_once(watcher, root, sets, watched);
+        if existing(root, sets) == seen {
+            return;
+        }
+    }
+}
+
+/// How many times [`rewatch`] looks again while folders keep appearing.
+const MAX_REWATCH: usize = 8;
+
+/// For each folder the globs of `sets` start from, the deepest part of it
+/// that exists.
+fn existing(root: &Path, sets: &WatchSets) -> Vec<PathBuf> {
+    base_dirs(sets)
+        .iter()
+        .filter_map(|dir| {
+            root.join(dir)
+                .ancestors()
+                .find(|a| a.is_dir())
+                .map(Path::to_path_buf)
+        })
+        .collect()
+}
+
+/// One pass of [`rewatch`].
+fn watch_once(
+    watcher: &mut RecommendedWatcher,
+    root: &Path,
+    sets: &WatchSets,
+    watched: &mut Vec<PathBuf>,
+) {
     for dir in watched.drain(..) {
         let _ = watcher.unwatch(&dir);
     }
