@@ -346,11 +346,10 @@ pub fn holds_memory_reading_caps() -> bool {
 /// Best effort and async-signal-safe (it also runs between fork and exec):
 /// a process without them has nothing to drop.
 pub fn drop_memory_reading_caps() {
-    // SAFETY: prctl and capget/capset get integers and pointers to the
-    // local structs above, which outlive the calls.
-    unsafe {
-        for cap in MEMORY_READING_CAPS {
-            let cap = libc::c_ulong::from(cap);
+    for cap in MEMORY_READING_CAPS {
+        let cap = libc::c_ulong::from(cap);
+        // SAFETY: prctl with integer arguments only.
+        unsafe {
             libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
             libc::prctl(
                 libc::PR_CAP_AMBIENT,
@@ -360,21 +359,21 @@ pub fn drop_memory_reading_caps() {
                 0,
             );
         }
+    }
+    if let Some(mut data) = capability_sets() {
+        for cap in MEMORY_READING_CAPS {
+            let half = &mut data[(cap / 32) as usize];
+            let keep = !(1u32 << (cap % 32));
+            half.effective &= keep;
+            half.permitted &= keep;
+            half.inheritable &= keep;
+        }
         let mut header = CapHeader {
             version: CAP_VERSION_3,
             pid: 0,
         };
-        let mut data = [CapData::default(); 2];
-        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) == 0 {
-            for cap in MEMORY_READING_CAPS {
-                let half = &mut data[(cap / 32) as usize];
-                let keep = !(1u32 << (cap % 32));
-                half.effective &= keep;
-                half.permitted &= keep;
-                half.inheritable &= keep;
-            }
-            libc::syscall(libc::SYS_capset, &mut header, data.as_ptr());
-        }
+        // SAFETY: capset reads the local structs, which outlive the call.
+        unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
     }
 }
 
