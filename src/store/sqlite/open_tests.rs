@@ -213,18 +213,33 @@ fn futures_are_send_and_store_is_sync() {
     store.close().unwrap();
 }
 
+/// The size of the `-wal` file beside the database at `path` (0: none).
+fn wal_size(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path.with_file_name("aurad.db-wal")).map_or(0, |m| m.len())
+}
+
+/// Appends 64 KiB events to run `id` until the WAL is past
+/// [`WAL_LEFT_AT_CLOSE`]; how many it stored.
+async fn fill_wal(store: &Sqlite, path: &std::path::Path, id: &str) -> usize {
+    let big = "x".repeat(64 * 1024);
+    let mut stored = 0;
+    while wal_size(path) <= WAL_LEFT_AT_CLOSE {
+        store.append_events(id, vec![text(&big)]).await.unwrap();
+        stored += 1;
+    }
+    stored
+}
+
 #[tokio::test]
 async fn closing_leaves_a_small_wal_and_checkpoints_a_large_one() {
     let (_dir, path) = db();
-    let wal = path.with_file_name("aurad.db-wal");
-    let wal_size = || std::fs::metadata(&wal).map_or(0, |m| m.len());
     let store = Sqlite::open(&path).unwrap();
     let run = new_run("a");
     store.claim_run(run.clone()).await.unwrap();
     store.close().unwrap();
     // The claim stays in the WAL, where it was durable already; the next
     // open reads it from there.
-    let left = wal_size();
+    let left = wal_size(&path);
     assert!(
         left > 0 && left <= WAL_LEFT_AT_CLOSE,
         "WAL left: {left} bytes"
@@ -234,17 +249,9 @@ async fn closing_leaves_a_small_wal_and_checkpoints_a_large_one() {
     assert_eq!(got.state, RunState::Running);
     // Past the limit, closing copies the WAL into the database file and
     // truncates it.
-    let big = "x".repeat(64 * 1024);
-    let mut stored = 0;
-    while wal_size() <= WAL_LEFT_AT_CLOSE {
-        store
-            .append_events(&run.id, vec![text(&big)])
-            .await
-            .unwrap();
-        stored += 1;
-    }
+    let stored = fill_wal(&store, &path, &run.id).await;
     store.close().unwrap();
-    assert_eq!(wal_size(), 0);
+    assert_eq!(wal_size(&path), 0);
     let store = Sqlite::open(&path).unwrap();
     assert_eq!(store.run_events(&run.id).await.unwrap().len(), stored);
     store.close().unwrap();
@@ -253,20 +260,10 @@ async fn closing_leaves_a_small_wal_and_checkpoints_a_large_one() {
 #[tokio::test]
 async fn a_large_wal_stays_while_another_connection_reads() {
     let (_dir, path) = db();
-    let wal = path.with_file_name("aurad.db-wal");
-    let wal_size = || std::fs::metadata(&wal).map_or(0, |m| m.len());
     let store = Sqlite::open(&path).unwrap();
     let run = new_run("a");
     store.claim_run(run.clone()).await.unwrap();
-    let big = "x".repeat(64 * 1024);
-    let mut stored = 0;
-    while wal_size() <= WAL_LEFT_AT_CLOSE {
-        store
-            .append_events(&run.id, vec![text(&big)])
-            .await
-            .unwrap();
-        stored += 1;
-    }
+    let stored = fill_wal(&store, &path, &run.id).await;
     // Another process's connection in the middle of a read: the closing
     // store's checkpoint cannot truncate the WAL, gives up and closes.
     let mut other = raw(&path);
@@ -276,7 +273,7 @@ async fn a_large_wal_stays_while_another_connection_reads() {
         .unwrap();
     assert_eq!(seen, stored as i64);
     store.close().unwrap();
-    assert!(wal_size() > WAL_LEFT_AT_CLOSE);
+    assert!(wal_size(&path) > WAL_LEFT_AT_CLOSE);
     drop(reading);
     let store = Sqlite::open(&path).unwrap();
     assert_eq!(store.run_events(&run.id).await.unwrap().len(), stored);
