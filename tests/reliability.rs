@@ -19,9 +19,11 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aurad::daemon::runner::{RunSink, execute, new_run, run_claimed};
+use aurad::daemon::RunSink;
+use aurad::daemon::runner::{execute, new_run, run_claimed};
 use aurad::daemon::{RunRequest, prepare};
 use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
@@ -75,6 +77,34 @@ fn runs_in(db: &Path, states: &[&str]) -> Vec<(String, String, Option<String>)> 
         .into_iter()
         .filter(|(_, state, _)| states.contains(&state.as_str()))
         .collect()
+}
+
+/// The database of the project at `dir`, opened, with `prepared`'s run
+/// claimed `running` in it; and that run's id.
+async fn claimed(
+    dir: &Path,
+    prepared: &aurad::daemon::PreparedRun,
+) -> (std::path::PathBuf, Store, String) {
+    let db = dir.join("aurad.db");
+    let store = Store::open(&db).unwrap();
+    store
+        .claim_run(new_run(prepared, RunState::Running))
+        .await
+        .unwrap();
+    (db, store, prepared.spec.run_id.clone())
+}
+
+/// One column of run `id`'s stored events, in order.
+fn event_column<T: rusqlite::types::FromSql>(db: &Path, id: &str, column: &str) -> Vec<T> {
+    sqlite(db)
+        .prepare(&format!(
+            "SELECT {column} FROM events WHERE run_id = ?1 ORDER BY seq"
+        ))
+        .unwrap()
+        .query_map([id], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
 }
 
 fn state_of(db: &Path, id: &str) -> Option<String> {
@@ -292,13 +322,7 @@ async fn a_failed_event_write_is_retried_and_no_sequence_number_is_skipped() {
         ..RunRequest::default()
     };
     let prepared = prepare(&snapshot, request, &|_| None).unwrap();
-    let db = dir.path().join("aurad.db");
-    let store = Store::open(&db).unwrap();
-    let id = prepared.spec.run_id.clone();
-    store
-        .claim_run(new_run(&prepared, RunState::Running))
-        .await
-        .unwrap();
+    let (db, store, id) = claimed(dir.path(), &prepared).await;
     // For the next 0.8 s, every write of event rows fails as a full disk
     // or an I/O error would: the transaction is refused.
     let window_end: f64 = {
@@ -346,6 +370,83 @@ async fn a_failed_event_write_is_retried_and_no_sequence_number_is_skipped() {
     for kind in ["started", "tool_call", "tool_result", "finished"] {
         assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
     }
+    store.close().unwrap();
+}
+
+/// What a run's live stream shows, shared with the test while the run
+/// goes on: each event's kind (merged deltas once, as stored), and
+/// `committed` where the store confirmed a batch.
+#[derive(Clone, Default)]
+struct Live(Arc<Mutex<Vec<(i64, String)>>>);
+
+impl Live {
+    fn seen(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+}
+
+impl RunSink for Live {
+    fn event(&mut self, seq: i64, event: &RunEvent) {
+        let mut seen = self.0.lock().unwrap();
+        if seen.iter().rev().find(|(s, _)| *s > 0).map(|(s, _)| *s) != Some(seq) {
+            seen.push((seq, event.kind().to_string()));
+        }
+    }
+
+    fn committed(&mut self, _last_seq: i64) {
+        self.0.lock().unwrap().push((0, "committed".into()));
+    }
+}
+
+/// A batch of events being written does not hold back the events after
+/// it: with the database's write lock held by another connection once the
+/// run is claimed, no batch can be stored, yet the run's events, `finished`
+/// included, reach the live stream (an SSE client ends on `finished`).
+/// Once the lock is let go, every event is stored, in order.
+#[tokio::test]
+async fn a_batch_being_written_does_not_hold_back_the_live_stream() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Text("done".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let prepared = support::project::prepare_agent(dir.path(), "go");
+    let (db, store, id) = claimed(dir.path(), &prepared).await;
+    let lock = sqlite(&db);
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let live = Live::default();
+    let run = tokio::spawn({
+        let (store, mut live) = (store.clone(), live.clone());
+        async move { run_claimed(prepared, &store, CancellationToken::new(), &mut live).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !live.seen().iter().any(|k| k == "finished") {
+        assert!(
+            Instant::now() < deadline,
+            "`finished` never reached the live stream while a batch waited: {:?}",
+            live.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !live.seen().iter().any(|k| k == "committed"),
+        "a batch was stored while the write lock was held: {:?}",
+        live.seen()
+    );
+    lock.execute_batch("ROLLBACK").unwrap();
+    let outcome = run.await.unwrap().expect("the run is recorded");
+    assert_eq!(outcome.state, RunState::Succeeded);
+    let kinds: Vec<String> = event_column(&db, &id, "kind");
+    let streamed: Vec<String> = live
+        .seen()
+        .into_iter()
+        .filter(|k| k != "committed")
+        .collect();
+    assert_eq!(kinds, streamed, "stored vs streamed");
+    assert_eq!(state_of(&db, &id).as_deref(), Some("succeeded"));
     store.close().unwrap();
 }
 
@@ -411,14 +512,7 @@ async fn a_run_whose_claim_waits_calls_its_model_but_runs_no_tool_until_it_is_du
     assert_eq!(outcome.state, RunState::Succeeded);
     assert!(dir.path().join("marker").exists());
     assert_eq!(state_of(&db, &id).as_deref(), Some("succeeded"));
-    let conn = sqlite(&db);
-    let seqs: Vec<i64> = conn
-        .prepare("SELECT seq FROM events WHERE run_id = ?1 ORDER BY seq")
-        .unwrap()
-        .query_map([&id], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let seqs: Vec<i64> = event_column(&db, &id, "seq");
     assert!(seqs.len() > 3, "{seqs:?}");
     assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
 }

@@ -25,6 +25,7 @@ pub mod recorder;
 pub mod reload;
 mod remote_events;
 pub mod retention;
+mod run_events;
 pub mod runner;
 pub mod scheduler;
 mod serve;
@@ -49,7 +50,8 @@ pub use crate::api::{
     AfterInfo, AgentInfo, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use runner::{PreparedRun, RunRequest, RunSink, execute, prepare};
+pub use run_events::RunSink;
+pub use runner::{PreparedRun, RunRequest, execute, prepare};
 pub use serve::{ServeOptions, serve};
 pub use supervisor::{CancelOutcome, Env};
 

@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::pipeline_step::{Published, StepContext, StepDone, run_step};
-use super::runner::{RunRequest, RunSink};
+use super::run_events::RunSink;
+use super::runner::RunRequest;
 use super::step_approval::StepApprovals;
 use super::supervisor::Env;
 use super::template::RequestVars;

@@ -2,15 +2,13 @@
 //! snapshot (model, provider, tools, rendered templates), claim the run row
 //! (durable before the first tool call; [`execute`] lets the commit
 //! overlap the first model call, see `pending_claim`), drive the engine,
-//! commit its events as each step completes (a failed batch write is retried with backoff, and a
-//! batch that still cannot be written goes with the next one, so the stored
-//! sequence numbers are the ones the run's live stream announced, without a
-//! gap), record the final state.
+//! stream its events and commit them as each step completes (`run_events`),
+//! record the final state.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::Retryable;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EnvLookup;
@@ -36,6 +34,7 @@ use super::approvals::{Approvals, RunGate, Slots};
 use super::notify::{Notice, Notifier};
 use super::pending_claim::PendingClaim;
 use super::recorder::Recorder;
+use super::run_events::{RunSink, append_retrying, batch_backoff, durable, is_transient, record};
 use super::template::{RequestVars, TriggerVars, render};
 use super::traced::{TracedRun, TracedSink};
 
@@ -405,49 +404,6 @@ fn resolve_skills(
     }))
 }
 
-/// How a failed event-batch write (or the final state) is retried: 50 ms
-/// doubling to at most 1 s, with jitter, 6 times (about 3 s in all), before
-/// the batch waits for the next one.
-fn batch_backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(50))
-        .with_max_delay(Duration::from_secs(1))
-        .with_max_times(6)
-        .with_jitter()
-}
-
-/// Whether a failed write may succeed when tried again: SQLite errors (a
-/// busy lock, an I/O error, a transaction rolled back by another job) may;
-/// a closed store, a missing run or bad input will not.
-fn is_transient(error: &StoreError) -> bool {
-    matches!(error, StoreError::Database(_) | StoreError::Io(_))
-}
-
-/// Appends `events` to run `run_id`, retrying transient failures with
-/// [`batch_backoff`]; the last error when every try failed.
-async fn append_retrying(
-    store: &Store,
-    run_id: &str,
-    events: &[RunEvent],
-) -> Result<i64, StoreError> {
-    (|| store.append_events(run_id, events.to_vec()))
-        .retry(batch_backoff())
-        .sleep(tokio::time::sleep)
-        .when(is_transient)
-        .notify(|e: &StoreError, wait: Duration| {
-            tracing::warn!(run = %run_id, "storing run events failed, retrying in {wait:?}: {e}");
-        })
-        .await
-}
-
-/// Where a run's events go as it runs: `event` for each event with the
-/// sequence number it will be stored under (merged deltas share one),
-/// `committed` once the events up to a sequence number are on disk.
-pub trait RunSink: Send {
-    fn event(&mut self, seq: i64, event: &RunEvent);
-    fn committed(&mut self, _last_seq: i64) {}
-}
-
 /// A sink that only looks at events (`aurad run`).
 struct OnEvent<F>(F);
 
@@ -621,7 +577,7 @@ pub async fn run_claimed_with(
             tools.add(tool);
         }
     }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let gate = RunGate {
         approvals: services.approvals,
         store,
@@ -642,38 +598,9 @@ pub async fn run_claimed_with(
         approvals: (!approval.approve.is_empty()).then_some(&gate as _),
     };
     let engine = engine::run(&spec, parts, cancel, tx);
-    let record = async {
-        // Events come redacted: secrets never reach the sink or the store.
-        let mut recorder = Recorder::after(redactor.clone(), stored_seq);
-        // Events taken from the recorder but not stored yet (a batch whose
-        // write failed even after retries): they are stored before anything
-        // later, under the numbers already announced.
-        let mut unstored: Vec<RunEvent> = Vec::new();
-        while let Some(event) = recorder.next(&mut rx).await {
-            // The last batch (with `finished`) is committed with the final state.
-            let last = matches!(event, RunEvent::Finished { .. });
-            let seq = recorder.push(event.clone());
-            sink.event(seq, &event);
-            if !last
-                && recorder.at_boundary()
-                && rx.is_empty()
-                && durable(services.claim).await.is_ok()
-            {
-                unstored.extend(recorder.take());
-                match append_retrying(store, &spec.run_id, &unstored).await {
-                    Ok(last_seq) => {
-                        unstored.clear();
-                        sink.committed(last_seq);
-                    }
-                    Err(e) => {
-                        tracing::error!(run = %spec.run_id, "cannot store run events, they will go with the next batch: {e}");
-                    }
-                }
-            }
-        }
-        unstored.extend(recorder.take());
-        unstored
-    };
+    // Events come redacted: secrets never reach the sink or the store.
+    let recorder = Recorder::after(redactor.clone(), stored_seq);
+    let record = record(rx, recorder, sink, store, &spec.run_id, services.claim);
     let (mut outcome, last_batch) = tokio::join!(engine, record);
     redact_outcome(&redactor, &mut outcome);
     let state = outcome.state;
@@ -725,16 +652,6 @@ pub async fn run_claimed_with(
         }
     }
     Ok(outcome)
-}
-
-/// Waits until the run's row is there to write to: at once unless its
-/// claim is still committing; an error if that claim failed (the run then
-/// ends at its first model answer).
-async fn durable(claim: Option<&PendingClaim>) -> Result<(), StoreError> {
-    match claim {
-        Some(claim) => claim.wait().await,
-        None => Ok(()),
-    }
 }
 
 /// Redacts the texts of a run's outcome (as its events were), before they

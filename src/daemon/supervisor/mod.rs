@@ -46,9 +46,8 @@ use super::metrics::Metrics;
 use super::notify::Notifier;
 use super::pending_claim::PendingClaim;
 use super::pipeline::{PipelineJob, run_pipeline};
-use super::runner::{
-    PreparedRun, RunRequest, RunServices, RunSink, new_run, prepare, run_claimed_with,
-};
+use super::run_events::RunSink;
+use super::runner::{PreparedRun, RunRequest, RunServices, new_run, prepare, run_claimed_with};
 use super::template::TriggerVars;
 use crate::config::OnOverlap;
 use crate::engine::approval::Checkpoint;
