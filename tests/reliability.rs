@@ -381,11 +381,22 @@ struct Live(Arc<Mutex<Vec<(i64, String)>>>);
 
 impl Live {
     fn seen(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, k)| k.clone())
+        let seen = self.0.lock().unwrap();
+        seen.iter().map(|(_, k)| k.clone()).collect()
+    }
+
+    /// The sequence number of the last event of `kind`.
+    fn last_seq_of(&self, kind: &str) -> Option<i64> {
+        let seen = self.0.lock().unwrap();
+        seen.iter().rev().find(|(_, k)| k == kind).map(|(s, _)| *s)
+    }
+
+    /// The sequence numbers the store confirmed, in order.
+    fn committed(&self) -> Vec<i64> {
+        let seen = self.0.lock().unwrap();
+        seen.iter()
+            .filter(|(_, k)| k == "committed")
+            .map(|(s, _)| *s)
             .collect()
     }
 }
@@ -393,13 +404,14 @@ impl Live {
 impl RunSink for Live {
     fn event(&mut self, seq: i64, event: &RunEvent) {
         let mut seen = self.0.lock().unwrap();
-        if seen.iter().rev().find(|(s, _)| *s > 0).map(|(s, _)| *s) != Some(seq) {
+        let last = seen.iter().rev().find(|(_, k)| k != "committed");
+        if last.map(|(s, _)| *s) != Some(seq) {
             seen.push((seq, event.kind().to_string()));
         }
     }
 
-    fn committed(&mut self, _last_seq: i64) {
-        self.0.lock().unwrap().push((0, "committed".into()));
+    fn committed(&mut self, last_seq: i64) {
+        self.0.lock().unwrap().push((last_seq, "committed".into()));
     }
 }
 
@@ -446,6 +458,35 @@ async fn a_batch_being_written_does_not_hold_back_the_live_stream() {
         .filter(|k| k != "committed")
         .collect();
     assert_eq!(kinds, streamed, "stored vs streamed");
+    assert_eq!(state_of(&db, &id).as_deref(), Some("succeeded"));
+    store.close().unwrap();
+}
+
+/// The last model turn's `usage` is stored with `finished` and the final
+/// state, in the one `synchronous=FULL` commit a run ends with, not in a
+/// commit of its own just before it (a write in series at the end of
+/// every run).
+#[tokio::test]
+async fn the_last_turn_is_stored_with_the_final_state() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Text("done".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let prepared = support::project::prepare_agent(dir.path(), "go");
+    let (db, store, id) = claimed(dir.path(), &prepared).await;
+    let mut live = Live::default();
+    let outcome = run_claimed(prepared, &store, CancellationToken::new(), &mut live)
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, RunState::Succeeded);
+    let usage = live.last_seq_of("usage").expect("a usage event");
+    let finished = live.last_seq_of("finished").expect("a finished event");
+    let committed = live.committed();
+    assert!(
+        !committed.contains(&usage),
+        "the last turn was committed before the final state: {:?}",
+        live.seen()
+    );
+    assert_eq!(committed.last(), Some(&finished));
     assert_eq!(state_of(&db, &id).as_deref(), Some("succeeded"));
     store.close().unwrap();
 }

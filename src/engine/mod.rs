@@ -179,7 +179,12 @@ pub async fn run(
     let (usage, iterations) = (state.usage, state.iterations);
     let cost_usd = state.cost();
     token.cancel();
-    let _ = timer.await;
+    // Stopped, not awaited: the end must not yield between the last
+    // model turn's `usage` and `finished`, so the two reach the recorder
+    // together and are stored with the final state in one commit. The
+    // timer sets `timed_out` before it cancels the token, so a run it
+    // stopped is seen as timed out without waiting for it.
+    timer.abort();
     let mut result = None;
     let (run_state, reason, output) = match end {
         End::Answer(text, value) => {
