@@ -16,14 +16,37 @@ use crate::types::{ToolCall, ToolSpec};
 /// Every tool known to the project, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, Known>,
+}
+
+/// A tool of the registry, and its compiled schema, shared by every
+/// [`ToolSet`] selected from the registry: compiled by the first call of
+/// any run, not once per run (a tool's schema never changes: a changed
+/// tool is a new registry, from a reload).
+#[derive(Clone)]
+struct Known {
+    tool: Arc<dyn Tool>,
+    validator: SharedValidator,
+}
+
+/// A compiled parameter schema, or why it does not compile; built on first
+/// use, so start-up pays nothing for unused tools.
+type SharedValidator = Arc<OnceLock<Result<jsonschema::Validator, String>>>;
+
+impl Known {
+    fn new(tool: Arc<dyn Tool>) -> Known {
+        Known {
+            tool,
+            validator: Arc::default(),
+        }
+    }
 }
 
 impl ToolRegistry {
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
         let tools = tools
             .into_iter()
-            .map(|t| (t.spec().name.clone(), t))
+            .map(|t| (t.spec().name.clone(), Known::new(t)))
             .collect();
         ToolRegistry { tools }
     }
@@ -41,17 +64,17 @@ impl ToolRegistry {
         if let Some(existing) = self.tools.get(&name) {
             return Err(format!(
                 "tool name `{name}` is taken twice: by {} and by {}; rename one of them",
-                existing.source(),
+                existing.tool.source(),
                 tool.source()
             ));
         }
-        self.tools.insert(name, tool);
+        self.tools.insert(name, Known::new(tool));
         Ok(())
     }
 
     /// Every tool, in name order.
     pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.tools.values().map(|k| &k.tool)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -59,16 +82,16 @@ impl ToolRegistry {
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools.get(name).map(|k| &k.tool)
     }
 
     /// The tools matching any of `patterns`, in name order.
     pub fn select(&self, patterns: &[String]) -> ToolSet {
         let entries = self
             .matching(patterns)
-            .map(|t| Entry {
-                tool: t.clone(),
-                validator: OnceLock::new(),
+            .map(|k| Entry {
+                tool: k.tool.clone(),
+                validator: k.validator.clone(),
             })
             .collect();
         ToolSet {
@@ -81,14 +104,14 @@ impl ToolRegistry {
     /// The names of the tools [`ToolRegistry::select`] would give, in order.
     pub fn names_matching(&self, patterns: &[String]) -> Vec<String> {
         self.matching(patterns)
-            .map(|t| t.spec().name.clone())
+            .map(|k| k.tool.spec().name.clone())
             .collect()
     }
 
-    fn matching<'a>(&'a self, patterns: &'a [String]) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
+    fn matching<'a>(&'a self, patterns: &'a [String]) -> impl Iterator<Item = &'a Known> {
         self.tools
             .values()
-            .filter(|t| patterns.iter().any(|p| glob_match(p, &t.spec().name)))
+            .filter(|k| patterns.iter().any(|p| glob_match(p, &k.tool.spec().name)))
     }
 
     /// The patterns that match no known tool.
@@ -174,8 +197,9 @@ pub fn glob_could_extend(pattern: &str, prefix: &str) -> bool {
 
 struct Entry {
     tool: Arc<dyn Tool>,
-    /// Compiled on first use, so start-up pays nothing for unused tools.
-    validator: OnceLock<Result<jsonschema::Validator, String>>,
+    /// Shared with the registry's other selections for a registry tool;
+    /// the set's own for a tool bound to one run.
+    validator: SharedValidator,
 }
 
 /// A tool's parameter schema, compiled. Building a validator first checks
@@ -296,7 +320,7 @@ impl ToolSet {
         {
             self.entries.push(Entry {
                 tool,
-                validator: OnceLock::new(),
+                validator: SharedValidator::default(),
             });
         }
     }
@@ -455,6 +479,43 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Runs of one snapshot select their tools from one registry: a
+    /// tool's schema is compiled by the first call of any of them, and the
+    /// others find it compiled (in the daemon, once per tool instead of
+    /// once per run); a schema the calls break is still refused in each.
+    #[tokio::test]
+    async fn selections_of_one_registry_share_each_compiled_schema() {
+        let registry = ToolRegistry::builtin(super::super::builtin::ProtectedPaths::defaults(
+            std::path::Path::new("/p"),
+        ));
+        let first = registry.select(&["calculator".into()]);
+        let second = registry.select(&["calculator".into()]);
+        let compiled = |set: &ToolSet| set.entries[0].validator.get().is_some();
+        assert!(!compiled(&first) && !compiled(&second));
+        let ctx = ToolContext {
+            root: std::env::temp_dir(),
+            cancel: Default::default(),
+            output_cap: 1024,
+            sandbox: Default::default(),
+        };
+        let call = |arguments: &str| ToolCall {
+            id: "c1".into(),
+            name: "calculator".into(),
+            arguments: arguments.into(),
+        };
+        let ok = first
+            .execute(&call(r#"{"expression": "1 + 2"}"#), &ctx)
+            .await;
+        assert_eq!((ok.output.as_str(), ok.is_error), ("3", false));
+        assert!(compiled(&second), "the second selection compiles it again");
+        let bad = second.execute(&call(r#"{"expression": 7}"#), &ctx).await;
+        assert!(
+            bad.is_error && bad.output.contains("invalid arguments"),
+            "{}",
+            bad.output
+        );
     }
 
     #[test]
