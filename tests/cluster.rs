@@ -15,7 +15,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::cluster::{cluster, get_json, logs, wait_all_ended};
+use support::cluster::{cluster, get_json, logs, logs_of, wait_all_ended};
 use support::postgres::TestDatabase;
 use support::serve::{http_get, http_post_json, poll};
 
@@ -151,17 +151,11 @@ fn a_killed_node_s_runs_are_interrupted_and_its_fires_taken_over() {
     let killed_at = Instant::now();
     let killed_at_utc = chrono::Utc::now();
     let survivors: Vec<_> = (0..nodes.len()).filter(|&i| i != victim).collect();
-    let others = |nodes: &[(tempfile::TempDir, support::serve::Serve)]| {
-        survivors
-            .iter()
-            .map(|&i| format!("--- node {i}\n{}", nodes[i].1.log()))
-            .collect::<String>()
-    };
     // Another node records it interrupted once the lease has run out.
     let survivor = nodes[survivors[0]].1.addr;
     let run = poll(
         "the killed node's run to be interrupted",
-        || others(&nodes),
+        || logs_of(&nodes, survivors.iter().copied()),
         || {
             let run = get_json(survivor, &format!("/v1/runs/{id}"))?;
             (run["state"] == "interrupted").then_some(run)
@@ -183,7 +177,7 @@ fn a_killed_node_s_runs_are_interrupted_and_its_fires_taken_over() {
     let after = (killed_at_utc + chrono::Duration::seconds(1)).to_rfc3339();
     poll(
         "fires after the kill to run on the survivors",
-        || others(&nodes),
+        || logs_of(&nodes, survivors.iter().copied()),
         || {
             let n = db.count(&format!(
                 "SELECT count(*) FROM runs WHERE agent = 'ticker' AND scheduled_for > '{after}'

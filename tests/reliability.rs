@@ -423,9 +423,7 @@ impl RunSink for Live {
 #[tokio::test]
 async fn a_batch_being_written_does_not_hold_back_the_live_stream() {
     let mock = MockLlm::start().await;
-    mock.push(Reply::Text("done".into()));
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
-    let prepared = support::project::prepare_agent(dir.path(), "go");
+    let (dir, prepared) = answering_run(&mock);
     let (db, store, id) = claimed(dir.path(), &prepared).await;
     let lock = sqlite(&db);
     lock.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -469,9 +467,7 @@ async fn a_batch_being_written_does_not_hold_back_the_live_stream() {
 #[tokio::test]
 async fn the_last_turn_is_stored_with_the_final_state() {
     let mock = MockLlm::start().await;
-    mock.push(Reply::Text("done".into()));
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
-    let prepared = support::project::prepare_agent(dir.path(), "go");
+    let (dir, prepared) = answering_run(&mock);
     let (db, store, id) = claimed(dir.path(), &prepared).await;
     let mut live = Live::default();
     let outcome = run_claimed(prepared, &store, CancellationToken::new(), &mut live)
@@ -501,6 +497,15 @@ fn marker_project(mock: &MockLlm) -> tempfile::TempDir {
     ));
     mock.push(Reply::Text("made".into()));
     project_with_mock(mock, "model: mock/m\nsystem: s\ntools: [bash]\n")
+}
+
+/// A project whose agent `a` (no tools) answers "done" at once, and its
+/// run, prepared.
+fn answering_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::daemon::PreparedRun) {
+    mock.push(Reply::Text("done".into()));
+    let dir = project_with_mock(mock, "model: mock/m\nsystem: s\n");
+    let prepared = support::project::prepare_agent(dir.path(), "go");
+    (dir, prepared)
 }
 
 /// [`marker_project`] and its run, prepared.

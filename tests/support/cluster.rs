@@ -93,10 +93,17 @@ pub fn get_json(addr: SocketAddr, path: &str) -> Option<Value> {
 }
 
 pub fn logs(nodes: &[(tempfile::TempDir, Serve)]) -> String {
-    nodes
-        .iter()
-        .enumerate()
-        .map(|(i, (_, s))| format!("--- node {i}\n{}", s.log()))
+    logs_of(nodes, 0..nodes.len())
+}
+
+/// The logs of the nodes numbered `which`, each under its number.
+pub fn logs_of(
+    nodes: &[(tempfile::TempDir, Serve)],
+    which: impl IntoIterator<Item = usize>,
+) -> String {
+    which
+        .into_iter()
+        .map(|i| format!("--- node {i}\n{}", nodes[i].1.log()))
         .collect()
 }
 
