@@ -2,7 +2,8 @@
 //! accepted by a node with no free slot run on nodes with free ones, each
 //! once, and the accepting node's event stream (and `aurad logs -f` in its
 //! directory) follows them there; a run
-//! is cancelled through any node; `on_overlap: skip` holds across nodes.
+//! is cancelled through any node, even when the node running it missed the
+//! request's signal; `on_overlap: skip` holds across nodes.
 //! Real `aurad serve` processes on a database created for each test;
 //! skipped (said so) without a PostgreSQL server, except under CI.
 
@@ -160,6 +161,51 @@ fn a_run_on_one_node_is_cancelled_through_another() {
         || logs(&nodes),
         || {
             let run = get_json(nodes[1].1.addr, &format!("/v1/runs/{id}"))?;
+            (run["state"] == "cancelled").then_some(run)
+        },
+    );
+    assert!(run["finished_at"].is_string());
+    assert!(
+        nodes[0].1.log().contains("another node was asked to"),
+        "{}",
+        logs(&nodes)
+    );
+}
+
+/// A cancel request whose notification the node running the run never got
+/// (its listening connection was down, or it fell behind) still stops the
+/// run: the request is stored with the run and the node looks for it.
+#[test]
+fn a_cancel_request_whose_signal_was_lost_still_stops_the_run() {
+    let Some(db) = TestDatabase::create("cancel_signal_lost") else {
+        return;
+    };
+    let agents = vec![(
+        "napper".to_string(),
+        "model: test\nprompt: nap\ntools: [nap]\n".to_string(),
+    )];
+    let nodes = cluster(&db, 1, &agents);
+    let id = post_run(nodes[0].1.addr, "napper", "nap");
+    poll(
+        "the nap to start",
+        || logs(&nodes),
+        || {
+            let n = db.count(&format!(
+                "SELECT count(*) FROM events WHERE run_id = '{id}' AND kind = 'tool_call'"
+            ));
+            (n > 0).then_some(())
+        },
+    );
+    // What another node's request leaves when its notification is lost:
+    // the request with the run, and no signal (the nap lasts 30 s).
+    db.query(&format!(
+        "UPDATE runs SET cancel_requested_at = now() WHERE id = '{id}'"
+    ));
+    let run = poll(
+        "the run to be cancelled by the node running it",
+        || logs(&nodes),
+        || {
+            let run = get_json(nodes[0].1.addr, &format!("/v1/runs/{id}"))?;
             (run["state"] == "cancelled").then_some(run)
         },
     );

@@ -6,7 +6,9 @@
 //! the definition it loaded. A node looks when another queues a run
 //! (LISTEN/NOTIFY), when one of its own slots frees, and every
 //! [`POLL`] in case a signal was lost. It also cancels the runs other
-//! nodes were asked to cancel.
+//! nodes were asked to cancel: at once when the request's signal comes,
+//! and at the next [`POLL`] (or when its receiver fell behind) when the
+//! signal was lost, from the request the store keeps with the run.
 //!
 //! Never taken: runs of agents this node did not load, child runs, and
 //! scheduled fires of agents with `on_overlap: queue` (such a fire waits
@@ -39,7 +41,9 @@ pub async fn run(daemon: Arc<Daemon>, stop: CancellationToken) {
     let mut poll = tokio::time::interval(POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        // Whether a signal may have been missed: then the cancel requests
+        // are read from the store too.
+        let missed = tokio::select! {
             signal = signals.recv() => match signal {
                 // For the runs' followers (`remote_events`).
                 Ok(ClusterSignal::Events(_)) => continue,
@@ -48,20 +52,41 @@ pub async fn run(daemon: Arc<Daemon>, stop: CancellationToken) {
                     continue;
                 }
                 Ok(ClusterSignal::Cancel(id)) => {
-                    if daemon.supervisor.cancel(&id) == CancelOutcome::Cancelling {
-                        tracing::info!(run = %id, "cancelling the run: another node was asked to");
-                    }
+                    cancel(&daemon, &id);
                     continue;
                 }
-                // A lagged receiver may have missed a queued run: look.
-                Ok(ClusterSignal::Queued) | Err(RecvError::Lagged(_)) => {}
+                Ok(ClusterSignal::Queued) => false,
+                // A lagged receiver may have missed a queued run or a
+                // cancel request: look.
+                Err(RecvError::Lagged(_)) => true,
                 Err(RecvError::Closed) => return,
             },
-            () = daemon.supervisor.slot_change() => {}
-            _ = poll.tick() => {}
+            () = daemon.supervisor.slot_change() => false,
+            _ = poll.tick() => true,
             () = stop.cancelled() => return,
+        };
+        if missed {
+            cancel_requested(&daemon).await;
         }
         take(&daemon).await;
+    }
+}
+
+/// Cancels run `id` if it is this node's (queued or running here).
+fn cancel(daemon: &Daemon, id: &str) {
+    if daemon.supervisor.cancel(id) == CancelOutcome::Cancelling {
+        tracing::info!(run = %id, "cancelling the run: another node was asked to");
+    }
+}
+
+/// Cancels this node's runs whose cancel request is stored but whose
+/// signal may not have come (the listening connection was down, or the
+/// receiver fell behind). A run already cancelling is cancelled again,
+/// which changes nothing.
+async fn cancel_requested(daemon: &Daemon) {
+    match daemon.store.cancels_requested().await {
+        Ok(ids) => ids.iter().for_each(|id| cancel(daemon, id)),
+        Err(e) => tracing::warn!("cannot read the runs other nodes were asked to cancel: {e}"),
     }
 }
 

@@ -92,11 +92,23 @@ impl Store {
     }
 
     /// Asks the node running run `id` to cancel it ([`ClusterSignal::Cancel`]
-    /// to every node). Nothing on SQLite, whose runs all run in one daemon.
+    /// to every node), and keeps the request with the run until it ends
+    /// ([`Store::cancels_requested`]), for a node that misses the signal.
+    /// Nothing on SQLite, whose runs all run in one daemon.
     pub async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
         match &*self.backend {
             Backend::Sqlite(_) => Ok(()),
             Backend::Postgres(db) => db.request_cancel(id.to_string()).await,
+        }
+    }
+
+    /// The runs someone asked to cancel ([`Store::request_cancel`]) that
+    /// have not ended: how a node finds a request whose notification it
+    /// missed. Empty on SQLite.
+    pub async fn cancels_requested(&self) -> Result<Vec<String>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(_) => Ok(Vec::new()),
+            Backend::Postgres(db) => db.cancels_requested().await,
         }
     }
 

@@ -160,17 +160,43 @@ impl Postgres {
         .await
     }
 
-    /// [`crate::store::Store::request_cancel`].
+    /// [`crate::store::Store::request_cancel`]: the request is stored with
+    /// the run and announced in one statement (the notification leaves at
+    /// its commit).
     pub(crate) async fn request_cancel(&self, id: String) -> Result<(), StoreError> {
         self.with_client(move |client| async move {
             execute(
                 &client,
-                "SELECT pg_notify($1, $2)",
+                "WITH asked AS (
+                     UPDATE runs SET cancel_requested_at = now()
+                     WHERE id = $2 AND cancel_requested_at IS NULL
+                       AND state IN ('queued', 'running', 'waiting_approval')
+                 )
+                 SELECT pg_notify($1, $2)",
                 &[&CANCEL, &id],
                 "asking the nodes to cancel a run",
             )
             .await
             .map(drop)
+        })
+        .await
+    }
+
+    /// [`crate::store::Store::cancels_requested`].
+    pub(crate) async fn cancels_requested(&self) -> Result<Vec<String>, StoreError> {
+        self.with_client(move |client| async move {
+            let context = "reading the runs asked to cancel";
+            let stmt = client
+                .prepare_cached(
+                    "SELECT id FROM runs
+                     WHERE cancel_requested_at IS NOT NULL
+                       AND state IN ('queued', 'running', 'waiting_approval')
+                     ORDER BY id",
+                )
+                .await
+                .map_err(pg(context))?;
+            let rows = client.query(&stmt, &[]).await.map_err(pg(context))?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
         })
         .await
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::runs_tests::{block, new_run, node, race};
 use super::testing::TestDb;
-use crate::store::{ClusterSignal, NewRun};
+use crate::store::{ClusterSignal, NewRun, RunEnd};
 use crate::types::RunState;
 
 #[test]
@@ -114,4 +114,48 @@ fn a_queued_run_and_a_cancel_request_reach_the_other_nodes() {
     assert_eq!(next(&mut rx), ClusterSignal::Taken(taken[0].run.id.clone()));
     block(sender.request_cancel("run-1".into())).unwrap();
     assert_eq!(next(&mut rx), ClusterSignal::Cancel("run-1".into()));
+}
+
+#[test]
+fn a_cancel_request_is_kept_with_its_run_until_the_run_ends() {
+    let Some(db) = TestDb::create("pg_queue_cancel_kept") else {
+        return;
+    };
+    let store = node(&db);
+    let (asked, other, queued) = (
+        new_run("a"),
+        new_run("a"),
+        NewRun {
+            state: RunState::Queued,
+            owner: "node:A".into(),
+            ..new_run("a")
+        },
+    );
+    for run in [&asked, &other, &queued] {
+        block(store.claim_run(run.clone())).unwrap();
+    }
+    // Nobody listens, so the notification reaches no one: the request
+    // must still be found.
+    block(store.request_cancel(asked.id.clone())).unwrap();
+    block(store.request_cancel(queued.id.clone())).unwrap();
+    block(store.request_cancel("no-such-run".into())).unwrap();
+    let mut expected = vec![asked.id.clone(), queued.id.clone()];
+    expected.sort();
+    assert_eq!(block(store.cancels_requested()).unwrap(), expected);
+    // Asked again: still listed once.
+    block(store.request_cancel(asked.id.clone())).unwrap();
+    assert_eq!(block(store.cancels_requested()).unwrap(), expected);
+    // A run that ended is no longer anyone's to cancel.
+    let end = RunEnd::new(RunState::Cancelled, Some("cancelled".into()));
+    block(store.finish_run_as(&asked.id, vec![], end)).unwrap();
+    assert_eq!(
+        block(store.cancels_requested()).unwrap(),
+        vec![queued.id.clone()]
+    );
+    // A request for a run that already ended is not kept.
+    block(store.request_cancel(asked.id.clone())).unwrap();
+    assert_eq!(
+        block(store.cancels_requested()).unwrap(),
+        vec![queued.id.clone()]
+    );
 }

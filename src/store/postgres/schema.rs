@@ -217,6 +217,22 @@ DROP INDEX IF EXISTS memories_terms;
 ALTER TABLE memories DROP COLUMN IF EXISTS terms;
 "#,
     },
+    Migration {
+        name: "cancel requests kept with their runs",
+        // A cancel request for a run another node runs was a notification
+        // alone: lost when that node's listening connection was down or its
+        // receiver fell behind. It is now kept with the run too, and the
+        // nodes look for requests they have not acted on (`shared_queue`).
+        // The index holds only the runs asked to stop that have not ended
+        // yet, so that look is cheap whatever the number of runs. A nullable
+        // column with no default only edits the catalog.
+        sql: r#"
+ALTER TABLE runs ADD COLUMN cancel_requested_at TIMESTAMPTZ;
+CREATE INDEX runs_cancel_requested ON runs (id)
+    WHERE cancel_requested_at IS NOT NULL
+      AND state IN ('queued', 'running', 'waiting_approval');
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`], one node at a time.
