@@ -132,16 +132,16 @@ fn runs_queued_on_a_busy_node_run_on_idle_nodes() {
     );
 }
 
-#[test]
-fn a_run_on_one_node_is_cancelled_through_another() {
-    let Some(db) = TestDatabase::create("cancelled_through_another") else {
-        return;
-    };
+type Nodes = Vec<(tempfile::TempDir, support::serve::Serve)>;
+
+/// `count` nodes loading `napper`, and the id of a run of it posted to the
+/// first node, once its 30 s nap has started there.
+fn napping_on_first_node(db: &TestDatabase, count: usize) -> (Nodes, String) {
     let agents = vec![(
         "napper".to_string(),
         "model: test\nprompt: nap\ntools: [nap]\n".to_string(),
     )];
-    let nodes = cluster(&db, 2, &agents);
+    let nodes = cluster(db, count, &agents);
     let id = post_run(nodes[0].1.addr, "napper", "nap");
     poll(
         "the nap to start",
@@ -153,14 +153,17 @@ fn a_run_on_one_node_is_cancelled_through_another() {
             (n > 0).then_some(())
         },
     );
-    let (status, body) =
-        http_post_json(nodes[1].1.addr, &format!("/v1/runs/{id}/cancel"), "{}").unwrap();
-    assert_eq!(status, 202, "{body}");
+    (nodes, id)
+}
+
+/// Waits until `nodes[seen_from]` shows run `id` cancelled, which the
+/// first node (running it) did because another node was asked to.
+fn cancelled_by_first_node(nodes: &Nodes, seen_from: usize, id: &str) {
     let run = poll(
         "the run to be cancelled by the node running it",
-        || logs(&nodes),
+        || logs(nodes),
         || {
-            let run = get_json(nodes[1].1.addr, &format!("/v1/runs/{id}"))?;
+            let run = get_json(nodes[seen_from].1.addr, &format!("/v1/runs/{id}"))?;
             (run["state"] == "cancelled").then_some(run)
         },
     );
@@ -168,8 +171,20 @@ fn a_run_on_one_node_is_cancelled_through_another() {
     assert!(
         nodes[0].1.log().contains("another node was asked to"),
         "{}",
-        logs(&nodes)
+        logs(nodes)
     );
+}
+
+#[test]
+fn a_run_on_one_node_is_cancelled_through_another() {
+    let Some(db) = TestDatabase::create("cancelled_through_another") else {
+        return;
+    };
+    let (nodes, id) = napping_on_first_node(&db, 2);
+    let (status, body) =
+        http_post_json(nodes[1].1.addr, &format!("/v1/runs/{id}/cancel"), "{}").unwrap();
+    assert_eq!(status, 202, "{body}");
+    cancelled_by_first_node(&nodes, 1, &id);
 }
 
 /// A cancel request whose notification the node running the run never got
@@ -180,41 +195,13 @@ fn a_cancel_request_whose_signal_was_lost_still_stops_the_run() {
     let Some(db) = TestDatabase::create("cancel_signal_lost") else {
         return;
     };
-    let agents = vec![(
-        "napper".to_string(),
-        "model: test\nprompt: nap\ntools: [nap]\n".to_string(),
-    )];
-    let nodes = cluster(&db, 1, &agents);
-    let id = post_run(nodes[0].1.addr, "napper", "nap");
-    poll(
-        "the nap to start",
-        || logs(&nodes),
-        || {
-            let n = db.count(&format!(
-                "SELECT count(*) FROM events WHERE run_id = '{id}' AND kind = 'tool_call'"
-            ));
-            (n > 0).then_some(())
-        },
-    );
+    let (nodes, id) = napping_on_first_node(&db, 1);
     // What another node's request leaves when its notification is lost:
     // the request with the run, and no signal (the nap lasts 30 s).
     db.query(&format!(
         "UPDATE runs SET cancel_requested_at = now() WHERE id = '{id}'"
     ));
-    let run = poll(
-        "the run to be cancelled by the node running it",
-        || logs(&nodes),
-        || {
-            let run = get_json(nodes[0].1.addr, &format!("/v1/runs/{id}"))?;
-            (run["state"] == "cancelled").then_some(run)
-        },
-    );
-    assert!(run["finished_at"].is_string());
-    assert!(
-        nodes[0].1.log().contains("another node was asked to"),
-        "{}",
-        logs(&nodes)
-    );
+    cancelled_by_first_node(&nodes, 0, &id);
 }
 
 #[test]
