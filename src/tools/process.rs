@@ -267,38 +267,50 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     let (stdout, stderr) = pipes.ok_or_else(|| {
         ProcessError::Wait(std::io::Error::other("the program has no output pipes"))
     })?;
-    let out_task = tokio::spawn(drain(stdout, spec.keep_stdout, stop.clone()));
-    let err_task = tokio::spawn(drain(stderr, spec.keep_stderr, stop.clone()));
-
-    let ended = tokio::select! {
-        status = child.wait() => match status {
-            Ok(status) => Ended::Exited(status),
-            Err(e) => {
-                guard.kill();
-                return Err(ProcessError::Wait(e));
-            }
-        },
-        _ = tokio::time::sleep(spec.timeout) => Ended::TimedOut,
-        _ = spec.cancel.cancelled() => Ended::Cancelled,
+    // Both pipes are read in this task, beside the wait: no task of their
+    // own to hand the bytes over from, so no wake-up of another runtime
+    // thread between the program's end and its output.
+    let readers = futures::future::join(
+        drain(stdout, spec.keep_stdout, stop.clone()),
+        drain(stderr, spec.keep_stderr, stop.clone()),
+    );
+    tokio::pin!(readers);
+    let mut read = None;
+    let timeout = tokio::time::sleep(spec.timeout);
+    tokio::pin!(timeout);
+    let ended = loop {
+        tokio::select! {
+            status = child.wait() => break match status {
+                Ok(status) => Ended::Exited(status),
+                Err(e) => {
+                    guard.kill();
+                    return Err(ProcessError::Wait(e));
+                }
+            },
+            () = &mut timeout => break Ended::TimedOut,
+            () = spec.cancel.cancelled() => break Ended::Cancelled,
+            outputs = &mut readers, if read.is_none() => read = Some(outputs),
+        }
     };
     guard.kill();
     if !matches!(ended, Ended::Exited(_)) {
         let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
     }
 
-    let readers = async { (out_task.await, err_task.await) };
-    tokio::pin!(readers);
-    let (out, err) = tokio::select! {
-        r = &mut readers => r,
-        _ = tokio::time::sleep(PIPE_GRACE) => {
-            stop.cancel();
-            readers.await
-        }
+    let (stdout, stderr) = match read {
+        Some(outputs) => outputs,
+        None => tokio::select! {
+            outputs = &mut readers => outputs,
+            () = tokio::time::sleep(PIPE_GRACE) => {
+                stop.cancel();
+                readers.await
+            }
+        },
     };
     Ok(ProcessOutput {
         ended,
-        stdout: out.unwrap_or_default(),
-        stderr: err.unwrap_or_default(),
+        stdout,
+        stderr,
     })
 }
 

@@ -97,6 +97,32 @@ async fn background_processes_die_when_the_child_exits() {
     assert_gone_soon(first_pid(&out.stdout)).await;
 }
 
+/// A process that left the group (a session of its own) is not killed
+/// with it and keeps the output pipe open: the call still ends, after the
+/// pipe grace, with what the program wrote.
+#[tokio::test]
+async fn a_process_outside_the_group_cannot_hold_the_call_open() {
+    // The shell waits until the background process is in its own session
+    // (field 6 of /proc/PID/stat), so the group kill cannot reach it first.
+    let out = run_ok(sh(
+        "setsid sleep 30 & pid=$!; \
+         while [ \"$(cut -d' ' -f6 /proc/$pid/stat)\" = \"$(cut -d' ' -f6 /proc/$$/stat)\" ]; do :; done; \
+         echo $pid; echo written",
+    ))
+    .await;
+    let pid = first_pid(&out.stdout);
+    assert!(out.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout.kept).contains("written"),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout.kept)
+    );
+    assert!(!gone(pid), "the process outside the group was killed");
+    // SAFETY: a plain system call on an integer.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    assert_gone_soon(pid).await;
+}
+
 #[tokio::test]
 async fn timeout_kills_the_whole_group() {
     let mut spec = sh("sleep 30 & echo $!; sleep 30");
