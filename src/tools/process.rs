@@ -267,9 +267,9 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     let (stdout, stderr) = pipes.ok_or_else(|| {
         ProcessError::Wait(std::io::Error::other("the program has no output pipes"))
     })?;
-    // Both pipes are read in this task, beside the wait: no task of their
-    // own to hand the bytes over from, so no wake-up of another runtime
-    // thread between the program's end and its output.
+    // Both pipes are read in this task, beside the wait (no tasks of their
+    // own): reading goes on while the program runs, and what was read is
+    // here when it ends.
     let readers = futures::future::join(
         drain(stdout, spec.keep_stdout, stop.clone()),
         drain(stderr, spec.keep_stderr, stop.clone()),
