@@ -314,7 +314,10 @@ impl Daemon {
         let Some(run) = self.store.get_run(id).await? else {
             return Ok(CancelAnswer::NotFound);
         };
-        if self.supervisor.cancel(&run.id) == CancelOutcome::Cancelling {
+        if matches!(
+            self.supervisor.cancel(&run.id),
+            CancelOutcome::Cancelling | CancelOutcome::AlreadyCancelling
+        ) {
             return Ok(CancelAnswer::Cancelling(run));
         }
         if !self.store.is_shared() || run.state.is_final() {

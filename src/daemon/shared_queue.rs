@@ -72,7 +72,8 @@ pub async fn run(daemon: Arc<Daemon>, stop: CancellationToken) {
     }
 }
 
-/// Cancels run `id` if it is this node's (queued or running here).
+/// Cancels run `id` if it is this node's (queued or running here); said
+/// once, not again at each poll while the run stops.
 fn cancel(daemon: &Daemon, id: &str) {
     if daemon.supervisor.cancel(id) == CancelOutcome::Cancelling {
         tracing::info!(run = %id, "cancelling the run: another node was asked to");
@@ -81,8 +82,7 @@ fn cancel(daemon: &Daemon, id: &str) {
 
 /// Cancels this node's runs whose cancel request is stored but whose
 /// signal may not have come (the listening connection was down, or the
-/// receiver fell behind). A run already cancelling is cancelled again,
-/// which changes nothing.
+/// receiver fell behind). A run already cancelling is left as it is.
 async fn cancel_requested(daemon: &Daemon) {
     match daemon.store.cancels_requested().await {
         Ok(ids) => ids.iter().for_each(|id| cancel(daemon, id)),

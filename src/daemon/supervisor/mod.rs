@@ -66,6 +66,8 @@ pub use crate::api::SubmitError;
 pub enum CancelOutcome {
     /// It was queued or running and is being cancelled.
     Cancelling,
+    /// It is being cancelled already (an earlier request).
+    AlreadyCancelling,
     /// It is not in flight (finished, or never existed in this process).
     NotInFlight,
 }
@@ -695,6 +697,7 @@ impl Supervisor {
     /// Cancels a queued or running run of this process.
     pub fn cancel(&self, run_id: &str) -> CancelOutcome {
         match self.lock().runs.get(run_id) {
+            Some(live) if live.cancel.is_cancelled() => CancelOutcome::AlreadyCancelling,
             Some(live) => {
                 live.cancel.cancel();
                 CancelOutcome::Cancelling

@@ -1,6 +1,6 @@
 //! Supervisor tests without a model: the run counts when a slot outlives
-//! its run, which in-flight runs `on_overlap: replace` cancels, and which
-//! requests are fires of a schedule.
+//! its run, which in-flight runs `on_overlap: replace` cancels, which
+//! requests are fires of a schedule, and what a second cancel finds.
 
 use super::*;
 
@@ -138,4 +138,18 @@ fn only_scheduled_fires_have_a_schedule() {
         };
         assert_eq!(schedule_of(&request), None, "{trigger}");
     }
+}
+
+#[test]
+fn a_second_cancel_finds_the_run_cancelling_already() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = supervisor(&dir, 2);
+    let hub = Arc::new(Hub::default());
+    s.enter("a", "r1", None, &hub, None, &Elsewhere::default())
+        .unwrap();
+    assert_eq!(s.cancel("r1"), CancelOutcome::Cancelling);
+    assert!(token(&s, "r1").is_cancelled());
+    // A node's poll finding the stored request again says nothing new.
+    assert_eq!(s.cancel("r1"), CancelOutcome::AlreadyCancelling);
+    assert_eq!(s.cancel("r2"), CancelOutcome::NotInFlight);
 }
