@@ -13,6 +13,7 @@ use futures::StreamExt;
 use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
+use super::retention::NOT_FINAL;
 use super::run_rows::{RUN_COLUMNS, run_from_row};
 use super::{Postgres, execute, pg};
 use crate::store::{ClusterSignal, RunRecord, StoreError, TakenRun};
@@ -145,7 +146,7 @@ impl Postgres {
             let stmt = client
                 .prepare_cached(&format!(
                     "SELECT {RUN_COLUMNS} FROM runs
-                     WHERE agent = $1 AND state IN ('queued', 'running', 'waiting_approval')
+                     WHERE agent = $1 AND state IN {NOT_FINAL}
                        AND owner IS DISTINCT FROM $2
                      ORDER BY created_at, row_seq"
                 ))
@@ -167,12 +168,14 @@ impl Postgres {
         self.with_client(move |client| async move {
             execute(
                 &client,
-                "WITH asked AS (
-                     UPDATE runs SET cancel_requested_at = now()
-                     WHERE id = $2 AND cancel_requested_at IS NULL
-                       AND state IN ('queued', 'running', 'waiting_approval')
-                 )
-                 SELECT pg_notify($1, $2)",
+                &format!(
+                    "WITH asked AS (
+                         UPDATE runs SET cancel_requested_at = now()
+                         WHERE id = $2 AND cancel_requested_at IS NULL
+                           AND state IN {NOT_FINAL}
+                     )
+                     SELECT pg_notify($1, $2)"
+                ),
                 &[&CANCEL, &id],
                 "asking the nodes to cancel a run",
             )
@@ -187,12 +190,11 @@ impl Postgres {
         self.with_client(move |client| async move {
             let context = "reading the runs asked to cancel";
             let stmt = client
-                .prepare_cached(
+                .prepare_cached(&format!(
                     "SELECT id FROM runs
-                     WHERE cancel_requested_at IS NOT NULL
-                       AND state IN ('queued', 'running', 'waiting_approval')
-                     ORDER BY id",
-                )
+                     WHERE cancel_requested_at IS NOT NULL AND state IN {NOT_FINAL}
+                     ORDER BY id"
+                ))
                 .await
                 .map_err(pg(context))?;
             let rows = client.query(&stmt, &[]).await.map_err(pg(context))?;

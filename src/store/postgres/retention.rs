@@ -30,8 +30,9 @@ use super::run_rows::millis;
 use super::{Postgres, pg};
 use crate::store::{PruneBatch, PruneScope, Pruned, StoreError};
 
-/// Runs that are not final, as SQL: never pruned. Must list exactly the
-/// states for which `RunState::is_final` is false (a unit test checks).
+/// Runs that are not final, as SQL: never pruned, and the runs still to
+/// be cancelled or weighed by `on_overlap` (`queue`). Must list exactly
+/// the states for which `RunState::is_final` is false (a unit test checks).
 pub(super) const NOT_FINAL: &str = "('queued', 'running', 'waiting_approval')";
 
 /// Which runs a scope takes, with `$1` the cutoff. A run's age is its end
