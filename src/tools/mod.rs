@@ -6,6 +6,7 @@
 pub mod builtin;
 pub mod plugin;
 pub mod process;
+pub mod program_path;
 pub mod sandbox;
 
 use std::path::PathBuf;

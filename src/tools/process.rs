@@ -9,8 +9,10 @@
 //! if the call's future is dropped. Every live group is also known to a
 //! process-wide registry ([`kill_every_group`]), so a forced exit (a second
 //! SIGTERM) can kill them all without waiting for anything. The child is
-//! confined by the call's [`Sandbox`] before it executes the program.
-//! Depends on tokio, tokio-util, libc and `tools::sandbox`.
+//! confined by the call's [`Sandbox`] before it executes the program, which
+//! is found on `PATH` by [`program_path`].
+//! Depends on tokio, tokio-util, libc, `tools::sandbox` and
+//! `tools::program_path`.
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -25,6 +27,7 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use super::program_path;
 use super::sandbox::Sandbox;
 
 /// How long the pipes may stay open once the group was killed (a process
@@ -209,7 +212,19 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         });
     }
     let confinement = spec.sandbox.confinement().map_err(ProcessError::Sandbox)?;
-    let mut command = Command::new(&spec.program);
+    // A program's own `PATH` is searched by the child, as before.
+    let located = (!spec.env.iter().any(|(name, _)| name == "PATH"))
+        .then(|| program_path::resolve(&spec.program))
+        .flatten();
+    let mut command = match &located {
+        Some(path) => {
+            let mut command = Command::new(path);
+            // argv[0] stays the name the program was given.
+            command.arg0(&spec.program);
+            command
+        }
+        None => Command::new(&spec.program),
+    };
     for name in &spec.env_remove {
         command.env_remove(name);
     }

@@ -91,6 +91,27 @@ async fn missing_program_is_a_spawn_error() {
 }
 
 #[tokio::test]
+async fn a_program_found_on_path_keeps_its_name_as_argv0() {
+    let out = run_ok(sh("echo \"$0\"")).await;
+    assert_eq!(out.stdout.kept, b"sh\n", "{out:?}");
+}
+
+#[tokio::test]
+async fn a_program_with_its_own_path_is_looked_up_there() {
+    let bin = tempfile::tempdir().unwrap();
+    let tool = bin.path().join("aurad-own-path-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho \"own $0\"\n").unwrap();
+    let executable = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+    std::fs::set_permissions(&tool, executable).unwrap();
+    let mut spec = ProcessSpec::new("aurad-own-path-tool", std::env::temp_dir());
+    spec.env = vec![("PATH".into(), bin.path().as_os_str().to_owned())];
+    let out = run_ok(spec).await;
+    // A script's $0 is the path it was executed by.
+    let text = String::from_utf8(out.stdout.kept).unwrap();
+    assert_eq!(text, format!("own {}\n", tool.display()));
+}
+
+#[tokio::test]
 async fn background_processes_die_when_the_child_exits() {
     let out = run_ok(sh("sleep 30 & echo $!")).await;
     assert!(out.success());
