@@ -25,6 +25,7 @@ pub mod recorder;
 pub mod reload;
 mod remote_events;
 pub mod retention;
+mod root_watch;
 mod run_events;
 pub mod runner;
 pub mod scheduler;

@@ -8,8 +8,12 @@
 //! root, deduplicated, sorted) that can affect the loaded configuration.
 //! Deciding what to do with a batch (reload a snapshot) is the caller's job.
 //!
-//! May depend on `notify`, `notify-debouncer-full`, `tokio` (sync only) and
-//! `tracing`; nothing of ours.
+//! The root itself is watched by [`RootWatch`] (the database's writes there
+//! wake nothing), the rest by `notify`'s debouncer; both deliver on one
+//! channel.
+//!
+//! May depend on `notify`, `notify-debouncer-full`, `tokio` (sync only),
+//! `tracing` and `root_watch`; nothing else of ours.
 //!
 //! What counts as a change: anything under the trees, the folders holding
 //! them (`.agents`, `.claude` themselves, not their other files), the root
@@ -31,6 +35,8 @@ use notify_debouncer_full::{
     DebounceEventResult, DebouncedEvent, Debouncer, RecommendedCache, new_debouncer, notify,
 };
 use tokio::sync::mpsc;
+
+use super::root_watch::RootWatch;
 
 /// The directories watched recursively (relative to the project root).
 pub const TREES: [&str; 5] = [
@@ -61,6 +67,8 @@ pub struct Watcher {
     /// The canonical project root; event paths are made relative to it.
     root: PathBuf,
     debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+    /// The root's own watch; dropped with the watcher.
+    _root_watch: RootWatch,
     events: mpsc::UnboundedReceiver<DebounceEventResult>,
 }
 
@@ -90,20 +98,16 @@ impl Watcher {
             ));
         }
         let (tx, events) = mpsc::unbounded_channel();
-        let mut debouncer = new_debouncer(
-            debounce.max(MIN_DEBOUNCE),
-            None,
-            move |result: DebounceEventResult| {
-                // The receiver is gone only when the Watcher was dropped.
-                let _ = tx.send(result);
-            },
-        )
-        .map_err(|e| format!("cannot start the file watcher: {e}"))?;
+        let debounce = debounce.max(MIN_DEBOUNCE);
         // The root first: a tree created between this and the loop below is
         // then seen as an event and watched in `changed`.
-        debouncer
-            .watch(&root, RecursiveMode::NonRecursive)
-            .map_err(|e| watch_error(&root, &e))?;
+        let root_watch = RootWatch::start(&root, debounce, tx.clone())
+            .map_err(|e| watch_error(&root, &notify::Error::io(e)))?;
+        let mut debouncer = new_debouncer(debounce, None, move |result: DebounceEventResult| {
+            // The receiver is gone only when the Watcher was dropped.
+            let _ = tx.send(result);
+        })
+        .map_err(|e| format!("cannot start the file watcher: {e}"))?;
         for tree in TREES {
             if let Some(parent) = nested_parent(tree) {
                 let dir = root.join(parent);
@@ -131,6 +135,7 @@ impl Watcher {
         Ok(Watcher {
             root,
             debouncer,
+            _root_watch: root_watch,
             events,
         })
     }
