@@ -19,7 +19,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -164,9 +164,15 @@ pub enum ProcessError {
     Sandbox(String),
 }
 
-/// The secret-looking variables of this process's environment.
+/// The secret-looking variables of this process's environment, found at
+/// the first call and remembered: aurad never changes its own environment,
+/// and reading it copies every variable (66K instructions, about 20 µs, at
+/// each tool call before; BENCHMARKS.md, issue #17).
 pub fn inherited_secrets() -> Vec<OsString> {
-    secret_variables(std::env::vars_os().map(|(name, _)| name))
+    static FOUND: OnceLock<Vec<OsString>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| secret_variables(std::env::vars_os().map(|(name, _)| name)))
+        .clone()
 }
 
 /// The variables of `names` that look like secrets (API keys, tokens,
