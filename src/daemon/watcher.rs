@@ -12,7 +12,7 @@
 //! wake nothing), the rest by `notify`'s debouncer; both deliver on one
 //! channel.
 //!
-//! May depend on `notify`, `notify-debouncer-full`, `tokio` (sync only),
+//! May depend on `notify`, `notify-debouncer-full`, `libc`, `tokio` (sync only),
 //! `tracing` and `root_watch`; nothing else of ours.
 //!
 //! What counts as a change: anything under the trees, the folders holding
@@ -101,8 +101,14 @@ impl Watcher {
         let debounce = debounce.max(MIN_DEBOUNCE);
         // The root first: a tree created between this and the loop below is
         // then seen as an event and watched in `changed`.
-        let root_watch = RootWatch::start(&root, debounce, tx.clone())
-            .map_err(|e| watch_error(&root, &notify::Error::io(e)))?;
+        let root_watch = RootWatch::start(&root, debounce, tx.clone()).map_err(|e| {
+            // inotify's "no more watches" (ENOSPC), as `notify` reports it.
+            let error = match e.raw_os_error() {
+                Some(libc::ENOSPC) => notify::Error::new(notify::ErrorKind::MaxFilesWatch),
+                _ => notify::Error::io(e),
+            };
+            watch_error(&root, &error)
+        })?;
         let mut debouncer = new_debouncer(debounce, None, move |result: DebounceEventResult| {
             // The receiver is gone only when the Watcher was dropped.
             let _ = tx.send(result);
