@@ -5,8 +5,10 @@
 //! daemon's thread waits for all of them: 8 failed calls per start on a
 //! typical developer's `PATH`, about 25 µs (BENCHMARKS.md, issue #17). A
 //! remembered path is checked (one `stat`) at each use and looked up again
-//! if it is no longer an executable file. A name not found is left as it is,
-//! so the start fails as it always did. Depends on std only.
+//! if it is no longer an executable file. A name not found, or found only
+//! after a relative `PATH` entry (which the child would resolve in its own
+//! working directory), is left as it is: the child searches as it always
+//! did. Depends on std only.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -20,7 +22,7 @@ static FOUND: Mutex<BTreeMap<OsString, PathBuf>> = Mutex::new(BTreeMap::new());
 
 /// The path to execute for `program`: the first `PATH` entry's executable
 /// file of that name (what `execvp` would run), or `None` if `program` holds
-/// a slash or is not on this process's `PATH` (then it is started as it is).
+/// a slash or [`find`] gives nothing (then it is started as it is).
 pub fn resolve(program: &OsStr) -> Option<PathBuf> {
     if program.is_empty() || program.as_bytes().contains(&b'/') {
         return None;
@@ -38,13 +40,21 @@ pub fn resolve(program: &OsStr) -> Option<PathBuf> {
 }
 
 /// The first entry of `search_path` (a `PATH` value) holding an executable
-/// file named `program`. Empty entries (the current directory, for `execvp`)
-/// are skipped: the daemon's current directory is not the tool's.
+/// file named `program`, or `None` if a relative entry (`.`, or an empty
+/// one, which `execvp` takes for `.`) comes before it: the child resolves
+/// those against its own working directory, which is not the daemon's, so
+/// the search is left to it.
 pub fn find(program: &OsStr, search_path: &OsStr) -> Option<PathBuf> {
-    std::env::split_paths(search_path)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(program))
-        .find(|path| is_executable_file(path))
+    for dir in std::env::split_paths(search_path) {
+        if !dir.is_absolute() {
+            return None;
+        }
+        let path = dir.join(program);
+        if is_executable_file(&path) {
+            return Some(path);
+        }
+    }
+    None
 }
 
 fn is_executable_file(path: &Path) -> bool {
@@ -77,10 +87,20 @@ mod tests {
         let later = tempfile::tempdir().unwrap();
         file(later.path(), "tool", 0o755);
         let search =
-            std::env::join_paths([Path::new(""), a.path(), b.path(), c.path(), later.path()])
+            std::env::join_paths([a.path(), b.path(), c.path(), Path::new(""), later.path()])
                 .unwrap();
         assert_eq!(find(OsStr::new("tool"), &search), Some(wanted));
         assert_eq!(find(OsStr::new("absent"), &search), None);
+    }
+
+    #[test]
+    fn a_relative_entry_before_the_program_leaves_the_search_to_the_child() {
+        let dir = tempfile::tempdir().unwrap();
+        file(dir.path(), "tool", 0o755);
+        for relative in ["", ".", "bin"] {
+            let search = std::env::join_paths([Path::new(relative), dir.path()]).unwrap();
+            assert_eq!(find(OsStr::new("tool"), &search), None, "{relative:?}");
+        }
     }
 
     #[test]
