@@ -139,7 +139,8 @@ fn ready(inotify: &Inotify, stopped: &UnixStream, wait: Option<Duration>) -> Rea
     // SAFETY: `fds` is a valid array of two pollfd for the whole call.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
     if n < 0 {
-        // EINTR: look again (the batch's deadline is recomputed).
+        // EINTR: look again (the batch's deadline is recomputed). Any other
+        // error shows in the read that follows, which reports it and stops.
         return Ready::Events;
     }
     if fds[1].revents != 0 {
@@ -172,7 +173,7 @@ fn translate(root: &Path, mask: EventMask, name: Option<&std::ffi::OsStr>) -> Op
         EventKind::Remove(RemoveKind::Any)
     } else if mask.contains(EventMask::MOVED_FROM) {
         EventKind::Modify(ModifyKind::Name(RenameMode::From))
-    } else if mask.intersects(EventMask::MOVED_TO) {
+    } else if mask.contains(EventMask::MOVED_TO) {
         EventKind::Modify(ModifyKind::Name(RenameMode::To))
     } else if mask.contains(EventMask::MOVE_SELF) {
         EventKind::Modify(ModifyKind::Name(RenameMode::Any))
