@@ -476,3 +476,50 @@ async fn a_folder_created_after_the_start_is_followed() {
     .await;
     daemon.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_moved_into_place_is_followed() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(
+        &mock,
+        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"drop/*.txt\", debounce: 20ms }\n",
+    );
+    let root = dir.path();
+    let daemon = start(root, Default::default()).await;
+    let store = Store::open(&root.join("aurad.db")).unwrap();
+    // Filled elsewhere, then renamed into the root: the root's watch sees a
+    // rename, not a creation.
+    let staging = tempfile::tempdir_in(root).unwrap();
+    std::fs::write(staging.path().join("y.txt"), "hello").unwrap();
+    std::fs::rename(staging.path(), root.join("drop")).unwrap();
+    ended(
+        &store,
+        "Read drop/y.txt",
+        "the file in the moved folder to run",
+    )
+    .await;
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_written_in_the_root_runs_once() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(
+        &mock,
+        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"*.csv\", debounce: 50ms }\n",
+    );
+    let root = dir.path();
+    let daemon = start(root, Default::default()).await;
+    let store = Store::open(&root.join("aurad.db")).unwrap();
+    // Written in place (created, written twice, closed): a glob of the
+    // root's own files is followed with every write seen.
+    let mut file = std::fs::File::create(root.join("a.csv")).unwrap();
+    std::io::Write::write_all(&mut file, b"x,1\n").unwrap();
+    file.sync_data().unwrap();
+    std::io::Write::write_all(&mut file, b"y,2\n").unwrap();
+    drop(file);
+    ended(&store, "Read a.csv", "the file in the root to run").await;
+    let runs = file_runs(&root.join("aurad.db"), "a");
+    daemon.stop().await.unwrap();
+    assert_eq!(runs.len(), 1, "one run for the file: {runs:?}");
+}

@@ -12,20 +12,26 @@
 //! `max_concurrent_runs`), so every dropped file is processed.
 //!
 //! This is not the config watcher (`watcher.rs`, reloads): it has its own
-//! `notify` watcher on the globs' folders. Depends on the supervisor, the
-//! snapshot and the store.
+//! `notify` watcher on the globs' folders. The project root is watched too,
+//! for the globs' folders created later; unless a glob matches files in the
+//! root itself, by a [`RootWatch`], which leaves out writes to files kept
+//! open: the database and its WAL live in the root, and `notify`'s watch of
+//! it woke this loop at every write the store made. Depends on the
+//! supervisor, the snapshot, the store and the root watch.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use notify_debouncer_full::DebounceEventResult;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::root_watch::RootWatch;
 use super::runner::RunRequest;
 use super::supervisor::{SubmitError, Supervisor};
 use super::template::TriggerVars;
@@ -59,25 +65,16 @@ pub async fn run(
     let snapshot = snapshots.borrow_and_update().clone();
     let root = snapshot.project.root.clone();
     let (tx, mut events) = mpsc::unbounded_channel::<PathBuf>();
-    let mut watcher =
-        match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event
-                && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
-            {
-                for path in event.paths {
-                    let _ = tx.send(path);
-                }
-            }
-        }) {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::error!("`watch:` triggers are off: cannot start the file watcher: {e}");
-                return;
-            }
-        };
+    let mut watched = Watched::new(tx.clone());
+    let mut watcher = match folder_watcher(tx) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!("`watch:` triggers are off: cannot start the file watcher: {e}");
+            return;
+        }
+    };
     let canonical = root.canonicalize().unwrap_or_else(|_| root.clone());
     let mut sets = watch_sets(&snapshot);
-    let mut watched: Vec<PathBuf> = Vec::new();
     let mut files = Files {
         supervisor,
         snapshot,
@@ -105,7 +102,7 @@ pub async fn run(
                 // database's journal, say) cost nothing more.
                 let missing: Vec<PathBuf> = base_dirs(&sets)
                     .into_iter()
-                    .filter(|d| !watched.contains(&canonical.join(d)))
+                    .filter(|d| !watched.dirs.contains(&canonical.join(d)))
                     .collect();
                 let appeared = paths.iter().any(|p| {
                     p.strip_prefix(&canonical).is_ok_and(|rel| {
@@ -152,14 +149,78 @@ fn base_dirs(sets: &WatchSets) -> Vec<PathBuf> {
     dirs
 }
 
+/// A `notify` watcher sending the paths created or changed to `paths`.
+fn folder_watcher(paths: mpsc::UnboundedSender<PathBuf>) -> notify::Result<RecommendedWatcher> {
+    notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
+        {
+            for path in event.paths {
+                let _ = paths.send(path);
+            }
+        }
+    })
+}
+
+/// What is watched now.
+struct Watched {
+    /// Folders `notify` watches (the root among them when a glob matches
+    /// files in it).
+    dirs: Vec<PathBuf>,
+    /// The root's own watch, when no glob matches files in the root.
+    root: Option<RootWatch>,
+    /// Where a [`RootWatch`] sends its events (see [`forward_root_events`]).
+    root_events: mpsc::UnboundedSender<DebounceEventResult>,
+}
+
+impl Watched {
+    /// Nothing watched yet; what is seen will go to `paths`.
+    fn new(paths: mpsc::UnboundedSender<PathBuf>) -> Watched {
+        Watched {
+            dirs: Vec::new(),
+            root: None,
+            root_events: forward_root_events(paths),
+        }
+    }
+}
+
+/// A channel for a [`RootWatch`]'s batches whose paths created or changed go
+/// on to `paths`, as `notify`'s do; it ends when the last root watch and the
+/// returned sender are gone.
+fn forward_root_events(
+    paths: mpsc::UnboundedSender<PathBuf>,
+) -> mpsc::UnboundedSender<DebounceEventResult> {
+    let (tx, mut batches) = mpsc::unbounded_channel::<DebounceEventResult>();
+    tokio::spawn(async move {
+        while let Some(batch) = batches.recv().await {
+            match batch {
+                Ok(events) => {
+                    let changed = events
+                        .into_iter()
+                        .filter(|e| {
+                            matches!(e.event.kind, EventKind::Create(_) | EventKind::Modify(_))
+                        })
+                        .flat_map(|e| e.event.paths);
+                    for path in changed {
+                        let _ = paths.send(path);
+                    }
+                }
+                Err(errors) => {
+                    for e in errors {
+                        tracing::error!(
+                            "`watch:` triggers: the project folder's watch failed: {e}"
+                        );
+                    }
+                }
+            }
+        }
+    });
+    tx
+}
+
 /// Watches the folders of `sets` that exist (recursively), and the root
 /// (for folders created later); `watched` is what is watched now.
-fn rewatch(
-    watcher: &mut RecommendedWatcher,
-    root: &Path,
-    sets: &WatchSets,
-    watched: &mut Vec<PathBuf>,
-) {
+fn rewatch(watcher: &mut RecommendedWatcher, root: &Path, sets: &WatchSets, watched: &mut Watched) {
     // A folder created between looking for it and watching the folder
     // above it (or while the root's watch was being renewed) told nobody:
     // look again until what exists is what was watched.
@@ -194,13 +255,14 @@ fn watch_once(
     watcher: &mut RecommendedWatcher,
     root: &Path,
     sets: &WatchSets,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
 ) {
-    for dir in watched.drain(..) {
+    for dir in watched.dirs.drain(..) {
         let _ = watcher.unwatch(&dir);
     }
     let _ = watcher.unwatch(root);
     if sets.is_empty() {
+        watched.root = None;
         return;
     }
     for dir in base_dirs(sets) {
@@ -218,24 +280,36 @@ fn watch_once(
                 .find(|a| a.is_dir())
                 && watcher.watch(parent, RecursiveMode::NonRecursive).is_ok()
             {
-                watched.push(parent.to_path_buf());
+                watched.dirs.push(parent.to_path_buf());
             }
             continue;
         }
         match watcher.watch(&full, RecursiveMode::Recursive) {
-            Ok(()) => watched.push(full),
+            Ok(()) => watched.dirs.push(full),
             Err(e) => {
                 tracing::error!(dir = %full.display(), "cannot watch the folder of a `watch:` glob: {e}")
             }
         }
     }
-    // The root itself: files of globs without a folder, and folders
-    // created after start.
-    if let Err(e) = watcher.watch(root, RecursiveMode::NonRecursive) {
-        tracing::error!(dir = %root.display(), "cannot watch the project folder for `watch:`: {e}");
-    }
+    // The root itself: folders created after start and, for globs without
+    // a folder, its files. Those are followed by `notify`, which also sees
+    // writes to a file still open, so a file being written runs once it is
+    // quiet; otherwise the root's own watch, which stays on across passes.
     if base_dirs(sets).iter().any(|d| d.as_os_str().is_empty()) {
-        watched.push(root.to_path_buf());
+        watched.root = None;
+        match watcher.watch(root, RecursiveMode::NonRecursive) {
+            Ok(()) => watched.dirs.push(root.to_path_buf()),
+            Err(e) => {
+                tracing::error!(dir = %root.display(), "cannot watch the project folder for `watch:`: {e}")
+            }
+        }
+    } else if watched.root.is_none() {
+        match RootWatch::start(root, Duration::ZERO, watched.root_events.clone()) {
+            Ok(watch) => watched.root = Some(watch),
+            Err(e) => {
+                tracing::error!(dir = %root.display(), "cannot watch the project folder for `watch:`: {e}")
+            }
+        }
     }
 }
 
@@ -480,6 +554,86 @@ pub(super) fn move_processed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sets(glob: &str) -> WatchSets {
+        let text = format!("model: test\nprompt: p\nwatch: {{ paths: \"{glob}\" }}\n");
+        let (agent, diags) = crate::config::agent::parse_agent(
+            "a",
+            Path::new("agents/a.yaml"),
+            &text,
+            String::new(),
+        );
+        let watch = agent.and_then(|a| a.triggers.watch);
+        BTreeMap::from([(
+            "a".to_string(),
+            watch.unwrap_or_else(|| panic!("{diags:?}")),
+        )])
+    }
+
+    /// A folder watcher and nothing watched, sending to the receiver, as
+    /// [`run`] has them.
+    fn watching() -> (
+        RecommendedWatcher,
+        Watched,
+        mpsc::UnboundedReceiver<PathBuf>,
+    ) {
+        let (tx, paths) = mpsc::unbounded_channel::<PathBuf>();
+        let watched = Watched::new(tx.clone());
+        (folder_watcher(tx).unwrap(), watched, paths)
+    }
+
+    /// The next path sent, or a panic after a generous deadline.
+    async fn next(paths: &mut mpsc::UnboundedReceiver<PathBuf>) -> PathBuf {
+        tokio::time::timeout(Duration::from_secs(15), paths.recv())
+            .await
+            .expect("no file event within 15 s")
+            .expect("the event channel closed")
+    }
+
+    #[tokio::test]
+    async fn the_root_of_folder_globs_ignores_writes_to_open_files_and_sees_new_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (mut watcher, mut watched, mut paths) = watching();
+        rewatch(&mut watcher, &root, &sets("inbox/*.md"), &mut watched);
+        assert!(watched.root.is_some(), "the root has its own watch");
+        assert!(
+            !watched.dirs.contains(&root),
+            "notify does not watch the root"
+        );
+        // A database's WAL: one file kept open and written, as the store
+        // does. Then a folder appears; it must be the first event.
+        let mut wal = std::fs::File::create(root.join("aurad.db-wal")).unwrap();
+        let seen = next(&mut paths).await;
+        assert_eq!(seen, root.join("aurad.db-wal"), "its creation is seen");
+        for _ in 0..20 {
+            std::io::Write::write_all(&mut wal, &[0u8; 4096]).unwrap();
+            wal.sync_data().unwrap();
+        }
+        std::fs::create_dir(root.join("inbox")).unwrap();
+        assert_eq!(
+            next(&mut paths).await,
+            root.join("inbox"),
+            "the writes to the open file raised no event before the new folder"
+        );
+        drop(wal);
+    }
+
+    #[tokio::test]
+    async fn the_root_of_root_globs_is_watched_by_notify_and_no_root_watch_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (mut watcher, mut watched, _paths) = watching();
+        rewatch(&mut watcher, &root, &sets("inbox/*.md"), &mut watched);
+        assert!(watched.root.is_some());
+        // A glob of the root's own files: writes to a file still open must
+        // be seen (the file runs once quiet), so notify watches the root.
+        rewatch(&mut watcher, &root, &sets("*.csv"), &mut watched);
+        assert!(watched.root.is_none(), "the root watch was stopped");
+        assert!(watched.dirs.contains(&root));
+        rewatch(&mut watcher, &root, &WatchSets::new(), &mut watched);
+        assert!(watched.root.is_none() && watched.dirs.is_empty());
+    }
 
     #[test]
     fn a_processed_file_moves_unless_it_changed() {
