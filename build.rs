@@ -14,7 +14,10 @@
 //!   served run execute are laid out together, so the pages the kernel maps
 //!   around each one (up to 64 KiB per fault) hold used code rather than
 //!   unused neighbours. `link/order.py` regenerates the list; stale names
-//!   are ignored. `AURAD_LINK_ORDER=0` leaves it out.
+//!   are ignored, and a dependency added or changed makes every name of
+//!   aurad's stale, so the `run` and `daemon` benches print how many names
+//!   still match and warn when the list needs making again.
+//!   `AURAD_LINK_ORDER=0` leaves it out.
 //!
 //! Depends on nothing but the environment Cargo gives build scripts.
 

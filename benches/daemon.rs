@@ -26,6 +26,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod link_order;
 mod stats;
 use stats::percentile;
 
@@ -58,6 +59,7 @@ fn main() {
     let model_ms = env_usize("AURAD_BENCH_MODEL_MS", 1000);
     let nofile = raise_nofile();
     eprintln!("RLIMIT_NOFILE soft limit: {nofile} (inherited by the daemon)");
+    link_order::report(std::path::Path::new(env!("CARGO_BIN_EXE_aurad")));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -21,6 +21,7 @@
 mod support;
 
 mod floor;
+mod link_order;
 mod stats;
 use stats::{percentile, summary};
 
@@ -59,6 +60,7 @@ fn main() {
 #[allow(clippy::zombie_processes)]
 fn process_bench(runs: usize) {
     let exe = env!("CARGO_BIN_EXE_aurad");
+    link_order::report(std::path::Path::new(exe));
     let mock = MockLlm::start_in_thread();
     let dir = support::project::project_with_mock(
         &mock,
