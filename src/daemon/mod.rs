@@ -37,6 +37,7 @@ pub mod supervisor;
 pub mod takeover;
 pub mod template;
 mod traced;
+mod tree_watch;
 pub mod watcher;
 
 use std::net::SocketAddr;

@@ -10,7 +10,7 @@
 //! editor saving a file closes it, renames it into place or creates it, so
 //! no configuration change is missed.
 //!
-//! Events go out as the debouncer's do (`DebounceEventResult` on the same
+//! Events go out as the tree watch's do (`DebounceEventResult` on the same
 //! channel), each batch once its oldest event is `debounce` old. One thread
 //! per watch, stopped when the [`RootWatch`] is dropped.
 //!

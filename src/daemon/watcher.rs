@@ -9,11 +9,12 @@
 //! Deciding what to do with a batch (reload a snapshot) is the caller's job.
 //!
 //! The root itself is watched by [`RootWatch`] (the database's writes there
-//! wake nothing), the rest by `notify`'s debouncer; both deliver on one
-//! channel.
+//! wake nothing), the rest by a [`TreeWatch`] (no thread wakes while nothing
+//! changes); both deliver on one channel.
 //!
-//! May depend on `notify`, `notify-debouncer-full`, `libc`, `tokio` (sync only),
-//! `tracing` and `root_watch`; nothing else of ours.
+//! May depend on `notify`, `notify-debouncer-full`'s event types, `libc`,
+//! `tokio` (sync only), `tracing`, `root_watch` and `tree_watch`; nothing
+//! else of ours.
 //!
 //! What counts as a change: anything under the trees, the folders holding
 //! them (`.agents`, `.claude` themselves, not their other files), the root
@@ -31,12 +32,11 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode};
-use notify_debouncer_full::{
-    DebounceEventResult, DebouncedEvent, Debouncer, RecommendedCache, new_debouncer, notify,
-};
+use notify_debouncer_full::{DebounceEventResult, DebouncedEvent, notify};
 use tokio::sync::mpsc;
 
 use super::root_watch::RootWatch;
+use super::tree_watch::TreeWatch;
 
 /// The directories watched recursively (relative to the project root).
 pub const TREES: [&str; 5] = [
@@ -57,8 +57,8 @@ pub const NESTED_FILES: [(&str, &str); 1] = [(".vscode", "mcp.json")];
 /// watcher reported an error or dropped events.
 pub const WHOLE_TREE: &str = ".";
 
-/// Debounce intervals below this are raised to it (a zero interval would make
-/// the debouncer thread spin).
+/// Debounce intervals below this are raised to it (a zero interval would
+/// send each event on its own).
 const MIN_DEBOUNCE: Duration = Duration::from_millis(10);
 
 /// A running file watcher on one project directory. Dropping it stops the
@@ -66,7 +66,7 @@ const MIN_DEBOUNCE: Duration = Duration::from_millis(10);
 pub struct Watcher {
     /// The canonical project root; event paths are made relative to it.
     root: PathBuf,
-    debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+    trees: TreeWatch,
     /// The root's own watch; dropped with the watcher.
     _root_watch: RootWatch,
     events: mpsc::UnboundedReceiver<DebounceEventResult>,
@@ -109,23 +109,19 @@ impl Watcher {
             };
             watch_error(&root, &error)
         })?;
-        let mut debouncer = new_debouncer(debounce, None, move |result: DebounceEventResult| {
-            // The receiver is gone only when the Watcher was dropped.
-            let _ = tx.send(result);
-        })
-        .map_err(|e| format!("cannot start the file watcher: {e}"))?;
+        let mut trees = TreeWatch::start(debounce, tx)?;
         for tree in TREES {
             if let Some(parent) = nested_parent(tree) {
                 let dir = root.join(parent);
                 if dir.is_dir() {
-                    debouncer
+                    trees
                         .watch(&dir, RecursiveMode::NonRecursive)
                         .map_err(|e| watch_error(&dir, &e))?;
                 }
             }
             let dir = root.join(tree);
             if dir.is_dir() {
-                debouncer
+                trees
                     .watch(&dir, RecursiveMode::Recursive)
                     .map_err(|e| watch_error(&dir, &e))?;
             }
@@ -133,14 +129,14 @@ impl Watcher {
         for (dir, _) in NESTED_FILES {
             let dir = root.join(dir);
             if dir.is_dir() {
-                debouncer
+                trees
                     .watch(&dir, RecursiveMode::NonRecursive)
                     .map_err(|e| watch_error(&dir, &e))?;
             }
         }
         Ok(Watcher {
             root,
-            debouncer,
+            trees,
             _root_watch: root_watch,
             events,
         })
@@ -174,7 +170,7 @@ impl Watcher {
         }
     }
 
-    /// Adds the paths of one debouncer delivery that count as changes.
+    /// Adds the paths of one delivery that count as changes.
     fn absorb(&self, result: DebounceEventResult, batch: &mut BTreeSet<PathBuf>) {
         match result {
             Ok(events) => {
@@ -209,7 +205,7 @@ impl Watcher {
             if let Some(parent) = parent {
                 let dir = self.root.join(parent);
                 if dir.is_dir()
-                    && let Err(e) = self.debouncer.watch(&dir, RecursiveMode::NonRecursive)
+                    && let Err(e) = self.trees.watch(&dir, RecursiveMode::NonRecursive)
                 {
                     tracing::warn!("{}", watch_error(&dir, &e));
                     batch.insert(PathBuf::from(WHOLE_TREE));
@@ -219,7 +215,7 @@ impl Watcher {
             if !dir.is_dir() {
                 continue;
             }
-            if let Err(e) = self.debouncer.watch(&dir, RecursiveMode::Recursive) {
+            if let Err(e) = self.trees.watch(&dir, RecursiveMode::Recursive) {
                 tracing::warn!("{}", watch_error(&dir, &e));
                 batch.insert(PathBuf::from(WHOLE_TREE));
             }
@@ -228,7 +224,7 @@ impl Watcher {
             let path = self.root.join(dir);
             if (everything || batch.contains(Path::new(dir)))
                 && path.is_dir()
-                && let Err(e) = self.debouncer.watch(&path, RecursiveMode::NonRecursive)
+                && let Err(e) = self.trees.watch(&path, RecursiveMode::NonRecursive)
             {
                 tracing::warn!("{}", watch_error(&path, &e));
                 batch.insert(PathBuf::from(WHOLE_TREE));

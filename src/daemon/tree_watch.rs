@@ -1,0 +1,219 @@
+//! `notify`'s watcher with its events delivered in batches, each once its
+//! oldest event is `debounce` old, on the same channel and in the same form
+//! (`DebounceEventResult`) as the root's watch ([`super::root_watch`]).
+//!
+//! It replaces `notify-debouncer-full`'s debouncer, whose thread wakes every
+//! quarter of the debounce interval whether or not anything happened (27
+//! times a second at the default 150 ms, for the life of the daemon). This
+//! thread sleeps until an event arrives and then only until its batch is
+//! due, so an idle daemon is not woken by its file watch at all. The
+//! watcher needs the changed paths of a batch, not the debouncer's merging
+//! of events per file, so nothing is lost by it.
+//!
+//! One thread per watch, ending when the [`TreeWatch`] is dropped (notify
+//! then drops the event handler, which closes the thread's channel) or the
+//! receiver is gone.
+//!
+//! May depend on `notify`, `notify-debouncer-full`'s event types, `tokio`
+//! (sync only) and `tracing`; nothing of ours.
+
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use notify_debouncer_full::notify::{self, RecommendedWatcher, RecursiveMode, Watcher as _};
+use notify_debouncer_full::{DebounceEventResult, DebouncedEvent};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// A `notify` watcher whose events go out in batches.
+pub struct TreeWatch {
+    watcher: RecommendedWatcher,
+}
+
+impl std::fmt::Debug for TreeWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TreeWatch").finish_non_exhaustive()
+    }
+}
+
+impl TreeWatch {
+    /// A watcher watching nothing yet, whose batches go to `tx`.
+    pub fn start(
+        debounce: Duration,
+        tx: UnboundedSender<DebounceEventResult>,
+    ) -> Result<TreeWatch, String> {
+        let (raw_tx, raw) = mpsc::channel::<(Instant, notify::Result<notify::Event>)>();
+        let watcher = notify::recommended_watcher(move |event| {
+            // The batching thread is gone only after the receiver was.
+            let _ = raw_tx.send((Instant::now(), event));
+        })
+        .map_err(|e| format!("cannot start the file watcher: {e}"))?;
+        std::thread::Builder::new()
+            .name("aurad-trees".into())
+            .spawn(move || batch(&raw, debounce, &tx))
+            .map_err(|e| format!("cannot start the file watcher's thread: {e}"))?;
+        Ok(TreeWatch { watcher })
+    }
+
+    /// Watches `path` (again: watching a watched path is harmless).
+    pub fn watch(&mut self, path: &Path, mode: RecursiveMode) -> notify::Result<()> {
+        self.watcher.watch(path, mode)
+    }
+}
+
+/// The thread: gathers events until the oldest is `debounce` old, sends
+/// them (errors first, as their own batch), and waits with no timeout while
+/// nothing is pending.
+fn batch(
+    raw: &mpsc::Receiver<(Instant, notify::Result<notify::Event>)>,
+    debounce: Duration,
+    tx: &UnboundedSender<DebounceEventResult>,
+) {
+    let mut events: Vec<DebouncedEvent> = Vec::new();
+    let mut errors: Vec<notify::Error> = Vec::new();
+    let mut oldest: Option<Instant> = None;
+    loop {
+        let next = match oldest {
+            None => raw.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(first) => raw.recv_timeout(debounce.saturating_sub(first.elapsed())),
+        };
+        match next {
+            Ok((at, Ok(event))) => {
+                events.push(DebouncedEvent::new(event, at));
+                oldest.get_or_insert(at);
+            }
+            Ok((at, Err(error))) => {
+                errors.push(error);
+                oldest.get_or_insert(at);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                oldest = None;
+                if !send(tx, &mut events, &mut errors) {
+                    return;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let _ = send(tx, &mut events, &mut errors);
+                return;
+            }
+        }
+    }
+}
+
+/// Sends what is gathered; false once the receiver is gone.
+fn send(
+    tx: &UnboundedSender<DebounceEventResult>,
+    events: &mut Vec<DebouncedEvent>,
+    errors: &mut Vec<notify::Error>,
+) -> bool {
+    if !errors.is_empty() && tx.send(Err(std::mem::take(errors))).is_err() {
+        return false;
+    }
+    events.is_empty() || tx.send(Ok(std::mem::take(events))).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    const PATIENCE: Duration = Duration::from_secs(15);
+
+    /// The voluntary context switches of this process's threads named
+    /// `name`, by thread id.
+    fn wakeups(name: &str) -> Vec<(String, u64)> {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim() != name {
+                continue;
+            }
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            let switches = status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            found.push((task.file_name().to_string_lossy().into_owned(), switches));
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn changes_come_in_one_batch_once_the_oldest_is_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (tx, mut rx) = unbounded_channel();
+        let mut watch = TreeWatch::start(Duration::from_millis(200), tx).unwrap();
+        watch.watch(&root, RecursiveMode::Recursive).unwrap();
+        let start = Instant::now();
+        std::fs::write(root.join("a.yaml"), "a").unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        let paths = next_paths(&mut rx).await;
+        assert!(
+            start.elapsed() >= Duration::from_millis(200),
+            "sent before its oldest event was due"
+        );
+        for want in [root.join("a.yaml"), root.join("sub")] {
+            assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
+        }
+        // The new folder is watched too (recursively).
+        std::fs::write(root.join("sub/b.yaml"), "b").unwrap();
+        let paths = next_paths(&mut rx).await;
+        assert!(paths.contains(&root.join("sub/b.yaml")), "{paths:?}");
+    }
+
+    /// The paths of the next batch.
+    async fn next_paths(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<DebounceEventResult>,
+    ) -> Vec<std::path::PathBuf> {
+        let batch = tokio::time::timeout(PATIENCE, rx.recv())
+            .await
+            .expect("a batch within the deadline")
+            .expect("the channel is open")
+            .expect("no watch error");
+        batch.iter().flat_map(|e| e.paths.clone()).collect()
+    }
+
+    #[tokio::test]
+    async fn an_idle_watch_never_wakes_and_a_dropped_one_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, mut rx) = unbounded_channel();
+        let before: Vec<_> = wakeups("aurad-trees").into_iter().map(|(t, _)| t).collect();
+        let mut watch = TreeWatch::start(Duration::from_millis(10), tx).unwrap();
+        watch.watch(dir.path(), RecursiveMode::Recursive).unwrap();
+        let deadline = Instant::now() + PATIENCE;
+        let ours = loop {
+            if let Some(t) = wakeups("aurad-trees")
+                .into_iter()
+                .find(|(t, _)| !before.contains(t))
+            {
+                break t;
+            }
+            assert!(Instant::now() < deadline, "the watch thread did not start");
+            tokio::task::yield_now().await;
+        };
+        let count = |tid: &str| {
+            wakeups("aurad-trees")
+                .into_iter()
+                .find(|(t, _)| t == tid)
+                .map(|(_, n)| n)
+        };
+        let first = count(&ours.0).unwrap();
+        // notify-debouncer-full's thread woke every 2.5 ms at this interval:
+        // 40 times in this window.
+        std::thread::sleep(Duration::from_millis(100));
+        let idle = count(&ours.0).unwrap() - first;
+        assert!(
+            idle <= 1,
+            "the idle watch thread woke {idle} times in 100 ms"
+        );
+        drop(watch);
+        assert!(
+            tokio::time::timeout(PATIENCE, rx.recv())
+                .await
+                .expect("the channel closes once the watch is dropped")
+                .is_none()
+        );
+    }
+}
