@@ -1,6 +1,10 @@
-//! `notify`'s watcher with its events delivered in batches, each once its
-//! oldest event is `debounce` old, on the same channel and in the same form
-//! (`DebounceEventResult`) as the root's watch ([`super::root_watch`]).
+//! `notify`'s watcher with its events delivered in batches, each once no
+//! event came for `debounce` (or, under changes that never pause, once its
+//! first event is [`MAX_HOLD`] debounce intervals old), on the same channel
+//! and in the same form (`DebounceEventResult`) as the root's watch
+//! ([`super::root_watch`]). Reads (`Access` events, such as the daemon's
+//! own reading of a file it reloads) are left out: they change nothing, and
+//! they would open a batch that a later save then joins half-written.
 //!
 //! It replaces `notify-debouncer-full`'s debouncer, whose thread wakes every
 //! quarter of the debounce interval whether or not anything happened (27
@@ -21,9 +25,15 @@ use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use notify_debouncer_full::notify::{self, RecommendedWatcher, RecursiveMode, Watcher as _};
+use notify_debouncer_full::notify::{
+    self, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _,
+};
 use notify_debouncer_full::{DebounceEventResult, DebouncedEvent};
 use tokio::sync::mpsc::UnboundedSender;
+
+/// How many debounce intervals a batch is held at most while changes keep
+/// coming.
+pub const MAX_HOLD: u32 = 10;
 
 /// A `notify` watcher whose events go out in batches.
 pub struct TreeWatch {
@@ -61,9 +71,9 @@ impl TreeWatch {
     }
 }
 
-/// The thread: gathers events until the oldest is `debounce` old, sends
-/// them (errors first, as their own batch), and waits with no timeout while
-/// nothing is pending.
+/// The thread: gathers events until none came for `debounce` (or the first
+/// is [`MAX_HOLD`] intervals old), sends them (errors first, as their own
+/// batch), and waits with no timeout while nothing is pending.
 fn batch(
     raw: &mpsc::Receiver<(Instant, notify::Result<notify::Event>)>,
     debounce: Duration,
@@ -71,32 +81,40 @@ fn batch(
 ) {
     let mut events: Vec<DebouncedEvent> = Vec::new();
     let mut errors: Vec<notify::Error> = Vec::new();
-    let mut oldest: Option<Instant> = None;
+    // (first, last) event of the batch being gathered.
+    let mut window: Option<(Instant, Instant)> = None;
     loop {
-        let next = match oldest {
+        let next = match window {
             None => raw.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(first) => raw.recv_timeout(debounce.saturating_sub(first.elapsed())),
+            Some((first, last)) => {
+                let due = (last + debounce).min(first + debounce * MAX_HOLD);
+                raw.recv_timeout(due.saturating_duration_since(Instant::now()))
+            }
         };
-        match next {
+        let at = match next {
+            Ok((_, Ok(event))) if matches!(event.kind, EventKind::Access(_)) => continue,
             Ok((at, Ok(event))) => {
                 events.push(DebouncedEvent::new(event, at));
-                oldest.get_or_insert(at);
+                at
             }
             Ok((at, Err(error))) => {
                 errors.push(error);
-                oldest.get_or_insert(at);
+                at
             }
             Err(RecvTimeoutError::Timeout) => {
-                oldest = None;
+                window = None;
                 if !send(tx, &mut events, &mut errors) {
                     return;
                 }
+                continue;
             }
             Err(RecvTimeoutError::Disconnected) => {
                 let _ = send(tx, &mut events, &mut errors);
                 return;
             }
-        }
+        };
+        let first = window.map_or(at, |(first, _)| first);
+        window = Some((first, at));
     }
 }
 
@@ -140,7 +158,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn changes_come_in_one_batch_once_the_oldest_is_due() {
+    async fn changes_come_in_one_batch_once_they_pause() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let (tx, mut rx) = unbounded_channel();
@@ -152,7 +170,7 @@ mod tests {
         let paths = next_paths(&mut rx).await;
         assert!(
             start.elapsed() >= Duration::from_millis(200),
-            "sent before its oldest event was due"
+            "sent before the changes paused for the debounce interval"
         );
         for want in [root.join("a.yaml"), root.join("sub")] {
             assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
@@ -161,6 +179,41 @@ mod tests {
         std::fs::write(root.join("sub/b.yaml"), "b").unwrap();
         let paths = next_paths(&mut rx).await;
         assert!(paths.contains(&root.join("sub/b.yaml")), "{paths:?}");
+    }
+
+    #[tokio::test]
+    async fn a_read_opens_no_batch_for_a_later_save_to_join() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("a.yaml"), "a").unwrap();
+        let (tx, mut rx) = unbounded_channel();
+        let debounce = Duration::from_millis(200);
+        let mut watch = TreeWatch::start(debounce, tx).unwrap();
+        watch.watch(&root, RecursiveMode::Recursive).unwrap();
+        // The daemon reading a file it reloads, then a save a little later
+        // (the gap is the scenario, not a wait for anything).
+        let _ = std::fs::read_to_string(root.join("a.yaml")).unwrap();
+        std::thread::sleep(Duration::from_millis(120));
+        std::fs::write(root.join("b.yaml"), "b").unwrap();
+        let saved = Instant::now();
+        let batch = tokio::time::timeout(PATIENCE, rx.recv())
+            .await
+            .expect("a batch within the deadline")
+            .unwrap()
+            .unwrap();
+        // A batch opened by the read would have gone 80 ms after the save.
+        assert!(
+            saved.elapsed() >= debounce - Duration::from_millis(20),
+            "the save was sent {:?} after it was made",
+            saved.elapsed()
+        );
+        assert!(
+            batch
+                .iter()
+                .all(|e| !matches!(e.kind, EventKind::Access(_))),
+            "{batch:?}"
+        );
+        assert!(batch.iter().any(|e| e.paths.contains(&root.join("b.yaml"))));
     }
 
     /// The paths of the next batch.
