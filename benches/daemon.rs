@@ -311,6 +311,29 @@ impl Daemon {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
     }
 
+    /// Each thread's voluntary context switches (its wake-ups), by thread
+    /// id: (name, count).
+    fn wakeups(&self) -> std::collections::BTreeMap<String, (String, u64)> {
+        let mut threads = std::collections::BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return threads;
+        };
+        for task in tasks.flatten() {
+            let read =
+                |file: &str| std::fs::read_to_string(task.path().join(file)).unwrap_or_default();
+            let switches = read("status")
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            threads.insert(
+                task.file_name().to_string_lossy().into_owned(),
+                (read("comm").trim().to_string(), switches),
+            );
+        }
+        threads
+    }
+
     /// User + system CPU time the daemon used so far.
     fn cpu_time(&self) -> Duration {
         cpu_of(&format!("/proc/{}/stat", self.pid))
@@ -472,6 +495,18 @@ async fn idle_rss_bench(table: &mut Table) {
     let file_text = anon.map_or("?".to_string(), |a| {
         format!("{:.1}", rss.saturating_sub(a) as f64 / 1024.0)
     });
+    // Wake-ups while idle: a measurement window, nothing waited for.
+    let before = daemon.wakeups();
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let mut woken: Vec<(String, u64)> = daemon
+        .wakeups()
+        .into_iter()
+        .filter_map(|(tid, (name, n))| Some((name, n - before.get(&tid)?.1)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    woken.sort_by_key(|w| std::cmp::Reverse(w.1));
+    let per_second = |n: u64| n as f64 / IDLE_WINDOW.as_secs_f64();
+    let total: u64 = woken.iter().map(|(_, n)| n).sum();
     let runs = daemon.get_json("/v1/runs?limit=10").await;
     let fired = runs["runs"].as_array().map_or(0, Vec::len);
     if fired > 0 {
@@ -486,7 +521,23 @@ async fn idle_rss_bench(table: &mut Table) {
             hwm as f64 / 1024.0
         ),
     );
+    let by_thread: Vec<String> = woken
+        .iter()
+        .map(|(name, n)| format!("{name} {:.1}", per_second(*n)))
+        .collect();
+    table.row(
+        &format!(
+            "idle wake-ups: the same daemon, {} s",
+            IDLE_WINDOW.as_secs()
+        ),
+        "",
+        format!("**{:.1} /s**", per_second(total)),
+        format!("by thread: {}", by_thread.join(", ")),
+    );
 }
+
+/// How long the idle daemon's wake-ups are counted.
+const IDLE_WINDOW: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------
 // 3. Concurrent runs
