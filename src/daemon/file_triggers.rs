@@ -153,13 +153,19 @@ fn base_dirs(sets: &WatchSets) -> Vec<PathBuf> {
 fn folder_watcher(paths: mpsc::UnboundedSender<PathBuf>) -> notify::Result<RecommendedWatcher> {
     notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
-            && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
+            && is_change(&event.kind)
         {
             for path in event.paths {
                 let _ = paths.send(path);
             }
         }
     })
+}
+
+/// Whether an event of `kind` is a file created or changed: what a
+/// `watch:` trigger follows.
+fn is_change(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::Create(_) | EventKind::Modify(_))
 }
 
 /// What is watched now.
@@ -197,9 +203,7 @@ fn forward_root_events(
                 Ok(events) => {
                     let changed = events
                         .into_iter()
-                        .filter(|e| {
-                            matches!(e.event.kind, EventKind::Create(_) | EventKind::Modify(_))
-                        })
+                        .filter(|e| is_change(&e.event.kind))
                         .flat_map(|e| e.event.paths);
                     for path in changed {
                         let _ = paths.send(path);

@@ -9,6 +9,7 @@
 pub mod agent_tool;
 pub mod approvals;
 mod backend;
+mod batch;
 pub mod clock;
 pub mod cluster;
 mod file_triggers;

@@ -11,11 +11,11 @@
 //! no configuration change is missed.
 //!
 //! Events go out as the tree watch's do (`DebounceEventResult` on the same
-//! channel), each batch once its oldest event is `debounce` old. One thread
-//! per watch, stopped when the [`RootWatch`] is dropped.
+//! channel), each batch when it is due ([`super::batch`]). One thread per
+//! watch, stopped when the [`RootWatch`] is dropped.
 //!
 //! May depend on `inotify`, `libc`, `notify`'s event types, `tokio` (sync
-//! only) and `tracing`; nothing of ours.
+//! only), `tracing` and `batch`; nothing else of ours.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -24,12 +24,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use inotify::{EventMask, Inotify, WatchMask};
+use notify_debouncer_full::DebounceEventResult;
 use notify_debouncer_full::notify::event::{
     CreateKind, DataChange, Flag, MetadataKind, ModifyKind, RemoveKind, RenameMode,
 };
 use notify_debouncer_full::notify::{self, Event, EventKind};
-use notify_debouncer_full::{DebounceEventResult, DebouncedEvent};
 use tokio::sync::mpsc::UnboundedSender;
+
+use super::batch::Gathering;
 
 /// What the root is watched for: no `IN_MODIFY`, `IN_OPEN` or `IN_ACCESS`.
 const MASK: WatchMask = WatchMask::CREATE
@@ -67,8 +69,8 @@ impl RootWatch {
     }
 }
 
-/// The thread: reads events, sends each batch once its oldest event is
-/// `debounce` old, and ends when `stopped` hangs up, the receiver is gone or
+/// The thread: reads events, sends each batch when it is due (see
+/// [`super::batch`]), and ends when `stopped` hangs up, the receiver is gone or
 /// reading fails (after sending the error, which makes the watcher reload
 /// everything).
 fn watch(
@@ -79,26 +81,21 @@ fn watch(
     tx: &UnboundedSender<DebounceEventResult>,
 ) {
     let mut buffer = [0u8; 4096];
-    let mut pending: Vec<DebouncedEvent> = Vec::new();
+    let mut batch = Gathering::new(debounce);
     loop {
-        let wait = pending
-            .first()
-            .map(|first| debounce.saturating_sub(first.time.elapsed()));
-        match ready(&inotify, stopped, wait) {
+        match ready(&inotify, stopped, batch.wait()) {
             Ready::Stop => return,
             Ready::Timeout => {
-                if tx.send(Ok(std::mem::take(&mut pending))).is_err() {
+                if !batch.send(tx) {
                     return;
                 }
             }
             Ready::Events => match inotify.read_events(&mut buffer) {
                 Ok(events) => {
                     let now = Instant::now();
-                    pending.extend(
-                        events
-                            .filter_map(|e| translate(root, e.mask, e.name))
-                            .map(|event| DebouncedEvent::new(event, now)),
-                    );
+                    for event in events.filter_map(|e| translate(root, e.mask, e.name)) {
+                        batch.event(event, now);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -1,8 +1,6 @@
-//! `notify`'s watcher with its events delivered in batches, each once no
-//! event came for `debounce` (or, under changes that never pause, once its
-//! first event is [`MAX_HOLD`] debounce intervals old), on the same channel
-//! and in the same form (`DebounceEventResult`) as the root's watch
-//! ([`super::root_watch`]). Reads (`Access` events, such as the daemon's
+//! `notify`'s watcher with its events delivered in batches when they are due
+//! (see [`super::batch`]), on the same channel and in the same form
+//! (`DebounceEventResult`) as the root's watch ([`super::root_watch`]). Reads (`Access` events, such as the daemon's
 //! own reading of a file it reloads) are left out: they change nothing, and
 //! they would open a batch that a later save then joins half-written.
 //!
@@ -19,21 +17,19 @@
 //! receiver is gone.
 //!
 //! May depend on `notify`, `notify-debouncer-full`'s event types, `tokio`
-//! (sync only) and `tracing`; nothing of ours.
+//! (sync only) and `batch`; nothing else of ours.
 
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use notify_debouncer_full::DebounceEventResult;
 use notify_debouncer_full::notify::{
     self, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _,
 };
-use notify_debouncer_full::{DebounceEventResult, DebouncedEvent};
 use tokio::sync::mpsc::UnboundedSender;
 
-/// How many debounce intervals a batch is held at most while changes keep
-/// coming.
-pub const MAX_HOLD: u32 = 10;
+use super::batch::Gathering;
 
 /// A `notify` watcher whose events go out in batches.
 pub struct TreeWatch {
@@ -71,63 +67,34 @@ impl TreeWatch {
     }
 }
 
-/// The thread: gathers events until none came for `debounce` (or the first
-/// is [`MAX_HOLD`] intervals old), sends them (errors first, as their own
-/// batch), and waits with no timeout while nothing is pending.
+/// The thread: gathers events into a [`Gathering`], sends each batch when
+/// it is due, and waits with no timeout while nothing is pending.
 fn batch(
     raw: &mpsc::Receiver<(Instant, notify::Result<notify::Event>)>,
     debounce: Duration,
     tx: &UnboundedSender<DebounceEventResult>,
 ) {
-    let mut events: Vec<DebouncedEvent> = Vec::new();
-    let mut errors: Vec<notify::Error> = Vec::new();
-    // (first, last) event of the batch being gathered.
-    let mut window: Option<(Instant, Instant)> = None;
+    let mut batch = Gathering::new(debounce);
     loop {
-        let next = match window {
+        let next = match batch.wait() {
             None => raw.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some((first, last)) => {
-                let due = (last + debounce).min(first + debounce * MAX_HOLD);
-                raw.recv_timeout(due.saturating_duration_since(Instant::now()))
-            }
+            Some(wait) => raw.recv_timeout(wait),
         };
-        let at = match next {
-            Ok((_, Ok(event))) if matches!(event.kind, EventKind::Access(_)) => continue,
-            Ok((at, Ok(event))) => {
-                events.push(DebouncedEvent::new(event, at));
-                at
-            }
-            Ok((at, Err(error))) => {
-                errors.push(error);
-                at
-            }
+        match next {
+            Ok((_, Ok(event))) if matches!(event.kind, EventKind::Access(_)) => {}
+            Ok((at, Ok(event))) => batch.event(event, at),
+            Ok((at, Err(error))) => batch.error(error, at),
             Err(RecvTimeoutError::Timeout) => {
-                window = None;
-                if !send(tx, &mut events, &mut errors) {
+                if !batch.send(tx) {
                     return;
                 }
-                continue;
             }
             Err(RecvTimeoutError::Disconnected) => {
-                let _ = send(tx, &mut events, &mut errors);
+                let _ = batch.send(tx);
                 return;
             }
-        };
-        let first = window.map_or(at, |(first, _)| first);
-        window = Some((first, at));
+        }
     }
-}
-
-/// Sends what is gathered; false once the receiver is gone.
-fn send(
-    tx: &UnboundedSender<DebounceEventResult>,
-    events: &mut Vec<DebouncedEvent>,
-    errors: &mut Vec<notify::Error>,
-) -> bool {
-    if !errors.is_empty() && tx.send(Err(std::mem::take(errors))).is_err() {
-        return false;
-    }
-    events.is_empty() || tx.send(Ok(std::mem::take(events))).is_ok()
 }
 
 #[cfg(test)]
