@@ -6,14 +6,16 @@
 //! go out together, and an unrelated event a moment earlier cannot open a
 //! batch that a save then joins half-done.
 //!
-//! May depend on `notify-debouncer-full`'s event types and `tokio` (sync
-//! only); nothing of ours.
+//! May depend on `notify`'s event types and `tokio` (sync only); nothing
+//! of ours.
 
 use std::time::{Duration, Instant};
 
-use notify_debouncer_full::notify;
-use notify_debouncer_full::{DebounceEventResult, DebouncedEvent};
 use tokio::sync::mpsc::UnboundedSender;
+
+/// What a watch sends: the events of one batch, or the errors it met
+/// (their own batch).
+pub type Batch = Result<Vec<notify::Event>, Vec<notify::Error>>;
 
 /// How many debounce intervals a batch is held at most while changes keep
 /// coming.
@@ -23,7 +25,7 @@ pub const MAX_HOLD: u32 = 10;
 /// came.
 pub struct Gathering {
     debounce: Duration,
-    events: Vec<DebouncedEvent>,
+    events: Vec<notify::Event>,
     errors: Vec<notify::Error>,
     window: Option<(Instant, Instant)>,
 }
@@ -40,7 +42,7 @@ impl Gathering {
 
     /// Adds an event that happened at `at`.
     pub fn event(&mut self, event: notify::Event, at: Instant) {
-        self.events.push(DebouncedEvent::new(event, at));
+        self.events.push(event);
         self.seen(at);
     }
 
@@ -65,7 +67,7 @@ impl Gathering {
 
     /// Sends what was gathered (errors first, as their own batch) and starts
     /// afresh; false once the receiver is gone.
-    pub fn send(&mut self, tx: &UnboundedSender<DebounceEventResult>) -> bool {
+    pub fn send(&mut self, tx: &UnboundedSender<Batch>) -> bool {
         self.window = None;
         if !self.errors.is_empty() && tx.send(Err(std::mem::take(&mut self.errors))).is_err() {
             return false;
@@ -77,7 +79,7 @@ impl Gathering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use notify_debouncer_full::notify::{Event, EventKind};
+    use notify::{Event, EventKind};
 
     #[test]
     fn due_once_quiet_and_at_most_max_hold_after_the_first() {

@@ -26,11 +26,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
-use notify_debouncer_full::DebounceEventResult;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::batch::Batch;
 use super::root_watch::RootWatch;
 use super::runner::RunRequest;
 use super::supervisor::{SubmitError, Supervisor};
@@ -176,7 +176,7 @@ struct Watched {
     /// The root's own watch, when no glob matches files in the root.
     root: Option<RootWatch>,
     /// Where a [`RootWatch`] sends its events (see [`forward_root_events`]).
-    root_events: mpsc::UnboundedSender<DebounceEventResult>,
+    root_events: mpsc::UnboundedSender<Batch>,
 }
 
 impl Watched {
@@ -193,18 +193,16 @@ impl Watched {
 /// A channel for a [`RootWatch`]'s batches whose paths created or changed go
 /// on to `paths`, as `notify`'s do; it ends when the last root watch and the
 /// returned sender are gone.
-fn forward_root_events(
-    paths: mpsc::UnboundedSender<PathBuf>,
-) -> mpsc::UnboundedSender<DebounceEventResult> {
-    let (tx, mut batches) = mpsc::unbounded_channel::<DebounceEventResult>();
+fn forward_root_events(paths: mpsc::UnboundedSender<PathBuf>) -> mpsc::UnboundedSender<Batch> {
+    let (tx, mut batches) = mpsc::unbounded_channel::<Batch>();
     tokio::spawn(async move {
         while let Some(batch) = batches.recv().await {
             match batch {
                 Ok(events) => {
                     let changed = events
                         .into_iter()
-                        .filter(|e| is_change(&e.event.kind))
-                        .flat_map(|e| e.event.paths);
+                        .filter(|e| is_change(&e.kind))
+                        .flat_map(|e| e.paths);
                     for path in changed {
                         let _ = paths.send(path);
                     }

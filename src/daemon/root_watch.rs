@@ -10,7 +10,7 @@
 //! editor saving a file closes it, renames it into place or creates it, so
 //! no configuration change is missed.
 //!
-//! Events go out as the tree watch's do (`DebounceEventResult` on the same
+//! Events go out as the tree watch's do ([`Batch`] on the same
 //! channel), each batch when it is due ([`super::batch`]). One thread per
 //! watch, stopped when the [`RootWatch`] is dropped.
 //!
@@ -24,14 +24,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use inotify::{EventMask, Inotify, WatchMask};
-use notify_debouncer_full::DebounceEventResult;
-use notify_debouncer_full::notify::event::{
+use notify::event::{
     CreateKind, DataChange, Flag, MetadataKind, ModifyKind, RemoveKind, RenameMode,
 };
-use notify_debouncer_full::notify::{self, Event, EventKind};
+use notify::{Event, EventKind};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::batch::Gathering;
+use super::batch::{Batch, Gathering};
 
 /// What the root is watched for: no `IN_MODIFY`, `IN_OPEN` or `IN_ACCESS`.
 const MASK: WatchMask = WatchMask::CREATE
@@ -56,7 +55,7 @@ impl RootWatch {
     pub fn start(
         root: &Path,
         debounce: Duration,
-        tx: UnboundedSender<DebounceEventResult>,
+        tx: UnboundedSender<Batch>,
     ) -> io::Result<RootWatch> {
         let inotify = Inotify::init()?;
         inotify.watches().add(root, MASK)?;
@@ -78,7 +77,7 @@ fn watch(
     root: &Path,
     debounce: Duration,
     stopped: &UnixStream,
-    tx: &UnboundedSender<DebounceEventResult>,
+    tx: &UnboundedSender<Batch>,
 ) {
     let mut buffer = [0u8; 4096];
     let mut batch = Gathering::new(debounce);
@@ -194,7 +193,7 @@ mod tests {
     const PATIENCE: Duration = Duration::from_secs(15);
 
     /// The names of the paths of the next batch (of events, not errors).
-    async fn next_names(rx: &mut mpsc::UnboundedReceiver<DebounceEventResult>) -> Vec<String> {
+    async fn next_names(rx: &mut mpsc::UnboundedReceiver<Batch>) -> Vec<String> {
         let batch = tokio::time::timeout(PATIENCE, rx.recv())
             .await
             .expect("no batch in time")

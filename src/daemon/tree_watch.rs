@@ -1,35 +1,32 @@
 //! `notify`'s watcher with its events delivered in batches when they are due
 //! (see [`super::batch`]), on the same channel and in the same form
-//! (`DebounceEventResult`) as the root's watch ([`super::root_watch`]). Reads (`Access` events, such as the daemon's
+//! ([`Batch`]) as the root's watch ([`super::root_watch`]). Reads (`Access` events, such as the daemon's
 //! own reading of a file it reloads) are left out: they change nothing, and
 //! they would open a batch that a later save then joins half-written.
 //!
-//! It replaces `notify-debouncer-full`'s debouncer, whose thread wakes every
-//! quarter of the debounce interval whether or not anything happened (27
-//! times a second at the default 150 ms, for the life of the daemon). This
-//! thread sleeps until an event arrives and then only until its batch is
-//! due, so an idle daemon is not woken by its file watch at all. The
-//! watcher needs the changed paths of a batch, not the debouncer's merging
-//! of events per file, so nothing is lost by it.
+//! It replaces `notify-debouncer-full` (a dependency no more), whose
+//! thread woke every quarter of the debounce interval whether or not
+//! anything happened (27 times a second at the default 150 ms, for the life
+//! of the daemon). This thread sleeps until an event arrives and then only
+//! until its batch is due, so an idle daemon is not woken by its file watch
+//! at all. The watcher needs the changed paths of a batch, not that crate's
+//! merging of events per file (by file id), so nothing is lost by it.
 //!
 //! One thread per watch, ending when the [`TreeWatch`] is dropped (notify
 //! then drops the event handler, which closes the thread's channel) or the
 //! receiver is gone.
 //!
-//! May depend on `notify`, `notify-debouncer-full`'s event types, `tokio`
-//! (sync only) and `batch`; nothing else of ours.
+//! May depend on `notify`, `tokio` (sync only) and `batch`; nothing else
+//! of ours.
 
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use notify_debouncer_full::DebounceEventResult;
-use notify_debouncer_full::notify::{
-    self, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _,
-};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::batch::Gathering;
+use super::batch::{Batch, Gathering};
 
 /// A `notify` watcher whose events go out in batches.
 pub struct TreeWatch {
@@ -44,10 +41,7 @@ impl std::fmt::Debug for TreeWatch {
 
 impl TreeWatch {
     /// A watcher watching nothing yet, whose batches go to `tx`.
-    pub fn start(
-        debounce: Duration,
-        tx: UnboundedSender<DebounceEventResult>,
-    ) -> Result<TreeWatch, String> {
+    pub fn start(debounce: Duration, tx: UnboundedSender<Batch>) -> Result<TreeWatch, String> {
         let (raw_tx, raw) = mpsc::channel::<(Instant, notify::Result<notify::Event>)>();
         let watcher = notify::recommended_watcher(move |event| {
             // The batching thread is gone only after the receiver was.
@@ -72,7 +66,7 @@ impl TreeWatch {
 fn batch(
     raw: &mpsc::Receiver<(Instant, notify::Result<notify::Event>)>,
     debounce: Duration,
-    tx: &UnboundedSender<DebounceEventResult>,
+    tx: &UnboundedSender<Batch>,
 ) {
     let mut batch = Gathering::new(debounce);
     loop {
@@ -185,7 +179,7 @@ mod tests {
 
     /// The paths of the next batch.
     async fn next_paths(
-        rx: &mut tokio::sync::mpsc::UnboundedReceiver<DebounceEventResult>,
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<Batch>,
     ) -> Vec<std::path::PathBuf> {
         let batch = tokio::time::timeout(PATIENCE, rx.recv())
             .await

@@ -12,9 +12,8 @@
 //! wake nothing), the rest by a [`TreeWatch`] (no thread wakes while nothing
 //! changes); both deliver on one channel.
 //!
-//! May depend on `notify`, `notify-debouncer-full`'s event types, `libc`,
-//! `tokio` (sync only), `tracing`, `root_watch` and `tree_watch`; nothing
-//! else of ours.
+//! May depend on `notify`, `libc`, `tokio` (sync only), `tracing`,
+//! `batch`, `root_watch` and `tree_watch`; nothing else of ours.
 //!
 //! What counts as a change: anything under the trees, the folders holding
 //! them (`.agents`, `.claude` themselves, not their other files), the root
@@ -32,9 +31,9 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode};
-use notify_debouncer_full::{DebounceEventResult, DebouncedEvent, notify};
 use tokio::sync::mpsc;
 
+use super::batch::Batch;
 use super::root_watch::RootWatch;
 use super::tree_watch::TreeWatch;
 
@@ -69,7 +68,7 @@ pub struct Watcher {
     trees: TreeWatch,
     /// The root's own watch; dropped with the watcher.
     _root_watch: RootWatch,
-    events: mpsc::UnboundedReceiver<DebounceEventResult>,
+    events: mpsc::UnboundedReceiver<Batch>,
 }
 
 impl std::fmt::Debug for Watcher {
@@ -171,7 +170,7 @@ impl Watcher {
     }
 
     /// Adds the paths of one delivery that count as changes.
-    fn absorb(&self, result: DebounceEventResult, batch: &mut BTreeSet<PathBuf>) {
+    fn absorb(&self, result: Batch, batch: &mut BTreeSet<PathBuf>) {
         match result {
             Ok(events) => {
                 for event in &events {
@@ -249,7 +248,7 @@ fn watch_error(path: &Path, error: &notify::Error) -> String {
 }
 
 /// Adds the paths of `event` that count as changes to `batch`.
-fn collect_event(root: &Path, event: &DebouncedEvent, batch: &mut BTreeSet<PathBuf>) {
+fn collect_event(root: &Path, event: &notify::Event, batch: &mut BTreeSet<PathBuf>) {
     if event.need_rescan() {
         tracing::warn!(
             root = %root.display(),
@@ -425,12 +424,8 @@ mod tests {
     #[test]
     fn access_events_are_ignored_and_rescans_reload_everything() {
         let root = Path::new("/p");
-        let event = |kind: EventKind, path: &str| {
-            DebouncedEvent::new(
-                notify::Event::new(kind).add_path(root.join(path)),
-                std::time::Instant::now(),
-            )
-        };
+        let event =
+            |kind: EventKind, path: &str| notify::Event::new(kind).add_path(root.join(path));
         let mut batch = BTreeSet::new();
         let open = notify::event::AccessKind::Open(notify::event::AccessMode::Any);
         collect_event(
@@ -443,12 +438,9 @@ mod tests {
         let rename = EventKind::Modify(notify::event::ModifyKind::Name(
             notify::event::RenameMode::Both,
         ));
-        let both = DebouncedEvent::new(
-            notify::Event::new(rename)
-                .add_path(root.join("agents/.a.yaml.swp"))
-                .add_path(root.join("agents/a.yaml")),
-            std::time::Instant::now(),
-        );
+        let both = notify::Event::new(rename)
+            .add_path(root.join("agents/.a.yaml.swp"))
+            .add_path(root.join("agents/a.yaml"));
         collect_event(root, &both, &mut batch);
         assert_eq!(
             batch.iter().cloned().collect::<Vec<_>>(),
@@ -456,10 +448,7 @@ mod tests {
         );
 
         let mut batch = BTreeSet::new();
-        let rescan = DebouncedEvent::new(
-            notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan),
-            std::time::Instant::now(),
-        );
+        let rescan = notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan);
         collect_event(root, &rescan, &mut batch);
         assert!(batch.contains(Path::new(WHOLE_TREE)));
     }
