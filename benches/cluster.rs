@@ -45,7 +45,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod sizes;
 mod stats;
+use sizes::env_usize;
 use stats::percentile;
 
 #[path = "cluster/db.rs"]
@@ -82,14 +84,6 @@ const NODE_SLOTS: usize = 32;
 /// How long the runs of a phase may take to be final, beyond one
 /// millisecond per run.
 const SETTLE: Duration = Duration::from_secs(120);
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
 
 fn main() {
     // The SQLite setup must not be sent to a database by the caller's

@@ -7,7 +7,9 @@
 //!
 //! `AURAD_BENCH_RUNS` sets the number of pipeline runs (default 50).
 
+mod sizes;
 mod stats;
+use sizes::env_usize;
 use stats::{percentile, summary};
 
 use std::sync::Arc;
@@ -22,10 +24,7 @@ use tokio_util::sync::CancellationToken;
 const STEPS: usize = 10;
 
 fn main() {
-    let runs: usize = std::env::var("AURAD_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let runs = env_usize("AURAD_BENCH_RUNS", 50);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("agents")).unwrap();

@@ -22,7 +22,9 @@ mod support;
 
 mod floor;
 mod link_order;
+mod sizes;
 mod stats;
+use sizes::env_usize;
 use stats::{percentile, summary};
 
 use std::process::{Command, Stdio};
@@ -48,10 +50,7 @@ fn main() {
         floor::once(mock.parse().expect("the mock's address"), &floor::bodies());
         return;
     }
-    let runs: usize = std::env::var("AURAD_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let runs = env_usize("AURAD_BENCH_RUNS", 50);
     process_bench(runs);
     engine_bench();
 }

@@ -15,6 +15,8 @@
 mod support;
 
 mod floor;
+mod sizes;
+use sizes::env_usize;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,13 +24,6 @@ use std::time::Instant;
 
 use support::mock_llm::{MockLlm, Reply};
 use support::serve::{Serve, write_settings};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// `/proc/PID/status` fields in KiB.
 fn status_kib(pid: i32, field: &str) -> u64 {

@@ -19,7 +19,9 @@
 mod support;
 
 mod floor;
+mod sizes;
 mod stats;
+use sizes::env_usize;
 use stats::{percentile, summary};
 
 use std::time::{Duration, Instant};
@@ -29,10 +31,7 @@ use support::mock_llm::{MockLlm, Reply};
 use support::serve::{Serve, write_settings};
 
 fn main() {
-    let rounds: usize = std::env::var("AURAD_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let rounds = env_usize("AURAD_BENCH_RUNS", 100);
     let mock = MockLlm::start_in_thread();
     mock.set_responder(|request| {
         let done = floor::tool_results(&request.body);

@@ -28,6 +28,8 @@ mod support;
 
 #[path = "../link_order/mod.rs"]
 mod link_order;
+#[path = "../sizes/mod.rs"]
+mod sizes;
 #[path = "../stats/mod.rs"]
 mod stats;
 
@@ -44,17 +46,10 @@ use idle::idle_rss_bench;
 use process::raise_nofile;
 use reload::reload_bench;
 use runs::runs_bench;
+use sizes::env_usize;
 
 /// How long start-up or a whole phase may take before the bench gives up.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(120);
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
 
 fn main() {
     let runs = env_usize("AURAD_BENCH_RUNS", 1000);
