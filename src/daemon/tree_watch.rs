@@ -1,8 +1,9 @@
 //! `notify`'s watcher with its events delivered in batches when they are due
 //! (see [`super::batch`]), on the same channel and in the same form
-//! ([`Batch`]) as the root's watch ([`super::root_watch`]). Reads (`Access` events, such as the daemon's
-//! own reading of a file it reloads) are left out: they change nothing, and
-//! they would open a batch that a later save then joins half-written.
+//! ([`Batch`]) as the root's watch ([`super::root_watch`]). Reads (`Access`
+//! events, such as the daemon's own reading of a file it reloads) are left
+//! out: they change nothing, and they would open a batch that a later save
+//! then joins half-written.
 //!
 //! It replaces `notify-debouncer-full` (a dependency no more), whose
 //! thread woke every quarter of the debounce interval whether or not
