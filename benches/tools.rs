@@ -5,9 +5,15 @@
 //! concurrently. Uses `examples/mcp_test_server`: build it first with
 //! `cargo build --release --example mcp_test_server`.
 //! `AURAD_BENCH_CALLS` changes the number of calls.
+//!
+//! Like `aurad`'s `main`, the bench first drops the capabilities that read
+//! other processes' memory (a no-op unless run as root), so its tools start
+//! the way the daemon's do: with `posix_spawn`, no hook between fork and
+//! exec.
 
 use std::path::PathBuf;
 
+mod sizes;
 #[path = "../tests/support/mod.rs"]
 mod support;
 use std::time::Instant;
@@ -17,10 +23,9 @@ use aurad::types::ToolCall;
 use tokio_util::sync::CancellationToken;
 
 fn main() {
-    let calls: usize = std::env::var("AURAD_BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    // Before any thread exists, so every thread is born without them.
+    aurad::tools::sandbox::drop_memory_reading_caps();
+    let calls = sizes::env_usize("AURAD_BENCH_CALLS", 1000);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
