@@ -522,3 +522,43 @@ fn validate_warns_about_an_unset_webhook_secret() {
         .code(0)
         .stderr(predicate::str::contains("ok: 1 agent(s), 0 warning(s)"));
 }
+
+#[test]
+fn logs_of_an_agent_name_show_its_newest_run() {
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::Text("first answer".into()));
+    mock.push(Reply::Text("second answer".into()));
+    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    std::fs::write(
+        dir.path().join("agents/idle.yaml"),
+        "model: mock/m\nsystem: s\n",
+    )
+    .unwrap();
+    for input in ["one", "two"] {
+        cargo_bin_cmd!("aurad")
+            .args(["run", "a", "--input", input, "--dir"])
+            .arg(dir.path())
+            .assert()
+            .code(0);
+    }
+    cargo_bin_cmd!("aurad")
+        .args(["logs", "a", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stdout("second answer\n");
+    cargo_bin_cmd!("aurad")
+        .args(["logs", "idle", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "agent `idle` has no runs yet; start one with `aurad run idle`",
+        ));
+    cargo_bin_cmd!("aurad")
+        .args(["logs", "nobody", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no run"));
+}

@@ -2,6 +2,7 @@
 //! without a daemon in this process's view: the newest run if it is still
 //! going, else the next one to start; each run's events as they are stored,
 //! its closing line, then the run created after it, and so on until Ctrl-C.
+//! Also which name means an agent, and its newest run (`aurad logs AGENT`).
 
 use std::io::Write;
 use std::path::Path;
@@ -14,8 +15,8 @@ use crate::store::{RunFilter, RunRecord, Store, StoreError};
 /// How many of an agent's newest runs are looked at for the next one.
 const LOOK_BACK: usize = 50;
 
-/// Whether `name` given to `logs --follow` means an agent: its file exists,
-/// or it is no run id (prefix) but the store has runs of that agent.
+/// Whether `name` given to `logs` means an agent: its file exists, or it
+/// is no run id (prefix) but the store has runs of that agent.
 pub(super) fn names_agent(root: &Path, store: &Store, name: &str) -> bool {
     let is_name = !name.is_empty()
         && name
@@ -35,6 +36,11 @@ pub(super) fn names_agent(root: &Path, store: &Store, name: &str) -> bool {
         store.get_run_blocking(name),
         Ok(None) | Err(StoreError::Invalid(_))
     ) && newest_runs(store, name, 1).is_ok_and(|runs| !runs.is_empty())
+}
+
+/// The newest run of `agent`, if it has any.
+pub(super) fn newest_run(store: &Store, agent: &str) -> Result<Option<RunRecord>, StoreError> {
+    Ok(newest_runs(store, agent, 1)?.pop())
 }
 
 fn newest_runs(store: &Store, agent: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
@@ -76,8 +82,8 @@ pub(super) fn agent(store: &Store, agent: &str, json: bool) -> i32 {
         run_id_in_json: true,
     };
     // The newest run is followed if it is still going; else the next one.
-    let mut after = match newest_runs(store, agent, 1) {
-        Ok(mut runs) => runs.pop(),
+    let mut after = match newest_run(store, agent) {
+        Ok(run) => run,
         Err(e) => return fail(e),
     };
     let mut current = after.take_if(|run| !run.state.is_final());

@@ -40,8 +40,9 @@ pub enum RunsCommand {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// The run id, or a unique prefix of it (at least 4 characters). With
-    /// --follow, an agent's name: follows its newest run, then each next one.
+    /// The run id, or a unique prefix of it (at least 4 characters), or an
+    /// agent's name: its newest run (with --follow, its newest run, then
+    /// each next one).
     #[arg(value_name = "RUN_ID|AGENT")]
     pub run_id: String,
     /// Print one JSON event per line.
@@ -167,11 +168,26 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    if args.follow && super::follow::names_agent(root, &store, &args.run_id) {
+    let agent = super::follow::names_agent(root, &store, &args.run_id);
+    if args.follow && agent {
         return super::follow::agent(&store, &args.run_id, args.json);
     }
-    let run = match store.get_run_blocking(&args.run_id) {
+    // A run the id (prefix) matches comes first, as before agents were
+    // accepted here; then the agent's newest run.
+    let found = match store.get_run_blocking(&args.run_id) {
+        Ok(Some(run)) => Ok(Some(run)),
+        _ if agent => super::follow::newest_run(&store, &args.run_id),
+        other => other,
+    };
+    let run = match found {
         Ok(Some(run)) => run,
+        Ok(None) if agent => {
+            eprintln!(
+                "error: agent `{}` has no runs yet; start one with `aurad run {}`",
+                args.run_id, args.run_id
+            );
+            return EXIT_FAILED;
+        }
         Ok(None) => {
             eprintln!(
                 "error: no run {:?}; list runs with `aurad runs`",
