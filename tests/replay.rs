@@ -1,4 +1,4 @@
-//! `aurad replay RUN` end to end: a real `aurad run` against a mock LLM
+//! `aurad replay RUN|AGENT` end to end: a real `aurad run` against a mock LLM
 //! server on 127.0.0.1 (one bash tool round that creates a file), recorded
 //! in the project's SQLite store; then the real binary replays it. An
 //! identical replay exits 0 with no request to the mock and no file
@@ -20,6 +20,7 @@ const COMMAND: &str = r#"{"command":"touch made-by-tool && echo hi"}"#;
 /// Records one run of agent `a` (a bash round, then "done: hi") and
 /// returns its id; the tool really ran.
 fn record(mock: &MockLlm, root: &Path) -> String {
+    let before = mock.request_count();
     mock.push(Reply::tool_call("call_1", "bash", COMMAND));
     mock.push(Reply::Text("done: hi".into()));
     cargo_bin_cmd!("aurad")
@@ -28,7 +29,7 @@ fn record(mock: &MockLlm, root: &Path) -> String {
         .args(["run", "a", "--input", "make the file"])
         .assert()
         .code(0);
-    assert_eq!(mock.request_count(), 2);
+    assert_eq!(mock.request_count(), before + 2);
     let made = root.join("made-by-tool");
     assert!(made.exists(), "the recorded run's tool created the file");
     std::fs::remove_file(&made).unwrap();
@@ -72,6 +73,20 @@ fn an_unchanged_agent_replays_identically_offline_and_without_side_effects() {
     assert!(
         !dir.path().join("made-by-tool").exists(),
         "replay ran no real tool"
+    );
+}
+
+#[test]
+fn an_agent_name_replays_its_newest_run() {
+    let mock = MockLlm::start_in_thread();
+    let dir = project_with_mock(&mock, AGENT);
+    record(&mock, dir.path());
+    let newest = record(&mock, dir.path());
+    let (code, stdout, stderr) = replay(dir.path(), "a");
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("replayed run {newest} of agent `a`")),
+        "{stdout}"
     );
 }
 

@@ -2,54 +2,17 @@
 //! without a daemon in this process's view: the newest run if it is still
 //! going, else the next one to start; each run's events as they are stored,
 //! its closing line, then the run created after it, and so on until Ctrl-C.
-//! Also which name means an agent, and its newest run (`aurad logs AGENT`).
 
 use std::io::Write;
-use std::path::Path;
 
 use super::EXIT_FAILED;
 use super::render::Renderer;
+use super::run_or_agent::{newest_run, newest_runs};
 use super::runs::{FOLLOW_POLL, Output, print_events};
-use crate::store::{RunFilter, RunRecord, Store, StoreError};
+use crate::store::{RunRecord, Store, StoreError};
 
 /// How many of an agent's newest runs are looked at for the next one.
 const LOOK_BACK: usize = 50;
-
-/// Whether `name` given to `logs` means an agent: its file exists, or it
-/// is no run id (prefix) but the store has runs of that agent.
-pub(super) fn names_agent(root: &Path, store: &Store, name: &str) -> bool {
-    let is_name = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !is_name {
-        return false;
-    }
-    let agents = root.join("agents");
-    if ["yaml", "yml"]
-        .iter()
-        .any(|ext| agents.join(format!("{name}.{ext}")).is_file())
-    {
-        return true;
-    }
-    matches!(
-        store.get_run_blocking(name),
-        Ok(None) | Err(StoreError::Invalid(_))
-    ) && newest_runs(store, name, 1).is_ok_and(|runs| !runs.is_empty())
-}
-
-/// The newest run of `agent`, if it has any.
-pub(super) fn newest_run(store: &Store, agent: &str) -> Result<Option<RunRecord>, StoreError> {
-    Ok(newest_runs(store, agent, 1)?.pop())
-}
-
-fn newest_runs(store: &Store, agent: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
-    store.list_runs_blocking(&RunFilter {
-        agent: Some(agent.to_string()),
-        limit,
-        ..RunFilter::default()
-    })
-}
 
 /// Is `run` created after `than` (creation time, then id: ids are
 /// time-ordered)?

@@ -13,6 +13,7 @@ mod prune;
 mod render;
 mod replay;
 mod run;
+mod run_or_agent;
 mod runs;
 mod serve;
 mod skills;

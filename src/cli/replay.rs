@@ -1,4 +1,4 @@
-//! `aurad replay RUN`: re-executes a stored run's agent, as its file is now,
+//! `aurad replay RUN|AGENT`: re-executes a stored run's agent, as its file is now,
 //! through the engine with the run's recorded model answers and tool
 //! results (no network, no real tool), and reports where the new run
 //! diverges from the recorded one, turn by turn with both sides. Reads the
@@ -19,7 +19,9 @@ pub const EXIT_DIVERGED: i32 = 3;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The run id (as `aurad runs` lists it).
+    /// The run id (as `aurad runs` lists it) or a unique prefix of it, or
+    /// an agent's name: its newest run.
+    #[arg(value_name = "RUN_ID|AGENT")]
     pub run_id: String,
 }
 
@@ -37,10 +39,7 @@ pub fn run(root: &Path, args: ReplayArgs) -> i32 {
 /// `Ok(true)`: identical; `Ok(false)`: diverged (printed).
 fn replay(root: &Path, run_id: &str) -> Result<bool, String> {
     let store = open_store(root)?;
-    let run = store
-        .get_run_blocking(run_id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no run {run_id:?}; list runs with `aurad runs`"))?;
+    let run = super::run_or_agent::find(root, &store, run_id)?;
     let events = store
         .run_events_blocking(&run.id)
         .map_err(|e| e.to_string())?;

@@ -168,35 +168,13 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let agent = super::follow::names_agent(root, &store, &args.run_id);
-    if args.follow && agent {
+    if args.follow && super::run_or_agent::names_agent(root, &store, &args.run_id) {
         return super::follow::agent(&store, &args.run_id, args.json);
     }
-    // A run the id (prefix) matches comes first, as before agents were
-    // accepted here; then the agent's newest run.
-    let found = match store.get_run_blocking(&args.run_id) {
-        Ok(Some(run)) => Ok(Some(run)),
-        _ if agent => super::follow::newest_run(&store, &args.run_id),
-        other => other,
-    };
-    let run = match found {
-        Ok(Some(run)) => run,
-        Ok(None) if agent => {
-            eprintln!(
-                "error: agent `{}` has no runs yet; start one with `aurad run {}`",
-                args.run_id, args.run_id
-            );
-            return EXIT_FAILED;
-        }
-        Ok(None) => {
-            eprintln!(
-                "error: no run {:?}; list runs with `aurad runs`",
-                args.run_id
-            );
-            return EXIT_FAILED;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
+    let run = match super::run_or_agent::find(root, &store, &args.run_id) {
+        Ok(run) => run,
+        Err(message) => {
+            eprintln!("error: {message}");
             return EXIT_FAILED;
         }
     };
