@@ -524,7 +524,7 @@ fn validate_warns_about_an_unset_webhook_secret() {
 }
 
 #[test]
-fn logs_of_an_agent_name_show_its_newest_run() {
+fn logs_of_an_agent_name_show_its_newest_run_and_empty_listings_say_why() {
     let mock = MockLlm::start_in_thread();
     mock.push(Reply::Text("first answer".into()));
     mock.push(Reply::Text("second answer".into()));
@@ -561,4 +561,17 @@ fn logs_of_an_agent_name_show_its_newest_run() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("no run"));
+    // An empty listing says what it was filtered by, not "no runs yet".
+    cargo_bin_cmd!("aurad")
+        .args(["runs", "--agent", "idle", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("agent `idle` has no runs;"));
+    cargo_bin_cmd!("aurad")
+        .args(["runs", "--agent", "a", "--state", "failed", "--dir"])
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("no failed runs of agent `a`;"));
 }

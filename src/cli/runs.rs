@@ -102,7 +102,19 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         return EXIT_OK;
     }
     if runs.is_empty() {
-        eprintln!("no runs yet; start one with `aurad run AGENT`");
+        match (&filter.agent, filter.state) {
+            (None, None) => eprintln!("no runs yet; start one with `aurad run AGENT`"),
+            (Some(agent), None) => eprintln!(
+                "agent `{agent}` has no runs; `aurad agents` lists the agents, `aurad runs` every run"
+            ),
+            (agent, Some(state)) => eprintln!(
+                "no {state} runs{}; `aurad runs` lists every run",
+                agent
+                    .as_ref()
+                    .map(|a| format!(" of agent `{a}`"))
+                    .unwrap_or_default()
+            ),
+        }
         return EXIT_OK;
     }
     println!(
