@@ -1,9 +1,10 @@
-//! `aurad replay RUN|AGENT`: re-executes a stored run's agent, as its file is now,
-//! through the engine with the run's recorded model answers and tool
-//! results (no network, no real tool), and reports where the new run
-//! diverges from the recorded one, turn by turn with both sides. Reads the
-//! store directly, like `aurad logs`: no daemon needed. Exit 0 when
-//! identical, 3 when it diverges, 1 when it cannot replay.
+//! `aurad replay RUN|AGENT`: re-executes a stored run's agent (an agent's
+//! name: its newest run), as its file is now, through the engine with the
+//! run's recorded model answers and tool results (no network, no real
+//! tool), and reports where the new run diverges from the recorded one,
+//! turn by turn with both sides. Reads the store directly, like `aurad
+//! logs`: no daemon needed. Exit 0 when identical, 3 when it diverges, 1
+//! when it cannot replay.
 
 use std::path::Path;
 
