@@ -20,7 +20,7 @@ use std::time::Duration;
 use assert_cmd::cargo::cargo_bin_cmd;
 use aurad::store::Store;
 use aurad::types::RunState;
-use support::inproc::{WAIT, eventually, get, hash, runs, start, wait_hash, watching};
+use support::inproc::{InProc, WAIT, eventually, get, hash, runs, start, wait_hash, watching};
 use support::mock_llm::{MockLlm, Recorded, Reply};
 use support::project::project_with_mock;
 use support::serve::{Serve, poll, write_settings};
@@ -45,6 +45,24 @@ fn write(root: &Path, file: &str, text: &str) {
     let aside = root.join(format!(".{}.part", file.replace('/', "_")));
     std::fs::write(&aside, text).unwrap();
     std::fs::rename(aside, path).unwrap();
+}
+
+/// An agent (on the built-in test model) run for each file matching
+/// `paths`, its input naming the file.
+fn reader_agent(paths: &str, debounce: &str) -> String {
+    format!(
+        "model: test\nprompt: \"Read {{{{ trigger.path }}}}\"\nwatch: {{ paths: \"{paths}\", debounce: {debounce} }}\n"
+    )
+}
+
+/// A daemon in process serving [`reader_agent`] as `a`, and its store; the
+/// project lives as long as the returned directory.
+async fn serve_reader(paths: &str, debounce: &str) -> (MockLlm, tempfile::TempDir, InProc, Store) {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(&mock, &reader_agent(paths, debounce));
+    let daemon = start(dir.path(), Default::default()).await;
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    (mock, dir, daemon, store)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,11 +425,7 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
     })
     .await;
     write(root, "drop/early.txt", "there before the watch");
-    write(
-        root,
-        "agents/a.yaml",
-        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"drop/*.txt\", debounce: 50ms }\n",
-    );
+    write(root, "agents/a.yaml", &reader_agent("drop/*.txt", "50ms"));
     // The file there before the reload is found by the look at the folder.
     ended(
         &store,
@@ -425,11 +439,7 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
     // file dropped there first and one in the new folder after: once the
     // second has run, the first would have (same debounce, earlier).
     let old = hash(&daemon, "a").await;
-    write(
-        root,
-        "agents/a.yaml",
-        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"other/*.txt\", debounce: 50ms }\n",
-    );
+    write(root, "agents/a.yaml", &reader_agent("other/*.txt", "50ms"));
     wait_hash(&daemon, "a", old.as_deref()).await;
     write(root, "drop/ignored.txt", "nobody watches");
     write(root, "other/seen.txt", "watched");
@@ -457,14 +467,8 @@ async fn a_watch_added_by_a_reload_takes_effect_and_one_removed_stops() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_folder_created_after_the_start_is_followed() {
-    let mock = MockLlm::start().await;
-    let dir = project_with_mock(
-        &mock,
-        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"deep/er/*.txt\", debounce: 20ms }\n",
-    );
+    let (_mock, dir, daemon, store) = serve_reader("deep/er/*.txt", "20ms").await;
     let root = dir.path();
-    let daemon = start(root, Default::default()).await;
-    let store = Store::open(&root.join("aurad.db")).unwrap();
     std::fs::create_dir(root.join("deep")).unwrap();
     std::fs::create_dir(root.join("deep/er")).unwrap();
     write(root, "deep/er/x.txt", "hello");
@@ -479,14 +483,8 @@ async fn a_folder_created_after_the_start_is_followed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_folder_moved_into_place_is_followed() {
-    let mock = MockLlm::start().await;
-    let dir = project_with_mock(
-        &mock,
-        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"drop/*.txt\", debounce: 20ms }\n",
-    );
+    let (_mock, dir, daemon, store) = serve_reader("drop/*.txt", "20ms").await;
     let root = dir.path();
-    let daemon = start(root, Default::default()).await;
-    let store = Store::open(&root.join("aurad.db")).unwrap();
     // Filled elsewhere, then renamed into the root: the root's watch sees a
     // rename, not a creation.
     let staging = tempfile::tempdir_in(root).unwrap();
@@ -503,14 +501,8 @@ async fn a_folder_moved_into_place_is_followed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_written_in_the_root_runs_once() {
-    let mock = MockLlm::start().await;
-    let dir = project_with_mock(
-        &mock,
-        "model: test\nprompt: \"Read {{ trigger.path }}\"\nwatch: { paths: \"*.csv\", debounce: 50ms }\n",
-    );
+    let (_mock, dir, daemon, store) = serve_reader("*.csv", "50ms").await;
     let root = dir.path();
-    let daemon = start(root, Default::default()).await;
-    let store = Store::open(&root.join("aurad.db")).unwrap();
     // Written in place (created, written twice, closed): a glob of the
     // root's own files is followed with every write seen.
     let mut file = std::fs::File::create(root.join("a.csv")).unwrap();
