@@ -15,8 +15,8 @@ use stats::{percentile, summary};
 use std::sync::Arc;
 use std::time::Instant;
 
-use aurad::daemon::RunRequest;
-use aurad::daemon::pipeline::{PipelineJob, execute};
+use aurad::run::RunRequest;
+use aurad::run::pipeline::{PipelineJob, execute};
 use aurad::store::Store;
 use aurad::types::RunState;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +40,7 @@ fn main() {
     let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
     assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
     let snapshot = Arc::new(snapshot);
-    let env: aurad::daemon::Env = Arc::new(|_: &str| None);
+    let env: aurad::run::Env = Arc::new(|_: &str| None);
     let store = Store::open(&root.join("aurad.db")).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
 

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod redact;
 pub mod registry;
 pub mod replay;
+pub mod run;
 pub mod scheduler;
 pub mod skills;
 pub mod store;

@@ -6,10 +6,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use aurad::daemon::{RunRequest, execute, prepare};
 use aurad::engine::RunOutcome;
 use aurad::mcp::{McpManager, ServerState};
 use aurad::registry::Snapshot;
+use aurad::run::{RunRequest, execute, prepare};
 use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
 use support::mock_llm::{MockLlm, Reply};

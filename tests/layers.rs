@@ -32,6 +32,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("telemetry", &["config", "llm", "tools"]),
     ("replay", &["config", "engine", "llm", "tools"]),
     (
+        "run",
+        &[
+            "config",
+            "engine",
+            "llm",
+            "memory",
+            "registry",
+            "skills",
+            "store",
+            "telemetry",
+            "tools",
+        ],
+    ),
+    (
         "daemon",
         &[
             "api",
@@ -41,6 +55,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "mcp",
             "memory",
             "registry",
+            "run",
             "scheduler",
             "skills",
             "store",
@@ -60,6 +75,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "memory",
             "registry",
             "replay",
+            "run",
             "scheduler",
             "skills",
             "store",

@@ -440,7 +440,9 @@ fn bad_files_written_under_a_live_serve_leave_the_previous_version_serving() {
         // unless the file's name is what is wrong.
         let stem = case.source.file_stem().unwrap().to_str().unwrap();
         let dest = match kind {
-            "agent" if aurad::config::agent::valid_name(stem) => PathBuf::from("agents/a.yaml"),
+            "agent" if aurad::config::agent_name::valid_name(stem) => {
+                PathBuf::from("agents/a.yaml")
+            }
             "tools.d" if aurad::config::plugins::valid_tool_name(stem) => {
                 PathBuf::from("tools.d/t.yaml")
             }

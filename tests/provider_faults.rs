@@ -10,13 +10,13 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aurad::daemon::{PreparedRun, execute};
 use aurad::engine::RunOutcome;
 use aurad::llm::anthropic::AnthropicProvider;
 use aurad::llm::gemini::GeminiProvider;
 use aurad::llm::openai::OpenAiProvider;
 use aurad::llm::retry::{RetryPolicy, stream_with_retry_until};
 use aurad::llm::{ChatRequest, Provider, ProviderError};
+use aurad::run::{PreparedRun, execute};
 use aurad::store::Store;
 use aurad::types::{Message, RetryReason, RunEvent, RunState};
 use serde_json::Value;

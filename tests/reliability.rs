@@ -22,9 +22,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aurad::daemon::RunSink;
-use aurad::daemon::runner::{execute, new_run, run_claimed};
-use aurad::daemon::{RunRequest, prepare};
+use aurad::run::RunSink;
+use aurad::run::runner::{execute, new_run, run_claimed};
+use aurad::run::{RunRequest, prepare};
 use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
 use rand::{Rng, SeedableRng};
@@ -83,7 +83,7 @@ fn runs_in(db: &Path, states: &[&str]) -> Vec<(String, String, Option<String>)> 
 /// claimed `running` in it; and that run's id.
 async fn claimed(
     dir: &Path,
-    prepared: &aurad::daemon::PreparedRun,
+    prepared: &aurad::run::PreparedRun,
 ) -> (std::path::PathBuf, Store, String) {
     let db = dir.join("aurad.db");
     let store = Store::open(&db).unwrap();
@@ -501,7 +501,7 @@ fn marker_project(mock: &MockLlm) -> tempfile::TempDir {
 
 /// A project whose agent `a` (no tools) answers "done" at once, and its
 /// run, prepared.
-fn answering_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::daemon::PreparedRun) {
+fn answering_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::run::PreparedRun) {
     mock.push(Reply::Text("done".into()));
     let dir = project_with_mock(mock, "model: mock/m\nsystem: s\n");
     let prepared = support::project::prepare_agent(dir.path(), "go");
@@ -509,7 +509,7 @@ fn answering_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::daemon::PreparedR
 }
 
 /// [`marker_project`] and its run, prepared.
-fn marker_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::daemon::PreparedRun) {
+fn marker_run(mock: &MockLlm) -> (tempfile::TempDir, aurad::run::PreparedRun) {
     let dir = marker_project(mock);
     let prepared = support::project::prepare_agent(dir.path(), "go");
     (dir, prepared)

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use super::print_for_agent;
 use crate::config::{self, Agent};
-use crate::daemon::{RunRequest, prepare};
 use crate::engine::RunSpec;
 use crate::registry::{self, Snapshot};
 use crate::replay::{RecordedResult, ToolPlan, scripted_toolset};
+use crate::run::{RunRequest, prepare};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
 

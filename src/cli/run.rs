@@ -15,9 +15,9 @@ use super::{
     print_for_agent, read_input,
 };
 use crate::config;
-use crate::daemon::pipeline::{self, PipelineJob};
-use crate::daemon::{PreparedRun, RunRequest, execute, prepare};
 use crate::registry;
+use crate::run::pipeline::{self, PipelineJob};
+use crate::run::{PreparedRun, RunRequest, execute, prepare};
 use crate::types::{Database, RunState};
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use super::agent_name::valid_name;
 use super::approval::{ApprovalConfig, RawApproval, is_tool_glob, parse_approval};
 use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate, locate_item};
@@ -125,15 +126,6 @@ pub struct Agent {
     pub hash: String,
     /// The interpolated text, for locating later diagnostics.
     pub text: String,
-}
-
-/// Is `name` a valid agent name (`[a-z0-9][a-z0-9_-]*`)?
-pub fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// Parses one agent file's interpolated `text`. Returns the agent when it has
@@ -552,14 +544,5 @@ mod tests {
             d[0].starts_with("agents/a.yaml:3:9: `skills` must be `auto`, `none` or a list"),
             "{d:?}"
         );
-    }
-
-    #[test]
-    fn names() {
-        assert!(valid_name("hello"));
-        assert!(valid_name("a1_b-c"));
-        assert!(!valid_name("Hello"));
-        assert!(!valid_name("-x"));
-        assert!(!valid_name(""));
     }
 }

@@ -254,6 +254,35 @@ pub fn offset_to_place(text: &str, offset: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
+/// Where each item of the block sequence under the top-level `key` starts,
+/// in order; none when the sequence is not in block style.
+pub(super) fn item_places(text: &str, key: &str) -> Vec<(usize, usize)> {
+    let (key_line, _) = locate(text, &[key]);
+    let mut indent = None;
+    let mut places = Vec::new();
+    for (n, line) in text.lines().enumerate().skip(key_line) {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let here = line.len() - trimmed.len();
+        if !trimmed.starts_with("- ") && trimmed != "-" {
+            if indent.is_none_or(|i| here <= i) {
+                break;
+            }
+            continue;
+        }
+        match indent {
+            None => indent = Some(here),
+            Some(i) if here < i => break,
+            Some(i) if here > i => continue,
+            Some(_) => {}
+        }
+        places.push((n + 1, here + 3));
+    }
+    places
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,9 @@
 //! problem reported. Depends on `types` only.
 
 pub mod after;
+mod after_graph;
 pub mod agent;
+pub mod agent_name;
 pub mod agent_tests;
 pub mod approval;
 pub mod bounds;
@@ -91,7 +93,7 @@ fn load_all(root: &Path, env: EnvLookup) -> Loaded {
             agents.insert(name, agent);
         }
     }
-    after::check_after(&mut agents, &agent_names(root), &mut diagnostics);
+    after_graph::check_after(&mut agents, &agent_names(root), &mut diagnostics);
     with_tools(root, settings, agents, diagnostics, env)
 }
 
@@ -261,7 +263,7 @@ fn load_agent_file(
     env: EnvLookup,
 ) -> (Option<Agent>, Vec<Diagnostic>) {
     let rel = relative(root, file);
-    if !agent::valid_name(name) {
+    if !agent_name::valid_name(name) {
         return (
             None,
             vec![Diagnostic::error(

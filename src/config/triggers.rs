@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 use super::after::{AfterTrigger, parse_after};
-use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate};
+use super::diag::{Diagnostic, MAX_LIST_ERRORS, item_places, locate};
 use super::duration::duration_value;
 use super::watch::{WatchTrigger, parse_watch};
 use super::yaml_value::describe_value;
@@ -312,35 +312,6 @@ pub(super) fn parse_triggers(
         }
     }
     triggers
-}
-
-/// Where each item of the block sequence under the top-level `key` starts,
-/// in order; none when the sequence is not in block style.
-pub(super) fn item_places(text: &str, key: &str) -> Vec<(usize, usize)> {
-    let (key_line, _) = locate(text, &[key]);
-    let mut indent = None;
-    let mut places = Vec::new();
-    for (n, line) in text.lines().enumerate().skip(key_line) {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let here = line.len() - trimmed.len();
-        if !trimmed.starts_with("- ") && trimmed != "-" {
-            if indent.is_none_or(|i| here <= i) {
-                break;
-            }
-            continue;
-        }
-        match indent {
-            None => indent = Some(here),
-            Some(i) if here < i => break,
-            Some(i) if here > i => continue,
-            Some(_) => {}
-        }
-        places.push((n + 1, here + 3));
-    }
-    places
 }
 
 /// One schedule item: `"CRON"` or `{ cron, timezone, input }`.

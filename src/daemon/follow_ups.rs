@@ -5,43 +5,51 @@
 //! once), and for a run started by a file (`watch:`) that succeeded, the
 //! move of the file to `move_to`.
 //!
-//! Depends on the supervisor, the snapshot and the store.
+//! Depends on the supervisor, the snapshot, the store and the watch's file
+//! moves.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use tokio::sync::watch;
 
-use super::file_triggers::move_processed;
-use super::runner::RunRequest;
-use super::supervisor::{SubmitError, Supervisor};
-use super::template::TriggerVars;
+use super::supervisor::{OnRunEnd, RunEnded, SubmitError, Supervisor};
+use super::watch::files::move_processed;
 use crate::registry::Snapshot;
+use crate::run::runner::RunRequest;
+use crate::run::template::TriggerVars;
 use crate::store::TriggerClaim;
 use crate::types::RunState;
 
-/// Called by the supervisor when run `run_id` of `agent` ended in `state`
-/// (it ran; skipped and missed runs never get here). Boxed: a follow-up is
-/// submitted to the supervisor whose run task awaits this.
-pub(super) fn run_ended<'a>(
-    supervisor: &'a Arc<Supervisor>,
-    run_id: &'a str,
-    agent: &'a str,
-    state: RunState,
-    origin: Option<TriggerVars>,
-) -> BoxFuture<'a, ()> {
-    Box::pin(ended(supervisor, run_id, agent, state, origin))
+/// The follow-ups of runs under `aurad serve`, looked up in the snapshot
+/// current when each run ends.
+pub(super) struct FollowUps {
+    pub(super) snapshots: watch::Receiver<Arc<Snapshot>>,
 }
 
-async fn ended(
+impl OnRunEnd for FollowUps {
+    fn ended<'a>(&'a self, supervisor: &'a Arc<Supervisor>, ended: RunEnded) -> BoxFuture<'a, ()> {
+        let snapshot = self.snapshots.borrow().clone();
+        Box::pin(async move {
+            let RunEnded {
+                run_id,
+                agent,
+                state,
+                origin,
+            } = ended;
+            follow_up(supervisor, snapshot, &run_id, &agent, state, origin).await
+        })
+    }
+}
+
+async fn follow_up(
     supervisor: &Arc<Supervisor>,
+    snapshot: Arc<Snapshot>,
     run_id: &str,
     agent: &str,
     state: RunState,
     origin: Option<TriggerVars>,
 ) {
-    let Some(snapshot) = supervisor.current_snapshot() else {
-        return;
-    };
     if let Some(TriggerVars::Watch { path, content_hash }) = &origin
         && state == RunState::Succeeded
         && let Some(move_to) = snapshot

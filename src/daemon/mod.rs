@@ -6,40 +6,19 @@
 //!
 //! May depend on `registry`, `engine`, `store`, `scheduler`, `api`.
 
-pub mod agent_tool;
-pub mod approvals;
 mod backend;
-mod batch;
 pub mod clock;
 pub mod cluster;
-mod file_triggers;
 mod follow_ups;
-pub mod hub;
 pub mod lock;
 pub mod metrics;
-pub mod notify;
-pub mod owner;
-mod pending_claim;
-pub mod pipeline;
-mod pipeline_step;
-pub mod recorder;
 pub mod reload;
-mod remote_events;
 pub mod retention;
-mod root_watch;
-mod run_events;
-pub mod runner;
 pub mod scheduler;
 mod serve;
-mod shared_queue;
 pub mod status;
-mod step_approval;
 pub mod supervisor;
-pub mod takeover;
-pub mod template;
-mod traced;
-mod tree_watch;
-pub mod watcher;
+pub mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,22 +26,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use futures::stream::{self, BoxStream, StreamExt};
-use tokio::sync::watch;
 
 pub use crate::api::{
     AfterInfo, AgentInfo, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use run_events::RunSink;
-pub use runner::{PreparedRun, RunRequest, execute, prepare};
 pub use serve::{ServeOptions, serve};
 pub use supervisor::{CancelOutcome, Env};
 
 use crate::config::WebhookSignature;
 use crate::registry::Snapshot;
+use crate::run::RunRequest;
+use crate::run::hub::Numbered;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
 use crate::types::{RunEvent, RunState};
-use hub::Numbered;
 use metrics::Metrics;
 use supervisor::Supervisor;
 
@@ -80,7 +57,7 @@ pub struct Daemon {
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
     env: Env,
-    snapshot: watch::Sender<Arc<Snapshot>>,
+    snapshot: tokio::sync::watch::Sender<Arc<Snapshot>>,
     listen: SocketAddr,
     token: Option<String>,
     mcp_states: Mutex<Vec<(String, String)>>,
@@ -265,7 +242,7 @@ impl Daemon {
         let stored = self.store.run_events_after(run_id, after).await?;
         let Some(sub) = subscription else {
             // Run elsewhere (another node, an `aurad run`) or finished.
-            return Ok(remote_events::follow(
+            return Ok(cluster::remote_events::follow(
                 self.store.clone(),
                 run_id.to_string(),
                 stored,
@@ -305,7 +282,7 @@ impl Daemon {
             if finished {
                 stream::empty().boxed()
             } else {
-                remote_events::follow(store, run_id, Vec::new(), last)
+                cluster::remote_events::follow(store, run_id, Vec::new(), last)
             }
         })
         .flatten();

@@ -24,7 +24,7 @@ use crate::mcp::McpManager;
 use crate::registry::{self, Snapshot, skipped};
 use crate::types::ToolSpec;
 
-use super::supervisor::Env;
+use crate::run::Env;
 
 /// A loaded snapshot (what it left out is in `Snapshot::skipped`) and the
 /// diagnostics to log besides: warnings, and why a last good agent version

@@ -28,9 +28,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::{Clock, MAX_NAP};
 use super::metrics::Metrics;
-use super::runner::RunRequest;
 use super::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
+use crate::run::runner::RunRequest;
 use crate::scheduler::{CronSchedule, MAX_MISSED_LISTED, OnMissed, plan_missed};
 use crate::store::{Fire, NewRun, Store};
 use crate::types::{RunState, ScheduleId};

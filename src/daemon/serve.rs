@@ -20,13 +20,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
 use super::clock::Clock;
+use super::cluster::takeover::{Liveness, sweep_dead_owners, take_over};
 use super::lock::ProjectLock;
 use super::metrics::Metrics;
 use super::reload::{Reloader, describe_changes};
 use super::scheduler::Scheduler;
 use super::supervisor::{Env, Health, Supervisor};
-use super::takeover::{Liveness, sweep_dead_owners, take_over};
-use super::watcher::Watcher;
+use super::watch::Watcher;
 use crate::config::Diagnostic;
 use crate::store::Store;
 use crate::types::RunState;
@@ -148,7 +148,9 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
     let (snapshot_tx, snapshot_rx) = watch::channel(snapshot.clone());
-    supervisor.follow(snapshot_rx.clone());
+    supervisor.follow(Box::new(super::follow_ups::FollowUps {
+        snapshots: snapshot_rx.clone(),
+    }));
     let daemon = Arc::new(Daemon {
         root: root.clone(),
         store: store.clone(),
@@ -181,7 +183,7 @@ pub async fn serve(
         options.clock.clone(),
         metrics.clone(),
     );
-    let files_task = tokio::spawn(super::file_triggers::run(
+    let files_task = tokio::spawn(super::watch::files::run(
         supervisor.clone(),
         snapshot_rx.clone(),
         stop.child_token(),

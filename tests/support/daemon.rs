@@ -24,7 +24,7 @@ pub struct Api {
 }
 
 /// An environment holding exactly `vars`.
-pub fn env_of(vars: &[(&str, &str)]) -> aurad::daemon::Env {
+pub fn env_of(vars: &[(&str, &str)]) -> aurad::run::Env {
     let vars: Vec<(String, String)> = vars
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aurad::daemon::{Clock, Env, ServeOptions, serve};
+use aurad::daemon::{Clock, ServeOptions, serve};
+use aurad::run::Env;
 use aurad::store::{RunFilter, RunRecord, Store};
 
 pub struct InProc {

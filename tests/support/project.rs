@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use aurad::daemon::{RunRequest, execute, prepare};
 use aurad::engine::RunOutcome;
 use aurad::llm::retry::RetryPolicy;
+use aurad::run::{RunRequest, execute, prepare};
 use aurad::store::Store;
 use aurad::types::RunEvent;
 use tokio_util::sync::CancellationToken;
@@ -67,7 +67,7 @@ impl Project {
 
 /// Agent `a` of the project at `root`, prepared with `input` as `aurad
 /// run` prepares it (the production retry policy included).
-pub fn prepare_agent(root: &std::path::Path, input: &str) -> aurad::daemon::PreparedRun {
+pub fn prepare_agent(root: &std::path::Path, input: &str) -> aurad::run::PreparedRun {
     let loaded = aurad::config::load(root, &|_| None);
     let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
     assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");

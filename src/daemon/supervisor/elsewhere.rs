@@ -62,7 +62,7 @@ impl Supervisor {
         }
         let runs = self
             .store
-            .in_flight_elsewhere(agent, super::super::owner::this_process())
+            .in_flight_elsewhere(agent, crate::run::owner::this_process())
             .await?;
         Ok(Elsewhere::of(&runs, schedule))
     }
@@ -89,7 +89,7 @@ impl Supervisor {
         if !self.store.is_shared() {
             return true;
         }
-        let me = super::super::owner::this_process();
+        let me = crate::run::owner::this_process();
         let created_at = loop {
             match self.store.get_run(id).await {
                 Ok(Some(mine)) => break mine.created_at,

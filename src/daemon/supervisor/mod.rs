@@ -13,8 +13,8 @@
 //!
 //! A run started by another run's end or by a file is claimed with what it
 //! is for ([`crate::store::TriggerClaim`]), so it happens once; when a run ends, the runs
-//! it starts (`after:`) and the move of its file (`watch:`) are in
-//! `follow_ups`.
+//! it starts (`after:`) and the move of its file (`watch:`) are
+//! `follow_ups`'s, told through [`OnRunEnd`].
 //!
 //! Slots (waiting for one, giving it back, reserving free ones for runs
 //! taken from the shared queue) are in `slots`; `on_overlap` against other
@@ -23,41 +23,61 @@
 //! State is one `std::sync::Mutex`, never held across an `.await`.
 
 mod elsewhere;
-mod job;
 mod slots;
 mod takeover;
 
 use elsewhere::Elsewhere;
 
-use job::Job;
+use crate::run::Job;
+use crate::run::template::TriggerVars;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::approvals::{Approvals, Slots};
 use super::clock::Clock;
-use super::hub::Hub;
 use super::metrics::Metrics;
-use super::notify::Notifier;
-use super::pending_claim::PendingClaim;
-use super::pipeline::{PipelineJob, run_pipeline};
-use super::run_events::RunSink;
-use super::runner::{PreparedRun, RunRequest, RunServices, new_run, prepare, run_claimed_with};
-use super::template::TriggerVars;
 use crate::config::OnOverlap;
 use crate::engine::approval::Checkpoint;
 use crate::registry::Snapshot;
+use crate::run::approvals::{Approvals, Slots};
+use crate::run::claim::PendingClaim;
+use crate::run::events::RunSink;
+use crate::run::hub::Hub;
+use crate::run::notify::Notifier;
+use crate::run::pipeline::{PipelineJob, run_pipeline};
+use crate::run::runner::{RunRequest, RunServices, prepare, run_claimed_with};
 use crate::scheduler::failure_backoff;
 use crate::store::{NewRun, RunRecord, Store, StoreError, WaitingRun};
 use crate::types::{RunEvent, RunState, ScheduleId};
 
-/// The process environment (or a test's), shared with runs.
-pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub use crate::run::Env;
+
+/// A run that ended (it ran: skipped and missed runs are not told).
+#[derive(Debug, Clone)]
+pub struct RunEnded {
+    pub run_id: String,
+    pub agent: String,
+    pub state: RunState,
+    /// The run's end or the file that started it (`after:`, `watch:`).
+    pub origin: Option<TriggerVars>,
+}
+
+/// What a run's end sets off, told by the supervisor as each run ends,
+/// before its task ends (so shutdown waits for it). A trait, so that the
+/// supervisor does not depend on what the daemon starts from it.
+pub trait OnRunEnd: Send + Sync {
+    /// Boxed: it may submit runs to the supervisor whose run task awaits it.
+    fn ended<'a>(
+        &'a self,
+        supervisor: &'a Arc<Supervisor>,
+        ended: RunEnded,
+    ) -> futures::future::BoxFuture<'a, ()>;
+}
 
 pub use crate::api::SubmitError;
 
@@ -108,9 +128,9 @@ pub struct Supervisor {
     /// Where runs wait for and get approval decisions.
     approvals: Approvals,
     notifier: Notifier,
-    /// The daemon's current snapshot, once [`Supervisor::follow`] was
-    /// called (`aurad serve`): what a run's end starts is looked up in it.
-    snapshots: OnceLock<watch::Receiver<Arc<Snapshot>>>,
+    /// What a run's end sets off, once [`Supervisor::follow`] was called
+    /// (`aurad serve`).
+    on_end: OnceLock<Box<dyn OnRunEnd>>,
 }
 
 struct State {
@@ -191,21 +211,16 @@ impl Supervisor {
             changed: Notify::new(),
             freed: Notify::new(),
             notifier: Notifier::default(),
-            snapshots: OnceLock::new(),
+            on_end: OnceLock::new(),
         }
     }
 
-    /// From now on, a run's end starts the runs whose `after:` it matches
-    /// in the snapshot `snapshots` holds then, and moves its file
-    /// (`watch.move_to`). Without it (tests of the supervisor alone), runs
-    /// end without follow-ups.
-    pub fn follow(&self, snapshots: watch::Receiver<Arc<Snapshot>>) {
-        let _ = self.snapshots.set(snapshots);
-    }
-
-    /// The current snapshot, if [`Supervisor::follow`] was called.
-    pub(super) fn current_snapshot(&self) -> Option<Arc<Snapshot>> {
-        self.snapshots.get().map(|rx| rx.borrow().clone())
+    /// From now on, every run's end is told to `on_end` (under `aurad
+    /// serve`: the runs whose `after:` it matches, the move of its file).
+    /// Without it (tests of the supervisor alone), runs end without
+    /// follow-ups.
+    pub fn follow(&self, on_end: Box<dyn OnRunEnd>) {
+        let _ = self.on_end.set(on_end);
     }
 
     pub(super) fn store(&self) -> &Store {
@@ -559,8 +574,16 @@ impl Supervisor {
         self.wake();
         self.publish_counts();
         // A run suspended while waiting for approval has not ended.
-        if let Some(state) = state.filter(|s| s.is_final()) {
-            super::follow_ups::run_ended(&self, &id, &agent, state, origin).await;
+        if let Some(state) = state.filter(|s| s.is_final())
+            && let Some(on_end) = self.on_end.get()
+        {
+            let ended = RunEnded {
+                run_id: id,
+                agent,
+                state,
+                origin,
+            };
+            on_end.ended(&self, ended).await;
         }
     }
 
@@ -568,7 +591,7 @@ impl Supervisor {
     /// here. One another node took over meanwhile is not this process's to
     /// record: the cancel request goes to that node. `None` then.
     async fn cancel_waiting(&self, id: &str) -> Option<RunState> {
-        let me = super::owner::this_process();
+        let me = crate::run::owner::this_process();
         match self
             .store
             .cancel_queued(id, me, "cancelled while queued")
@@ -608,7 +631,7 @@ impl Supervisor {
             Ok(true)
         } else {
             self.store
-                .start_run(&id, super::owner::this_process())
+                .start_run(&id, crate::run::owner::this_process())
                 .await
         };
         let result = match started {

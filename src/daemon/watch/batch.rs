@@ -1,5 +1,5 @@
 //! One batch of file events being gathered, shared by the root's watch
-//! ([`super::root_watch`]) and the trees' ([`super::tree_watch`]): it is
+//! ([`super::root`]) and the trees' ([`super::tree`]): it is
 //! due once no event came for the debounce interval, or, under changes that
 //! never pause, once its first event is [`MAX_HOLD`] intervals old. So the
 //! events of one save (an editor's temporary file, its rename into place)

@@ -14,7 +14,7 @@ use futures::stream::{self, BoxStream, StreamExt};
 
 use tokio::sync::broadcast;
 
-use super::hub::Numbered;
+use crate::run::hub::Numbered;
 use crate::store::{ClusterSignal, Store};
 use crate::types::RunEvent;
 

@@ -22,10 +22,10 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::Daemon;
-use super::owner;
-use super::supervisor::CancelOutcome;
 use crate::config::OnOverlap;
+use crate::daemon::Daemon;
+use crate::daemon::supervisor::CancelOutcome;
+use crate::run::owner;
 use crate::store::ClusterSignal;
 
 /// How often a node looks at the queue without being told to.

@@ -1,4 +1,4 @@
-//! One step of a pipeline run ([`pipeline`](super::pipeline)): its `when:`,
+//! One step of a pipeline run ([`pipeline`](crate::run::pipeline)): its `when:`,
 //! its `for_each:` fan-out under `concurrency`, and each attempt (per step,
 //! or per item) with `retry:` and `timeout:`, each start and end stored
 //! with its event. What was stored finished by an earlier process is taken
@@ -9,37 +9,24 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use minijinja::value::Serde;
-
 use serde_json::{Map, Value as Json};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::pipeline::{PipelineJob, StepResult};
-use super::runner::{RunRequest, execute, prepare};
-use super::step_approval::{Gate, StepApprovals, gate};
-use super::template::{base_context, environment};
+use super::approval::{Gate, gate};
+use super::context::{StepContext, render_strings};
+use super::job::StepResult;
 use crate::config::steps::{Step, StepAction};
-use crate::store::{RunParent, StepEnd, StepRecord, Store, StoreError};
+use crate::run::runner::{RunRequest, execute, prepare};
+use crate::run::template::environment;
+use crate::store::{RunParent, StepEnd, StepRecord, StoreError};
 use crate::tools::sandbox::Sandbox;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext};
 use crate::types::{RunEvent, RunState, StepState, ToolCall, Usage};
 
-/// What every step task of one pipeline run shares.
-pub(super) struct StepContext {
-    pub store: Store,
-    pub run_id: String,
-    pub job: PipelineJob,
-    /// Stored events, with their seqs, for the run's sink; the sender
-    /// told once the sink has it, if any.
-    pub events: mpsc::UnboundedSender<Published>,
-    /// Steps with `approve: true` wait here.
-    pub approvals: StepApprovals,
-}
-
 /// A step ran to its end (which may be `failed`), or, `running`, was left
 /// waiting for approval by the daemon stopping.
-pub(super) struct StepDone(pub StepResult);
+pub(crate) struct StepDone(pub StepResult);
 
 /// One attempt's result.
 struct Attempt {
@@ -60,16 +47,7 @@ impl Attempt {
     }
 }
 
-/// A stored event on its way to the run's sink: its seq, the event, and
-/// who waits until the sink has it.
-pub(super) type Published = (i64, RunEvent, Option<oneshot::Sender<()>>);
-
 impl StepContext {
-    pub(super) fn publish(&self, seq: i64, event: RunEvent) {
-        // The run's loop outlives its steps; a closed channel means it ended.
-        let _ = self.events.send((seq, event, None));
-    }
-
     /// [`publish`](Self::publish), returning once the run's sink has the
     /// event: a step's child run then starts with the step's span open, so
     /// its trace sits under it.
@@ -79,49 +57,6 @@ impl StepContext {
             // An error: the loop ended without it, nobody waits for it.
             let _ = handed.await;
         }
-    }
-
-    /// Stores `event` of the run and hands it to the run's sink.
-    pub(super) async fn record(&self, event: RunEvent) -> Result<(), StoreError> {
-        let seq = self
-            .store
-            .append_events(&self.run_id, vec![event.clone()])
-            .await?;
-        self.publish(seq, event);
-        Ok(())
-    }
-
-    fn now(&self) -> String {
-        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-    }
-
-    /// The templates' variables: the run's, `steps`, and for a `for_each`
-    /// item `item` and `index`.
-    pub(super) fn context(
-        &self,
-        steps: &Map<String, Json>,
-        item: Option<(usize, &str)>,
-    ) -> minijinja::Value {
-        let job = &self.job;
-        let base = base_context(&job.agent, &self.now(), &job.input, &job.request);
-        // A pipeline started by `after:` or `watch:` sees what started it,
-        // any other `{kind}` alone.
-        let trigger = match &job.request.trigger {
-            Some(origin) => serde_json::to_value(origin).unwrap_or_default(),
-            None => serde_json::json!({ "kind": job.trigger }),
-        };
-        let steps = Serde(steps);
-        let trigger = Serde(&trigger);
-        match item {
-            Some((index, item)) => minijinja::context! {
-                steps => steps, trigger => trigger, item => item, index => index, ..base
-            },
-            None => minijinja::context! { steps => steps, trigger => trigger, ..base },
-        }
-    }
-
-    pub(super) fn redact(&self, text: Option<String>) -> Option<String> {
-        text.map(|t| self.job.redactor.redact(&t).into_owned())
     }
 
     async fn finish(
@@ -201,7 +136,7 @@ fn split_items(rendered: &str) -> Vec<String> {
 
 /// Runs `step` (whose `needs` have ended; `steps` holds their results) to
 /// its end, resuming from its stored rows `prior`.
-pub(super) async fn run_step(
+pub(crate) async fn run_step(
     ctx: Arc<StepContext>,
     step: Step,
     prior: Vec<StepRecord>,
@@ -546,28 +481,6 @@ async fn attempt_once(
             run_agent(ctx, agent, input, cancel).await
         }
     }
-}
-
-/// `value` with every string in it rendered.
-pub(super) fn render_strings(
-    value: &Json,
-    render: &dyn Fn(&str) -> Result<String, String>,
-) -> Result<Json, String> {
-    Ok(match value {
-        Json::String(s) => Json::String(render(s)?),
-        Json::Array(items) => Json::Array(
-            items
-                .iter()
-                .map(|v| render_strings(v, render))
-                .collect::<Result<_, _>>()?,
-        ),
-        Json::Object(map) => Json::Object(
-            map.iter()
-                .map(|(k, v)| Ok((k.clone(), render_strings(v, render)?)))
-                .collect::<Result<_, String>>()?,
-        ),
-        other => other.clone(),
-    })
 }
 
 async fn call_tool(

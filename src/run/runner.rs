@@ -31,10 +31,10 @@ use crate::types::{RecalledMemory, RunEvent, RunState, ScheduleId};
 
 use super::agent_tool::SubAgents;
 use super::approvals::{Approvals, RunGate, Slots};
+use super::claim::PendingClaim;
+use super::events::{RunSink, append_retrying, batch_backoff, durable, is_transient, record};
 use super::notify::{Notice, Notifier};
-use super::pending_claim::PendingClaim;
 use super::recorder::Recorder;
-use super::run_events::{RunSink, append_retrying, batch_backoff, durable, is_transient, record};
 use super::template::{RequestVars, TriggerVars, render};
 use super::traced::{TracedRun, TracedSink};
 

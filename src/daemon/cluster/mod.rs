@@ -1,7 +1,7 @@
 //! This node of a PostgreSQL cluster: several `aurad serve` processes on
 //! one database. Every tick (a third of the lease, at most 2 s) the node
 //! heartbeats, reads which nodes are alive, and takes over the runs of the
-//! dead ones ([`super::takeover::take_over`]: running runs become
+//! dead ones ([`takeover::take_over`]: running runs become
 //! `interrupted` and are retried per `on_interrupt`, queued ones run here,
 //! pipelines resume, runs waiting for approval are adopted); the store
 //! hands each run to one node. The nodes
@@ -18,17 +18,21 @@
 //! A node that stops cleanly records it (`Store::node_stopped`), so the
 //! others need not wait for its lease to run out.
 
+pub mod remote_events;
+pub mod shared_queue;
+pub mod takeover;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::Daemon;
-use super::owner;
-use super::takeover::{Liveness, take_over};
+use crate::daemon::Daemon;
 use crate::registry::Snapshot;
+use crate::run::owner;
 use crate::store::{NodeInfo, NodeRecord};
+use takeover::{Liveness, take_over};
 
 /// The longest time between two heartbeats, whatever the lease.
 const MAX_TICK: Duration = Duration::from_secs(2);
@@ -102,7 +106,7 @@ pub fn tick(lease: Duration) -> Duration {
 pub async fn run(daemon: Arc<Daemon>, lease: Duration, stop: CancellationToken) {
     tokio::join!(
         heartbeat(daemon.clone(), lease, stop.clone()),
-        super::shared_queue::run(daemon, stop)
+        shared_queue::run(daemon, stop)
     );
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::pending_claim::PendingClaim;
+use super::claim::PendingClaim;
 use super::recorder::Recorder;
 use crate::store::{Store, StoreError};
 use crate::types::RunEvent;

@@ -12,7 +12,7 @@ use crate::telemetry::{ParentLink, RunInfo, RunTrace, TracedProvider};
 use crate::tools::ToolSet;
 use crate::types::RunEvent;
 
-use super::run_events::RunSink;
+use super::events::RunSink;
 
 /// `inner`, with the run's trace fed each event.
 pub(super) struct TracedSink<'a> {

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::Daemon;
-use super::owner;
-use super::runner::RunRequest;
 use crate::config::OnInterrupt;
+use crate::daemon::Daemon;
+use crate::run::owner;
+use crate::run::runner::RunRequest;
 use crate::store::{RunRecord, Store, StoreError};
 
 /// Who is alive, as of one reading: this process always; on PostgreSQL
@@ -115,7 +115,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(2);
 /// runs whose owner process is gone (a kill -9'd `aurad run`). This
 /// daemon's own runs count as alive. A sweep with nothing to do is one
 /// indexed read.
-pub(super) async fn sweep_dead_owners(store: Store, stop: CancellationToken) {
+pub(crate) async fn sweep_dead_owners(store: Store, stop: CancellationToken) {
     let mut ticks = tokio::time::interval(SWEEP_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let alive = Liveness::local();
@@ -140,7 +140,7 @@ pub(super) async fn sweep_dead_owners(store: Store, stop: CancellationToken) {
 
 /// Starts again the runs a previous daemon accepted (202) and left queued
 /// when it died: each keeps its id and waits for a slot like any queued run.
-pub(super) async fn resume_queued(daemon: &Arc<Daemon>, queued: &[RunRecord]) {
+pub(crate) async fn resume_queued(daemon: &Arc<Daemon>, queued: &[RunRecord]) {
     let snapshot = daemon.snapshot();
     for run in queued {
         match daemon.supervisor.resume(snapshot.clone(), run).await {
@@ -155,7 +155,7 @@ pub(super) async fn resume_queued(daemon: &Arc<Daemon>, queued: &[RunRecord]) {
 /// Takes over the runs a process that is gone left waiting for approval
 /// (`recover_stale_runs` leaves them alone): they wait on, still decidable,
 /// with their approval timeout counted from the request.
-pub(super) async fn resume_waiting(daemon: &Arc<Daemon>, liveness: &Liveness) {
+pub(crate) async fn resume_waiting(daemon: &Arc<Daemon>, liveness: &Liveness) {
     let waiting = match daemon.store.waiting_runs().await {
         Ok(waiting) => waiting,
         Err(e) => {
@@ -202,7 +202,7 @@ pub(super) async fn resume_waiting(daemon: &Arc<Daemon>, liveness: &Liveness) {
 
 /// Resumes the pipeline runs a previous daemon left running when it died:
 /// their finished steps are kept, the others run.
-pub(super) async fn resume_pipelines(daemon: &Arc<Daemon>, runs: &[RunRecord]) {
+pub(crate) async fn resume_pipelines(daemon: &Arc<Daemon>, runs: &[RunRecord]) {
     let snapshot = daemon.snapshot();
     for run in runs {
         match daemon
@@ -220,7 +220,7 @@ pub(super) async fn resume_pipelines(daemon: &Arc<Daemon>, runs: &[RunRecord]) {
 
 /// Re-runs, once, the interrupted runs of agents with `on_interrupt:
 /// retry` that are still within their `catch_up`.
-pub(super) async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
+pub(crate) async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRecord]) {
     let snapshot = daemon.snapshot();
     let now = daemon.clock.now();
     for run in interrupted {

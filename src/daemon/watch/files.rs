@@ -31,12 +31,12 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::batch::Batch;
-use super::root_watch::RootWatch;
-use super::runner::RunRequest;
-use super::supervisor::{SubmitError, Supervisor};
-use super::template::TriggerVars;
+use super::root::RootWatch;
 use crate::config::WatchTrigger;
+use crate::daemon::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
+use crate::run::runner::RunRequest;
+use crate::run::template::TriggerVars;
 use crate::store::TriggerClaim;
 
 /// The most files looked at when scanning the folders of the globs.
@@ -523,7 +523,7 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
 /// during the run: the new version is new work) or it is gone. A file of
 /// the same name there is kept: the moved one gets a numbered name.
 /// Returns where it went.
-pub(super) fn move_processed(
+pub(crate) fn move_processed(
     root: &Path,
     path: &str,
     content_hash: &str,

@@ -26,6 +26,11 @@
 //! "events were dropped" notices are reported as [`WHOLE_TREE`], so a reload
 //! happens rather than a change being lost.
 
+pub mod batch;
+pub mod files;
+pub mod root;
+pub mod tree;
+
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -33,9 +38,9 @@ use std::time::Duration;
 use notify::{EventKind, RecursiveMode};
 use tokio::sync::mpsc;
 
-use super::batch::Batch;
-use super::root_watch::RootWatch;
-use super::tree_watch::TreeWatch;
+use batch::Batch;
+use root::RootWatch;
+use tree::TreeWatch;
 
 /// The directories watched recursively (relative to the project root).
 pub const TREES: [&str; 5] = [

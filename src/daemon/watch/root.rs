@@ -1,5 +1,5 @@
 //! Watches the project root itself (not its subdirectories) for what a
-//! [`super::watcher::Watcher`] needs of it: entries created, removed or
+//! [`super::Watcher`] needs of it: entries created, removed or
 //! renamed, attributes changed, a file closed after it was written, and
 //! the root itself removed or moved. Unlike `notify`'s watch, whose inotify
 //! mask always holds `IN_MODIFY` and `IN_OPEN`, it leaves out writes to a

@@ -21,18 +21,18 @@ use serde_json::{Map, Value as Json};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::approvals::Approvals;
-use super::notify::{Notice, Notifier};
-use super::pipeline_step::{StepContext, render_strings};
-use super::template::environment;
+use super::context::{StepContext, render_strings};
 use crate::config::approval::{ApprovalConfig, NotifyEvent};
 use crate::config::steps::{Step, StepAction};
+use crate::run::approvals::Approvals;
+use crate::run::notify::{Notice, Notifier};
+use crate::run::template::environment;
 use crate::store::{Store, StoreError};
 use crate::types::RunEvent;
 use crate::types::approval::ApprovalRequest;
 
 /// What the steps of one pipeline run share for their approvals.
-pub(super) struct StepApprovals {
+pub(crate) struct StepApprovals {
     approvals: Approvals,
     notifier: Notifier,
     /// One step waits at a time: a decision goes to the run's one pending
@@ -74,7 +74,7 @@ impl StepApprovals {
     /// when the pipeline has truly run out of time.
     pub fn extension(&self) -> Option<Duration> {
         if self.waiting.load(Ordering::SeqCst) > 0 {
-            return Some(super::approvals::POLL);
+            return Some(crate::run::approvals::POLL);
         }
         let waited = self.waited_ms.swap(0, Ordering::SeqCst);
         (waited > 0).then(|| Duration::from_millis(waited))
@@ -138,7 +138,7 @@ fn describe(ctx: &StepContext, step: &Step, steps: &Map<String, Json>) -> (Strin
 }
 
 /// How the wait for a step's approval ended.
-pub(super) enum Gate {
+pub(crate) enum Gate {
     Approved,
     /// Denied (by a person, by the timeout) or cancelled: why.
     Denied(String),
@@ -148,7 +148,7 @@ pub(super) enum Gate {
 
 /// Waits for a person's decision on `step` (whose needs ended with
 /// `steps`).
-pub(super) async fn gate(
+pub(crate) async fn gate(
     ctx: &Arc<StepContext>,
     step: &Step,
     steps: &Map<String, Json>,
@@ -219,7 +219,7 @@ pub(super) async fn gate(
     };
     let resumed = ctx
         .store
-        .resume_after_approval(&ctx.run_id, super::owner::this_process())
+        .resume_after_approval(&ctx.run_id, crate::run::owner::this_process())
         .await?;
     drop(turn);
     if !resumed {

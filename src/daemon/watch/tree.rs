@@ -1,6 +1,6 @@
 //! `notify`'s watcher with its events delivered in batches when they are due
 //! (see [`super::batch`]), on the same channel and in the same form
-//! ([`Batch`]) as the root's watch ([`super::root_watch`]). Reads (`Access`
+//! ([`Batch`]) as the root's watch ([`super::root`]). Reads (`Access`
 //! events, such as the daemon's own reading of a file it reloads) are left
 //! out: they change nothing, and they would open a batch that a later save
 //! then joins half-written.

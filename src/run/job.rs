@@ -1,10 +1,18 @@
-//! [`Job`]: what the supervisor runs for a request, an agent's engine loop
-//! or a pipeline's steps, resolved from a snapshot.
+//! [`Job`]: what a request runs, an agent's engine loop or a pipeline's
+//! steps, resolved from a snapshot.
 
-use super::*;
+use std::sync::Arc;
+
+use super::Env;
+use super::pipeline::PipelineJob;
+use super::runner::{PreparedRun, RunRequest, new_run, prepare};
+use super::template::TriggerVars;
+use crate::registry::Snapshot;
+use crate::store::NewRun;
+use crate::types::RunState;
 
 /// What a run runs: an agent's engine loop, or a pipeline's steps.
-pub(super) enum Job {
+pub enum Job {
     Agent(Box<PreparedRun>),
     Pipeline(Box<PipelineJob>),
 }
@@ -12,7 +20,7 @@ pub(super) enum Job {
 impl Job {
     /// `request` resolved against `snapshot`: a pipeline when its agent
     /// has `steps:`.
-    pub(super) fn prepare(
+    pub fn prepare(
         snapshot: &Arc<Snapshot>,
         request: RunRequest,
         env: &Env,
@@ -29,21 +37,21 @@ impl Job {
         prepare(snapshot, request, &**env).map(|p| Job::Agent(Box::new(p)))
     }
 
-    pub(super) fn id(&self) -> &str {
+    pub fn id(&self) -> &str {
         match self {
             Job::Agent(p) => &p.spec.run_id,
             Job::Pipeline(p) => &p.run_id,
         }
     }
 
-    pub(super) fn agent(&self) -> &str {
+    pub fn agent(&self) -> &str {
         match self {
             Job::Agent(p) => &p.spec.agent,
             Job::Pipeline(p) => &p.agent,
         }
     }
 
-    pub(super) fn new_run(&self, state: RunState) -> NewRun {
+    pub fn new_run(&self, state: RunState) -> NewRun {
         match self {
             Job::Agent(p) => new_run(p, state),
             Job::Pipeline(p) => p.new_run(state),
@@ -51,7 +59,7 @@ impl Job {
     }
 
     /// The run's end or the file that started it (`after:`, `watch:`).
-    pub(super) fn origin(&self) -> Option<TriggerVars> {
+    pub fn origin(&self) -> Option<TriggerVars> {
         match self {
             Job::Agent(p) => p.origin.clone(),
             Job::Pipeline(p) => p.request.trigger.clone(),
@@ -59,7 +67,7 @@ impl Job {
     }
 
     /// A pipeline taken over after a crash: its row is `running` already.
-    pub(super) fn resumed(&self) -> bool {
+    pub fn resumed(&self) -> bool {
         matches!(self, Job::Pipeline(p) if p.resumed)
     }
 }
