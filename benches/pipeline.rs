@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aurad::run::RunRequest;
-use aurad::run::pipeline::{PipelineJob, execute};
+use aurad::run::{Job, PipelineJob, execute};
 use aurad::store::Store;
 use aurad::types::RunState;
 use tokio_util::sync::CancellationToken;
@@ -78,7 +78,12 @@ fn main() {
             .unwrap();
         let started = Instant::now();
         let outcome = runtime
-            .block_on(execute(job, &store, CancellationToken::new(), |_| {}))
+            .block_on(execute(
+                Job::Pipeline(Box::new(job)),
+                &store,
+                CancellationToken::new(),
+                |_| {},
+            ))
             .unwrap();
         per_step.push(started.elapsed().as_secs_f64() * 1000.0 / STEPS as f64);
         assert_eq!(outcome.state, RunState::Succeeded, "{outcome:?}");

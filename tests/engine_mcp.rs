@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use aurad::engine::RunOutcome;
 use aurad::mcp::{McpManager, ServerState};
 use aurad::registry::Snapshot;
-use aurad::run::{RunRequest, execute, prepare};
+use aurad::run::{Job, RunRequest, execute, prepare};
 use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
 use support::mock_llm::{MockLlm, Reply};
@@ -40,9 +40,12 @@ async fn run(dir: &tempfile::TempDir, snapshot: &Snapshot) -> (RunOutcome, Vec<R
     let prepared = prepare(snapshot, request, &|_| None).unwrap();
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
     let mut events = Vec::new();
-    let outcome = execute(prepared, &store, CancellationToken::new(), |e| {
-        events.push(e.clone())
-    })
+    let outcome = execute(
+        Job::Agent(Box::new(prepared)),
+        &store,
+        CancellationToken::new(),
+        |e| events.push(e.clone()),
+    )
     .await
     .unwrap();
     (outcome, events)

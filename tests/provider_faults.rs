@@ -16,7 +16,7 @@ use aurad::llm::gemini::GeminiProvider;
 use aurad::llm::openai::OpenAiProvider;
 use aurad::llm::retry::{RetryPolicy, stream_with_retry_until};
 use aurad::llm::{ChatRequest, Provider, ProviderError};
-use aurad::run::{PreparedRun, execute};
+use aurad::run::{Job, PreparedRun, execute};
 use aurad::store::Store;
 use aurad::types::{Message, RetryReason, RunEvent, RunState};
 use serde_json::Value;
@@ -48,9 +48,12 @@ fn project(mock: &MockLlm, kind: &str, agent: &str) -> tempfile::TempDir {
 async fn run(prepared: PreparedRun, store: &Store) -> (RunOutcome, Vec<RunEvent>, Duration) {
     let started = Instant::now();
     let mut events = Vec::new();
-    let outcome = execute(prepared, store, CancellationToken::new(), |e| {
-        events.push(e.clone())
-    })
+    let outcome = execute(
+        Job::Agent(Box::new(prepared)),
+        store,
+        CancellationToken::new(),
+        |e| events.push(e.clone()),
+    )
     .await
     .unwrap();
     (outcome, events, started.elapsed())

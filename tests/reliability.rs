@@ -23,8 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aurad::run::RunSink;
-use aurad::run::runner::{execute, new_run, run_claimed};
-use aurad::run::{RunRequest, prepare};
+use aurad::run::{Job, RunRequest, execute, prepare, run_claimed};
 use aurad::store::Store;
 use aurad::types::{RunEvent, RunState};
 use rand::{Rng, SeedableRng};
@@ -88,7 +87,7 @@ async fn claimed(
     let db = dir.join("aurad.db");
     let store = Store::open(&db).unwrap();
     store
-        .claim_run(new_run(prepared, RunState::Running))
+        .claim_run(prepared.new_run(RunState::Running))
         .await
         .unwrap();
     (db, store, prepared.spec.run_id.clone())
@@ -339,9 +338,14 @@ async fn a_failed_event_write_is_retried_and_no_sequence_number_is_skipped() {
             .unwrap()
     };
     let mut announced = Announced::default();
-    let outcome = run_claimed(prepared, &store, CancellationToken::new(), &mut announced)
-        .await
-        .expect("every batch stored in the end");
+    let outcome = run_claimed(
+        Job::Agent(Box::new(prepared)),
+        &store,
+        CancellationToken::new(),
+        &mut announced,
+    )
+    .await
+    .expect("every batch stored in the end");
     assert_eq!(outcome.state, RunState::Succeeded);
     let conn = sqlite(&db);
     // The first batch (`started`) was written inside the window, so it
@@ -430,7 +434,15 @@ async fn a_batch_being_written_does_not_hold_back_the_live_stream() {
     let live = Live::default();
     let run = tokio::spawn({
         let (store, mut live) = (store.clone(), live.clone());
-        async move { run_claimed(prepared, &store, CancellationToken::new(), &mut live).await }
+        async move {
+            run_claimed(
+                Job::Agent(Box::new(prepared)),
+                &store,
+                CancellationToken::new(),
+                &mut live,
+            )
+            .await
+        }
     });
     let deadline = Instant::now() + Duration::from_secs(10);
     while !live.seen().iter().any(|k| k == "finished") {
@@ -470,9 +482,14 @@ async fn the_last_turn_is_stored_with_the_final_state() {
     let (dir, prepared) = answering_run(&mock);
     let (db, store, id) = claimed(dir.path(), &prepared).await;
     let mut live = Live::default();
-    let outcome = run_claimed(prepared, &store, CancellationToken::new(), &mut live)
-        .await
-        .unwrap();
+    let outcome = run_claimed(
+        Job::Agent(Box::new(prepared)),
+        &store,
+        CancellationToken::new(),
+        &mut live,
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.state, RunState::Succeeded);
     let usage = live.last_seq_of("usage").expect("a usage event");
     let finished = live.last_seq_of("finished").expect("a finished event");
@@ -542,7 +559,15 @@ async fn a_run_whose_claim_waits_calls_its_model_but_runs_no_tool_until_it_is_du
     lock.execute_batch("BEGIN IMMEDIATE").unwrap();
     let run = tokio::spawn({
         let store = store.clone();
-        async move { execute(prepared, &store, CancellationToken::new(), |_| {}).await }
+        async move {
+            execute(
+                Job::Agent(Box::new(prepared)),
+                &store,
+                CancellationToken::new(),
+                |_| {},
+            )
+            .await
+        }
     });
     mock.wait_for_requests(1, Duration::from_secs(10)).await;
     // The answer (a `bash` call) is back well within this window; the call
@@ -576,12 +601,23 @@ async fn a_run_whose_claim_fails_runs_no_tool_and_touches_no_other_run() {
     // An earlier run holds the id the new one will claim.
     let earlier = support::project::prepare_agent(dir.path(), "earlier");
     let taken = earlier.spec.run_id.clone();
-    execute(earlier, &store, CancellationToken::new(), |_| {})
-        .await
-        .unwrap();
+    execute(
+        Job::Agent(Box::new(earlier)),
+        &store,
+        CancellationToken::new(),
+        |_| {},
+    )
+    .await
+    .unwrap();
     let before = store.run_events(&taken).await.unwrap().len();
     prepared.spec.run_id = taken.clone();
-    let failed = execute(prepared, &store, CancellationToken::new(), |_| {}).await;
+    let failed = execute(
+        Job::Agent(Box::new(prepared)),
+        &store,
+        CancellationToken::new(),
+        |_| {},
+    )
+    .await;
     assert!(failed.is_err(), "{failed:?}");
     assert!(!dir.path().join("marker").exists(), "a tool ran unrecorded");
     assert!(mock.requests().len() <= 2, "{:?}", mock.requests().len());

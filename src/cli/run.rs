@@ -1,5 +1,5 @@
 //! `aurad run NAME`: load only what this agent needs, run it through the
-//! shared runner, stream it, exit 0 on `succeeded`. Errors in files the
+//! run door (`crate::run`), stream it, exit 0 on `succeeded`. Errors in files the
 //! agent does not need (another skill, plugin or MCP server) are counted
 //! in one warning line; its own file's and `aurad.yaml`'s stop it.
 
@@ -16,8 +16,7 @@ use super::{
 };
 use crate::config;
 use crate::registry;
-use crate::run::pipeline::{self, PipelineJob};
-use crate::run::{PreparedRun, RunRequest, execute, prepare};
+use crate::run::{Job, RunRequest, execute};
 use crate::types::{Database, RunState};
 
 #[derive(Debug, Args)]
@@ -143,13 +142,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
     };
     let snapshot = std::sync::Arc::new(snapshot);
     let env: crate::daemon::Env = std::sync::Arc::new(config::process_env);
-    let prepared = match PipelineJob::prepare(&snapshot, request.clone(), &env) {
-        Some(Ok(job)) => Ok(Prepared::Pipeline(Box::new(job))),
-        Some(Err(message)) => Err(message),
-        None => {
-            prepare(&snapshot, request, &config::process_env).map(|p| Prepared::Agent(Box::new(p)))
-        }
-    };
+    let prepared = Job::prepare(&snapshot, request, &env);
     let prepared = match prepared {
         Ok(p) => p,
         Err(message) => {
@@ -173,11 +166,8 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let is_pipeline = matches!(prepared, Prepared::Pipeline(_));
-    let run_id = match &prepared {
-        Prepared::Agent(p) => p.spec.run_id.clone(),
-        Prepared::Pipeline(p) => p.run_id.clone(),
-    };
+    let is_pipeline = matches!(prepared, Job::Pipeline(_));
+    let run_id = prepared.id().to_string();
     // Traces only when configured: otherwise nothing is set up.
     if let Err(e) = crate::telemetry::install(
         snapshot.project.settings.otel.as_ref(),
@@ -206,10 +196,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
                 renderer.event(event);
             }
         };
-        let result = match prepared {
-            Prepared::Agent(p) => execute(*p, &store, cancel, on_event).await,
-            Prepared::Pipeline(job) => pipeline::execute(*job, &store, cancel, on_event).await,
-        };
+        let result = execute(prepared, &store, cancel, on_event).await;
         watcher.abort();
         (result, renderer)
     });
@@ -249,12 +236,6 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         RunState::Cancelled => EXIT_CANCELLED,
         _ => EXIT_FAILED,
     }
-}
-
-/// What `aurad run` runs: an agent, or a pipeline's steps.
-enum Prepared {
-    Agent(Box<PreparedRun>),
-    Pipeline(Box<PipelineJob>),
 }
 
 /// Ctrl-C or SIGTERM cancels the run (recorded `cancelled`); a second one

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::supervisor::{OnRunEnd, RunEnded, SubmitError, Supervisor};
 use super::watch::files::move_processed;
 use crate::registry::Snapshot;
-use crate::run::runner::RunRequest;
+use crate::run::RunRequest;
 use crate::run::template::TriggerVars;
 use crate::store::TriggerClaim;
 use crate::types::RunState;

@@ -1,10 +1,14 @@
-//! The composition root. [`serve`] runs `aurad serve`: the project lock,
-//! the store, the snapshot and its reloads, the scheduler, the run
-//! supervisor and the HTTP API, and the graceful shutdown. [`Daemon`] is
-//! the handle the API works through (as its `api::Backend`, in `backend`). [`runner`] is the one path from a run
-//! request to a stored, finished run, shared with `aurad run`.
+//! `aurad serve`: the composition root of the daemon. [`serve`] takes the
+//! project lock, opens the store, loads the snapshot and reloads it
+//! ([`reload`], [`watch`]), runs the scheduler, the run [`supervisor`]
+//! (every served run starts there and goes through `crate::run`'s door),
+//! the `watch:` and `after:` triggers, the cluster's node ([`cluster`]),
+//! the retention pruner and the HTTP API, and shuts them down gracefully.
+//! [`Daemon`] is the handle the API works through (as its `api::Backend`,
+//! in `backend`).
 //!
-//! May depend on `registry`, `engine`, `store`, `scheduler`, `api`.
+//! May depend on `run`, `registry`, `engine`, `store`, `scheduler`, `api`,
+//! `config`, `mcp`, `telemetry`.
 
 mod backend;
 pub mod clock;

@@ -30,7 +30,7 @@ use super::clock::{Clock, MAX_NAP};
 use super::metrics::Metrics;
 use super::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
-use crate::run::runner::RunRequest;
+use crate::run::RunRequest;
 use crate::scheduler::{CronSchedule, MAX_MISSED_LISTED, OnMissed, plan_missed};
 use crate::store::{Fire, NewRun, Store};
 use crate::types::{RunState, ScheduleId};

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::json;
 
-use super::runner::{RunRequest, execute, prepare_shared};
+use super::{Env, Job, RunRequest, execute};
 use crate::config::{Agent, EnvLookup, Settings};
 use crate::engine::{SharedSpend, SubRunSpend};
 use crate::registry::Snapshot;
@@ -200,22 +200,20 @@ impl AgentTool {
             }),
             ..RunRequest::default()
         };
-        let env = caller.env.clone();
-        let mut prepared = prepare_shared(&caller.snapshot, request, &move |name| {
-            env.get(name).cloned()
-        })
-        .map_err(|e| ToolError::Failed(format!("cannot start agent `{}`: {e}", self.agent)))?;
+        let vars = caller.env.clone();
+        let env: Env = Arc::new(move |name: &str| vars.get(name).cloned());
+        let mut job = Job::prepare(&caller.snapshot, request, &env)
+            .map_err(|e| ToolError::Failed(format!("cannot start agent `{}`: {e}", self.agent)))?;
         // The sub-run spends from what its caller has left.
         if let Some(remaining) = remaining {
-            let own = &mut prepared.spec.limits.max_tokens_per_run;
-            *own = Some(own.map_or(remaining, |own| own.min(remaining)));
+            job.cap_tokens(remaining);
         }
-        let run_id = prepared.spec.run_id.clone();
+        let run_id = job.id().to_string();
         let store = caller.store.clone();
         let cancel = ctx.cancel.child_token();
         // Its own task: a sub-run records its end even if this call is
         // dropped while it stops.
-        let task = tokio::spawn(async move { execute(prepared, &store, cancel, |_| {}).await });
+        let task = tokio::spawn(async move { execute(job, &store, cancel, |_| {}).await });
         let outcome = match task.await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(e)) => {

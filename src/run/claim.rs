@@ -1,5 +1,5 @@
 //! A run's claim still being committed while the run starts
-//! ([`super::runner::execute`]: `aurad run`, agents called as tools,
+//! ([`super::execute`]: `aurad run`, agents called as tools,
 //! pipeline steps; and the daemon's runs that start at once and are no
 //! scheduled fire, webhook delivery or trigger, whose exactly-once claim
 //! must decide first). The claim's `synchronous=FULL` commit overlaps the

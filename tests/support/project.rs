@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use aurad::engine::RunOutcome;
 use aurad::llm::retry::RetryPolicy;
-use aurad::run::{RunRequest, execute, prepare};
+use aurad::run::{Job, RunRequest, execute, prepare};
 use aurad::store::Store;
 use aurad::types::RunEvent;
 use tokio_util::sync::CancellationToken;
@@ -95,9 +95,11 @@ pub async fn run_agent(
     };
     let store = Store::open(&root.join("aurad.db")).unwrap();
     let mut events = Vec::new();
-    let outcome = execute(prepared, &store, cancel, |e| events.push(e.clone()))
-        .await
-        .unwrap();
+    let outcome = execute(Job::Agent(Box::new(prepared)), &store, cancel, |e| {
+        events.push(e.clone())
+    })
+    .await
+    .unwrap();
     (outcome, events, store)
 }
 

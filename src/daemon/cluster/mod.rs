@@ -8,7 +8,7 @@
 //! table it reads is shown by `/v1/status` (cached here, so the status
 //! handler stays synchronous).
 //!
-//! Beside that loop, [`super::shared_queue`] takes queued runs of busy
+//! Beside that loop, [`shared_queue`] takes queued runs of busy
 //! nodes into this node's free slots.
 //!
 //! Every node also publishes its agents' definition hashes; one that sees
@@ -102,7 +102,7 @@ pub fn tick(lease: Duration) -> Duration {
 }
 
 /// Heartbeats and takes over dead nodes' runs, and takes queued runs of
-/// busy nodes into free slots ([`super::shared_queue`]), until `stop`.
+/// busy nodes into free slots ([`shared_queue`]), until `stop`.
 pub async fn run(daemon: Arc<Daemon>, lease: Duration, stop: CancellationToken) {
     tokio::join!(
         heartbeat(daemon.clone(), lease, stop.clone()),

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::OnInterrupt;
 use crate::daemon::Daemon;
+use crate::run::RunRequest;
 use crate::run::owner;
-use crate::run::runner::RunRequest;
 use crate::store::{RunRecord, Store, StoreError};
 
 /// Who is alive, as of one reading: this process always; on PostgreSQL

@@ -49,8 +49,7 @@ use crate::run::claim::PendingClaim;
 use crate::run::events::RunSink;
 use crate::run::hub::Hub;
 use crate::run::notify::Notifier;
-use crate::run::pipeline::{PipelineJob, run_pipeline};
-use crate::run::runner::{RunRequest, RunServices, prepare, run_claimed_with};
+use crate::run::{RunRequest, RunServices, run_claimed_with};
 use crate::scheduler::failure_backoff;
 use crate::store::{NewRun, RunRecord, Store, StoreError, WaitingRun};
 use crate::types::{RunEvent, RunState, ScheduleId};
@@ -338,7 +337,7 @@ impl Supervisor {
             && matches!(prepared, Job::Agent(_))
         {
             // Nothing decides between runs here: the claim commits while
-            // the run's first model call is out (`pending_claim`), and the
+            // the run's first model call is out (`crate::run::claim`), and the
             // caller still gets the record only once it is durable. A
             // claim that fails ends the run, which `drive` cleans up.
             let claim = PendingClaim::start(&self.store, run);
@@ -641,22 +640,15 @@ impl Supervisor {
                     metrics: self.metrics.clone(),
                     agent: agent.clone(),
                 };
-                let outcome = match prepared {
-                    Job::Agent(prepared) => {
-                        let services = RunServices {
-                            approvals: &self.approvals,
-                            notifier: &self.notifier,
-                            slots: Some(self),
-                            closing: Some(&self.closing),
-                            claim,
-                        };
-                        run_claimed_with(*prepared, &self.store, cancel, &mut sink, services).await
-                    }
-                    Job::Pipeline(mut job) => {
-                        job.closing = Some(self.closing.clone());
-                        run_pipeline(*job, &self.store, cancel, &mut sink).await
-                    }
+                let services = RunServices {
+                    approvals: &self.approvals,
+                    notifier: &self.notifier,
+                    slots: Some(self),
+                    closing: Some(&self.closing),
+                    claim,
                 };
+                let outcome =
+                    run_claimed_with(prepared, &self.store, cancel, &mut sink, services).await;
                 match outcome {
                     Ok(outcome) => Some(outcome.state),
                     Err(e) => {

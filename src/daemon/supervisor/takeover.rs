@@ -123,11 +123,19 @@ impl Supervisor {
             run_id: Some(run.id.clone()),
             ..RunRequest::default()
         };
-        let prepared = checkpoint.and_then(|checkpoint| {
-            let mut prepared = prepare(&snapshot, request, &*self.env)?;
-            prepared.spec.resume = Some(checkpoint);
-            Ok(prepared)
-        });
+        let prepared =
+            checkpoint.and_then(
+                |checkpoint| match Job::prepare(&snapshot, request, &self.env)? {
+                    Job::Agent(mut prepared) => {
+                        prepared.spec.resume = Some(checkpoint);
+                        Ok(prepared)
+                    }
+                    Job::Pipeline(_) => Err(format!(
+                        "agent `{}` is a pipeline now, and its checkpoint is an agent's",
+                        run.agent
+                    )),
+                },
+            );
         let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(message) => {
@@ -147,10 +155,8 @@ impl Supervisor {
         let this = self.clone();
         // Driven as claimed (no wait for a slot, no start in the store): the
         // engine goes straight back to waiting, which needs no slot.
-        self.tracker.spawn(async move {
-            this.drive(Job::Agent(Box::new(prepared)), hub, true, None)
-                .await
-        });
+        self.tracker
+            .spawn(async move { this.drive(Job::Agent(prepared), hub, true, None).await });
         Ok(RunState::WaitingApproval)
     }
 
@@ -183,7 +189,12 @@ impl Supervisor {
             return Err(SubmitError::ShuttingDown);
         }
         let context = self.store.pipeline_context(&run.id).await?;
-        let job = match PipelineJob::resume(&snapshot, run, context.as_deref(), &self.env) {
+        let job = match crate::run::PipelineJob::resume(
+            &snapshot,
+            run,
+            context.as_deref(),
+            &self.env,
+        ) {
             Ok(job) => job,
             Err(message) => {
                 let reason = format!(

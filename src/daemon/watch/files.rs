@@ -11,7 +11,7 @@
 //! API run (run now, or wait `queued` for a slot under
 //! `max_concurrent_runs`), so every dropped file is processed.
 //!
-//! This is not the config watcher (`watcher.rs`, reloads): it has its own
+//! This is not the configuration's watch ([`super::project`], reloads): it has its own
 //! `notify` watcher on the globs' folders. The project root is watched too,
 //! for the globs' folders created later; unless a glob matches files in the
 //! root itself, by a [`RootWatch`], which leaves out writes to files kept
@@ -35,7 +35,7 @@ use super::root::RootWatch;
 use crate::config::WatchTrigger;
 use crate::daemon::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
-use crate::run::runner::RunRequest;
+use crate::run::RunRequest;
 use crate::run::template::TriggerVars;
 use crate::store::TriggerClaim;
 

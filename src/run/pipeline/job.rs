@@ -10,7 +10,7 @@ use crate::config::steps::Pipeline;
 use crate::redact::Redactor;
 use crate::registry::Snapshot;
 use crate::run::Env;
-use crate::run::runner::RunRequest;
+use crate::run::RunRequest;
 use crate::run::template::RequestVars;
 use crate::store::{Fire, NewRun, RunRecord};
 use crate::types::{RunState, StepState, Usage};

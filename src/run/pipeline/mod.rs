@@ -6,8 +6,8 @@
 //! its retries) fails the run, naming it; steps not started are recorded
 //! `skipped`. How one step runs is in [`step`].
 //!
-//! Agent steps are child runs through the normal run path
-//! ([`runner::prepare`](crate::run::runner::prepare), [`runner::execute`]); they
+//! Agent steps are child runs through the one way in
+//! ([`Job::prepare`](crate::run::Job::prepare), [`execute`](crate::run::execute)); they
 //! run inside the pipeline's own `max_concurrent_runs` slot and never take
 //! another, so a pipeline can never wait for slots it holds: its
 //! parallelism is bounded by its DAG and `for_each` `concurrency` instead.
@@ -37,24 +37,6 @@ use context::{Published, StepContext};
 use job::StepResult;
 use step::{StepDone, run_step};
 
-/// Claims `job`'s run row (`running`) and runs it to its end, giving each
-/// event to `on_event` (`aurad run`).
-pub async fn execute(
-    job: PipelineJob,
-    store: &Store,
-    cancel: CancellationToken,
-    on_event: impl FnMut(&RunEvent) + Send,
-) -> Result<RunOutcome, StoreError> {
-    struct OnEvent<F>(F);
-    impl<F: FnMut(&RunEvent) + Send> RunSink for OnEvent<F> {
-        fn event(&mut self, _seq: i64, event: &RunEvent) {
-            (self.0)(event)
-        }
-    }
-    store.claim_run(job.new_run(RunState::Running)).await?;
-    run_pipeline(job, store, cancel, &mut OnEvent(on_event)).await
-}
-
 /// Sums `add` into `total` (cost unknown only while every part is).
 fn add_cost(total: &mut Option<f64>, add: Option<f64>) {
     if let Some(add) = add {
@@ -65,7 +47,19 @@ fn add_cost(total: &mut Option<f64>, add: Option<f64>) {
 /// Runs the pipeline of `job`, whose row is claimed and `running`, to its
 /// end: streams its events to `sink` as they are stored, records the final
 /// state. Cancelling `cancel` cancels its steps (and their child runs).
-pub async fn run_pipeline(
+///
+/// Boxed: an agent step's child run goes back through the run door, which
+/// runs pipelines, so the future refers to itself.
+pub fn run_pipeline<'a>(
+    job: PipelineJob,
+    store: &'a Store,
+    cancel: CancellationToken,
+    sink: &'a mut dyn RunSink,
+) -> futures::future::BoxFuture<'a, Result<RunOutcome, StoreError>> {
+    Box::pin(drive(job, store, cancel, sink))
+}
+
+async fn drive(
     job: PipelineJob,
     store: &Store,
     cancel: CancellationToken,

@@ -17,8 +17,8 @@ use super::approval::{Gate, gate};
 use super::context::{StepContext, render_strings};
 use super::job::StepResult;
 use crate::config::steps::{Step, StepAction};
-use crate::run::runner::{RunRequest, execute, prepare};
 use crate::run::template::environment;
+use crate::run::{Job, RunRequest, execute};
 use crate::store::{RunParent, StepEnd, StepRecord, StoreError};
 use crate::tools::sandbox::Sandbox;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext};
@@ -538,12 +538,12 @@ async fn run_agent(
         }),
         ..RunRequest::default()
     };
-    let prepared = match prepare(&job.snapshot, request, &*job.env) {
-        Ok(prepared) => prepared,
+    let child_job = match Job::prepare(&job.snapshot, request, &job.env) {
+        Ok(child_job) => child_job,
         Err(e) => return Attempt::plain(Err(e)),
     };
-    let child = prepared.spec.run_id.clone();
-    let outcome = execute(prepared, &ctx.store, cancel, |_| {}).await;
+    let child = child_job.id().to_string();
+    let outcome = execute(child_job, &ctx.store, cancel, |_| {}).await;
     let (output, usage, cost_usd) = match outcome {
         Ok(o) if o.state == RunState::Succeeded => {
             (Ok(o.output.unwrap_or_default()), o.usage, o.cost_usd)

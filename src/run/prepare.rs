@@ -1,0 +1,252 @@
+//! Resolving a [`RunRequest`] for an agent against a snapshot into a
+//! [`PreparedRun`]: model and provider, the tools it may use (sandboxed),
+//! rendered templates, the input, the skills matched against it, and the
+//! agents it may call. Nothing here touches the store.
+
+use std::sync::Arc;
+
+use crate::config::EnvLookup;
+use crate::config::approval::ApprovalConfig;
+use crate::config::{MemoryConfig, SkillsChoice};
+use crate::engine::{ActiveSkills, RunSpec};
+use crate::llm::Provider;
+use crate::llm::retry::RetryPolicy;
+use crate::redact::Redactor;
+use crate::registry::{Snapshot, provider_for};
+use crate::skills::{Skill, select_skills, skills_message};
+use crate::store::{Fire, NewRun, RunParent, new_run_id};
+use crate::tools::ToolSet;
+use crate::tools::sandbox::Sandbox;
+use crate::types::RunState;
+
+use super::agent_tool::SubAgents;
+use super::request::RunRequest;
+use super::template::{RequestVars, TriggerVars, render};
+
+/// A run resolved and ready to start.
+pub struct PreparedRun {
+    pub spec: RunSpec,
+    /// The scheduled fire it is for, claimed with the run.
+    pub fire: Option<Fire>,
+    /// The agent's memory settings: recall and tools happen in `execute`,
+    /// which has the store.
+    pub memory: MemoryConfig,
+    pub provider: Arc<dyn Provider>,
+    pub tools: ToolSet,
+    pub retry: RetryPolicy,
+    /// Where the agent's day starts for its daily budget: the time zone of
+    /// its first schedule, else UTC.
+    pub timezone: chrono_tz::Tz,
+    /// The snapshot's secrets, redacted from what the run stores, streams
+    /// and shows the model.
+    pub redactor: Arc<Redactor>,
+    /// The request's template variables as JSON (redacted; see
+    /// [`RequestVars::to_stored`]) when it had any: stored while the run is
+    /// queued, so it can be taken over.
+    pub template_context: Option<String>,
+    /// The agent's `approve:`, `approval_timeout:` and `notify:`.
+    pub approval: ApprovalConfig,
+    /// The run's end or file that started it.
+    pub origin: Option<TriggerVars>,
+    /// The run that started this one, and this one's depth.
+    pub parent: Option<RunParent>,
+    /// The agents it may call as tools (its `agents:`).
+    pub sub_agents: Option<SubAgents>,
+}
+
+/// Resolves `request` against `snapshot`. Errors say what to do.
+pub fn prepare(
+    snapshot: &Snapshot,
+    request: RunRequest,
+    env: EnvLookup,
+) -> Result<PreparedRun, String> {
+    // Only an agent that calls others keeps the snapshot for its sub-runs.
+    prepare_with(snapshot, &|| Arc::new(snapshot.clone()), request, env)
+}
+
+/// [`prepare`] on a snapshot already shared (a sub-run's).
+pub fn prepare_shared(
+    snapshot: &Arc<Snapshot>,
+    request: RunRequest,
+    env: EnvLookup,
+) -> Result<PreparedRun, String> {
+    prepare_with(snapshot, &|| snapshot.clone(), request, env)
+}
+
+fn prepare_with(
+    snapshot: &Snapshot,
+    shared: &dyn Fn() -> Arc<Snapshot>,
+    request: RunRequest,
+    env: EnvLookup,
+) -> Result<PreparedRun, String> {
+    let project = &snapshot.project;
+    let Some(agent) = project.agents.get(&request.agent) else {
+        let names: Vec<&str> = project.agents.keys().map(String::as_str).collect();
+        return Err(format!(
+            "no agent named `{}` in agents/ (agents: {})",
+            request.agent,
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
+    };
+    let model = request.model.clone().unwrap_or_else(|| agent.model.clone());
+    let (provider, model_name) = provider_for(&model, &project.settings, &snapshot.http, env)?;
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let vars = RequestVars {
+        vars: request.vars,
+        payload: request.payload,
+        event: request.event,
+        headers: request.headers,
+        trigger: request.origin.clone(),
+    };
+    let render = |template: &str, input: &str| render(template, &agent.name, &now, input, &vars);
+    let schedule_input = request
+        .schedule_id
+        .as_ref()
+        .and_then(|id| agent.triggers.schedule(id))
+        .and_then(|s| s.input.as_deref())
+        .or_else(|| trigger_input(agent, request.origin.as_ref()));
+    let input = match (request.input, schedule_input, &agent.prompt) {
+        (Some(input), _, _) => input,
+        (None, Some(template), _) => render(template, "").map_err(|e| {
+            format!(
+                "{}: cannot render the `input` of the schedule, `after` or `watch` entry: {e}",
+                agent.path.display()
+            )
+        })?,
+        (None, None, Some(prompt)) => render(prompt, "")
+            .map_err(|e| format!("{}: cannot render `prompt`: {e}", agent.path.display()))?,
+        (None, None, None) => {
+            return Err(format!(
+                "agent `{}` has no `prompt`, so a run needs an input: pass --input TEXT (or --input - to read stdin)",
+                agent.name
+            ));
+        }
+    };
+    let system = agent
+        .system
+        .as_deref()
+        .map(|s| render(s, &input))
+        .transpose()
+        .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
+    let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
+    let price = project.settings.prices.get(&model).copied();
+    let template_context =
+        (!vars.is_empty()).then(|| snapshot.redactor.redact(&vars.to_stored()).into_owned());
+    let run_id = request.run_id.unwrap_or_else(new_run_id);
+    let depth = request.parent.as_ref().map_or(0, |p| p.depth);
+    let sub_agents = (!agent.agents.is_empty())
+        .then(|| SubAgents::resolve(&shared(), agent, depth, env))
+        .flatten();
+    let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id);
+    let spec = RunSpec {
+        run_id,
+        agent: agent.name.clone(),
+        model,
+        model_name,
+        trigger: request.trigger,
+        definition_hash: agent.hash.clone(),
+        system,
+        input,
+        limits: agent.limits.clone(),
+        temperature: agent.temperature,
+        max_tokens: agent.max_tokens,
+        output_schema: agent.output_schema.clone(),
+        price,
+        root: project.root.clone(),
+        skills,
+        memory: None,
+        resume: None,
+    };
+    Ok(PreparedRun {
+        timezone: agent
+            .triggers
+            .schedules
+            .first()
+            .map_or(chrono_tz::Tz::UTC, |s| s.cron.timezone()),
+        fire: request.fire,
+        memory: agent.memory.clone(),
+        spec,
+        provider,
+        tools: snapshot.tools.select(&agent.tools).with_sandbox(sandbox),
+        retry: RetryPolicy::default(),
+        redactor: snapshot.redactor.clone(),
+        template_context,
+        approval: agent.approval.clone(),
+        origin: request.origin,
+        parent: request.parent,
+        sub_agents,
+    })
+}
+
+/// The `input` template of the `after:` or `watch:` entry of `agent` that
+/// `origin` stands for, if it has one.
+fn trigger_input<'a>(
+    agent: &'a crate::config::Agent,
+    origin: Option<&TriggerVars>,
+) -> Option<&'a str> {
+    match origin? {
+        TriggerVars::After {
+            agent: ended,
+            state,
+            ..
+        } => agent
+            .triggers
+            .after
+            .iter()
+            .find(|a| a.agent == *ended && a.on.matches(*state))
+            .and_then(|a| a.input.as_deref()),
+        TriggerVars::Watch { .. } => agent.triggers.watch.as_ref()?.input.as_deref(),
+    }
+}
+
+/// The skills a run gets: matched against the input (`auto`), named by the
+/// agent (`pinned`), or none.
+fn resolve_skills(
+    all: &[Skill],
+    choice: &SkillsChoice,
+    input: &str,
+) -> Result<Option<ActiveSkills>, String> {
+    let chosen: Vec<&Skill> = select_skills(all, choice, input)?
+        .into_iter()
+        .map(|(skill, _)| skill)
+        .collect();
+    if chosen.is_empty() {
+        return Ok(None);
+    }
+    let how = if matches!(choice, SkillsChoice::Named(_)) {
+        "pinned"
+    } else {
+        "auto"
+    };
+    Ok(Some(ActiveSkills {
+        names: chosen.iter().map(|s| s.name.clone()).collect(),
+        how: how.to_string(),
+        message: skills_message(&chosen),
+    }))
+}
+
+impl PreparedRun {
+    /// The run row it is claimed with: `state` is `running` (start now)
+    /// or `queued` (start later with [`crate::store::Store::start_run`]).
+    pub fn new_run(&self, state: RunState) -> NewRun {
+        let prepared = self;
+        let spec = &prepared.spec;
+        NewRun {
+            parent: prepared.parent.clone(),
+            id: spec.run_id.clone(),
+            agent: spec.agent.clone(),
+            trigger: spec.trigger.clone(),
+            input: prepared.redactor.redact(&spec.input).into_owned(),
+            model: spec.model.clone(),
+            definition_hash: spec.definition_hash.clone(),
+            owner: super::owner::this_process().to_string(),
+            fire: prepared.fire.clone(),
+            state,
+            template_context: prepared.template_context.clone(),
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! [`RunRequest`]: what asks for a run, whatever started it (a person, a
+//! schedule, the API, a webhook, another run's end, a file, a calling
+//! agent or a pipeline step), before it is resolved against a snapshot.
+
+use crate::store::{Fire, RunParent, RunRecord, TriggerClaim};
+use crate::types::ScheduleId;
+
+use super::template::{RequestVars, TriggerVars};
+
+/// A request to run an agent.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    pub agent: String,
+    /// The input; `None` renders the schedule's `input` for a scheduled
+    /// fire, else the agent's `prompt`.
+    pub input: Option<String>,
+    /// Overrides the agent's model (`--model`).
+    pub model: Option<String>,
+    /// What started the run: `cli`, `schedule`, `api`, `webhook`, `retry`,
+    /// `after` (another run ended), `watch` (a file).
+    pub trigger: String,
+    /// `{{ vars.X }}` in the templates.
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    /// `{{ payload }}` in the templates: a webhook's JSON body.
+    pub payload: Option<serde_json::Value>,
+    /// `{{ event }}` in the templates: a webhook's event name.
+    pub event: Option<String>,
+    /// `{{ headers.X }}` in the templates: a webhook's headers, names in
+    /// lowercase.
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The scheduled fire this run is for (its `schedule_id` is
+    /// [`RunRequest::schedule_id`]).
+    pub fire: Option<Fire>,
+    /// The schedule that started the run (scheduled fires only): its
+    /// `input` is rendered when `input` is `None`. What tells runs of one
+    /// schedule from those of another (`on_overlap: replace`).
+    pub schedule_id: Option<ScheduleId>,
+    /// The webhook delivery id that started it: remembered in the
+    /// transaction that claims the run, so a delivery runs at most once and
+    /// one whose run could not be claimed can be delivered again.
+    pub delivery: Option<String>,
+    /// The id of a run already claimed (`queued`) that this request takes
+    /// over after a crash; `None`: a new run with a new id.
+    pub run_id: Option<String>,
+    /// The run's end or the file that started it (`after:`, `watch:`):
+    /// `{{ trigger }}` in the templates, and the entry whose `input`
+    /// renders when `input` is `None`.
+    pub origin: Option<TriggerVars>,
+    /// What the run is for, remembered in the transaction that claims it,
+    /// so it happens at most once (a follow-up, a file version).
+    pub claim: Option<TriggerClaim>,
+    /// The run that starts this one (an agent called as a tool, a pipeline
+    /// step) and the new run's depth; `None` for a run started by a trigger.
+    pub parent: Option<RunParent>,
+}
+
+impl RunRequest {
+    /// The request that runs `run`, a run accepted `queued`, again (taken
+    /// over after a crash or from a busy node, or a pipeline resumed): its
+    /// id, input, model and trigger, and the template variables it was
+    /// accepted with (`context`, [`RequestVars::to_stored`]).
+    pub fn again(run: &RunRecord, context: Option<&str>) -> RunRequest {
+        let stored = RequestVars::stored(context);
+        RunRequest {
+            agent: run.agent.clone(),
+            input: Some(run.input.clone()),
+            model: Some(run.model.clone()).filter(|m| !m.is_empty()),
+            trigger: run.trigger.clone(),
+            vars: stored.vars,
+            payload: stored.payload,
+            event: stored.event,
+            headers: stored.headers,
+            origin: stored.trigger,
+            run_id: Some(run.id.clone()),
+            ..RunRequest::default()
+        }
+    }
+}
