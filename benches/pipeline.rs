@@ -68,10 +68,8 @@ fn main() {
     let mut per_step = Vec::new();
     for _ in 0..runs {
         let request = RunRequest {
-            agent: "chain".into(),
             input: Some("go".into()),
-            trigger: "bench".into(),
-            ..RunRequest::default()
+            ..RunRequest::new("chain", aurad::types::Trigger::Cli)
         };
         let job = PipelineJob::prepare(&snapshot, request, &env)
             .unwrap()

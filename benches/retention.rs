@@ -40,7 +40,7 @@ fn new_run(agent: &str) -> NewRun {
         parent: None,
         id: aurad::store::new_run_id(),
         agent: agent.into(),
-        trigger: "api".into(),
+        trigger: aurad::types::Trigger::Api,
         input: "Summarise the overnight build failures and file an issue for each.".into(),
         model: "mock/m".into(),
         definition_hash: "0123456789abcdef".into(),

@@ -229,7 +229,7 @@ fn engine_bench() {
         agent: "bench".into(),
         model: "mock/m".into(),
         model_name: "m".into(),
-        trigger: "bench".into(),
+        trigger: aurad::types::Trigger::Cli,
         definition_hash: "h".into(),
         system: Some("Be brief.".into()),
         input: "Say hi three times.".into(),

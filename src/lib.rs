@@ -1,9 +1,11 @@
 //! aurad: a daemon that runs LLM agents declared in files.
 //!
-//! Module map and dependency rules: DESIGN.md section 1. `main.rs` only
-//! parses arguments and calls [`cli::run`]; everything else lives here.
+//! Module map and dependency rules: ARCHITECTURE.md (its layers table is
+//! what `tests/layers.rs` enforces). `main.rs` only parses arguments and
+//! calls [`cli::run`]; everything else lives here.
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod daemon;

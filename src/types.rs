@@ -11,13 +11,17 @@ pub mod cron;
 #[cfg(test)]
 mod cron_tests;
 mod database;
+mod mcp_state;
 pub mod memory;
 pub mod plugin;
 mod schedule_id;
 pub mod timestamp;
+mod trigger;
 pub use cron::CronSchedule;
 pub use database::{Database, DatabaseUrl};
+pub use mcp_state::McpState;
 pub use schedule_id::ScheduleId;
+pub use trigger::Trigger;
 
 /// A tool as the model sees it: a name, a description and the JSON Schema of
 /// its arguments (always `type: object`).
@@ -149,7 +153,10 @@ impl Price {
     }
 }
 
-/// The states of a run (DESIGN.md section 3).
+/// The states of a run: `queued -> running -> succeeded | failed |
+/// cancelled | timed_out | budget_exceeded | interrupted`, and
+/// `waiting_approval` between; `skipped` and `missed` are recorded without
+/// running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
@@ -348,7 +355,7 @@ pub enum RunEvent {
         run_id: String,
         agent: String,
         model: String,
-        trigger: String,
+        trigger: Trigger,
         definition_hash: String,
         input: String,
     },

@@ -308,7 +308,7 @@ fn seed(root: &Path) -> (String, String) {
     let fire = |id: &str, day: u32| NewRun {
         id: id.into(),
         agent: "nightly".into(),
-        trigger: "schedule".into(),
+        trigger: aurad::types::Trigger::Schedule,
         input: "hi".into(),
         model: "test".into(),
         definition_hash: "h".into(),

@@ -31,11 +31,9 @@ async fn setup(mock: &MockLlm, call_timeout: &str) -> (tempfile::TempDir, Snapsh
 
 async fn run(dir: &tempfile::TempDir, snapshot: &Snapshot) -> (RunOutcome, Vec<RunEvent>) {
     let request = RunRequest {
-        agent: "a".into(),
         input: Some("go".into()),
         model: None,
-        trigger: "test".into(),
-        ..RunRequest::default()
+        ..RunRequest::new("a", aurad::types::Trigger::Test)
     };
     let prepared = prepare(snapshot, request, &|_| None).unwrap();
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();

@@ -338,7 +338,7 @@ async fn an_agent_broken_after_it_loaded_keeps_serving_its_last_good_version() {
         runs(&store, "a")
             .await
             .into_iter()
-            .find(|r| r.trigger == "schedule" && r.state.is_final())
+            .find(|r| r.trigger == aurad::types::Trigger::Schedule && r.state.is_final())
     })
     .await;
     assert_eq!(fired.state, RunState::Succeeded, "{fired:?}");

@@ -1,4 +1,4 @@
-//! Long-term memory against a real SQLite file: the DESIGN.md section 3
+//! Long-term memory against a real SQLite file: the scoring
 //! formula with a fixed clock, merge and cleanup rules, CJK/English/mixed
 //! queries, namespaces, import, the memory tools, the `aurad memory` CLI,
 //! and a property test of indexed recall against a brute-force full scan.

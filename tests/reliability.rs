@@ -315,10 +315,8 @@ async fn a_failed_event_write_is_retried_and_no_sequence_number_is_skipped() {
     let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
     assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
     let request = RunRequest {
-        agent: "a".into(),
         input: Some("go".into()),
-        trigger: "test".into(),
-        ..RunRequest::default()
+        ..RunRequest::new("a", aurad::types::Trigger::Test)
     };
     let prepared = prepare(&snapshot, request, &|_| None).unwrap();
     let (db, store, id) = claimed(dir.path(), &prepared).await;

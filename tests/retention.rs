@@ -36,7 +36,7 @@ fn old_run(root: &Path, days: i64, events: usize, state: RunState) -> String {
         parent: None,
         id: id.clone(),
         agent: "a".into(),
-        trigger: "api".into(),
+        trigger: aurad::types::Trigger::Api,
         input: "x".into(),
         model: "mock/m".into(),
         definition_hash: "h".into(),

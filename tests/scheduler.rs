@@ -122,7 +122,10 @@ async fn five_and_six_field_expressions_fire_on_time() {
     for expression in ["*/5 * * * *", "*/20 * * * * *"] {
         assert!(ids.contains(&Some(ScheduleId::of("a", expression, "UTC", None))));
     }
-    assert!(all.iter().all(|r| r.trigger == "schedule"));
+    assert!(
+        all.iter()
+            .all(|r| r.trigger == aurad::types::Trigger::Schedule)
+    );
     assert_eq!(mock.requests().len(), 3);
     // Each fire is counted under its agent.
     let metrics = metrics_text(&daemon).await;
@@ -509,7 +512,7 @@ async fn runs_of_a_dead_process_are_interrupted_and_retried_once_when_asked() {
             parent: None,
             id: aurad::store::new_run_id(),
             agent: "a".into(),
-            trigger: "api".into(),
+            trigger: aurad::types::Trigger::Api,
             input: "unfinished work".into(),
             model: "mock/m".into(),
             definition_hash: "h".into(),
@@ -523,7 +526,10 @@ async fn runs_of_a_dead_process_are_interrupted_and_retried_once_when_asked() {
     let daemon = start(dir.path(), Start::default()).await;
     let all = settled(&store, 2).await;
     daemon.stop().await.unwrap();
-    let interrupted = all.iter().find(|r| r.trigger == "api").unwrap();
+    let interrupted = all
+        .iter()
+        .find(|r| r.trigger == aurad::types::Trigger::Api)
+        .unwrap();
     assert_eq!(interrupted.state, RunState::Interrupted);
     assert!(
         interrupted
@@ -533,7 +539,10 @@ async fn runs_of_a_dead_process_are_interrupted_and_retried_once_when_asked() {
             .contains(&format!("pid:{dead}")),
         "{interrupted:?}"
     );
-    let retry = all.iter().find(|r| r.trigger == "retry").unwrap();
+    let retry = all
+        .iter()
+        .find(|r| r.trigger == aurad::types::Trigger::Retry)
+        .unwrap();
     assert_eq!(retry.state, RunState::Succeeded);
     assert_eq!(retry.input, "unfinished work");
     // A second start retries nothing more.
@@ -612,7 +621,7 @@ async fn overlap_replace_cancels_only_a_run_of_the_same_schedule() {
     let all = settled(&store, 3).await;
     daemon.stop().await.unwrap();
     let api = all.iter().find(|r| r.id == api_id).expect("the API run");
-    assert_eq!(api.trigger, "api");
+    assert_eq!(api.trigger, aurad::types::Trigger::Api);
     assert_eq!(api.state, RunState::TimedOut, "{api:#?}");
     let fired: Vec<(String, RunState)> = fires(&all)
         .into_iter()

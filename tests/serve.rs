@@ -246,7 +246,7 @@ fn record_run(store: &Store, agent: &str, state: RunState) {
         parent: None,
         id: id.clone(),
         agent: agent.into(),
-        trigger: "cli".into(),
+        trigger: aurad::types::Trigger::Cli,
         input: "x".into(),
         model: "mock/m".into(),
         definition_hash: "h".into(),
@@ -353,7 +353,7 @@ fn logs_follow_waits_for_a_run_written_by_another_process() {
         parent: None,
         id: id.clone(),
         agent: "a".into(),
-        trigger: "api".into(),
+        trigger: aurad::types::Trigger::Api,
         input: "x".into(),
         model: "mock/m".into(),
         definition_hash: "h".into(),
@@ -367,7 +367,7 @@ fn logs_follow_waits_for_a_run_written_by_another_process() {
         run_id: id.clone(),
         agent: "a".into(),
         model: "mock/m".into(),
-        trigger: "api".into(),
+        trigger: aurad::types::Trigger::Api,
         definition_hash: "h".into(),
         input: "x".into(),
     };
@@ -572,7 +572,9 @@ fn the_live_daemon_marks_a_killed_aurad_run_interrupted_within_seconds() {
             let runs = store
                 .list_runs_blocking(&aurad::store::RunFilter::default())
                 .ok()?;
-            let run = runs.into_iter().find(|r| r.trigger == "cli")?;
+            let run = runs
+                .into_iter()
+                .find(|r| r.trigger == aurad::types::Trigger::Cli)?;
             (run.state == RunState::Running && mock.request_count() == 1).then_some(run.id)
         },
     );
@@ -653,7 +655,7 @@ fn webhook_runs(store: &Store) -> Vec<aurad::store::RunRecord> {
         .list_runs_blocking(&aurad::store::RunFilter::default())
         .unwrap()
         .into_iter()
-        .filter(|r| r.trigger == "webhook")
+        .filter(|r| r.trigger == aurad::types::Trigger::Webhook)
         .collect()
 }
 

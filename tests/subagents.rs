@@ -119,7 +119,7 @@ async fn two_sub_agents_called_in_one_turn_run_in_parallel_as_linked_runs() {
     for (kid, name) in kids.iter().zip(["r", "s"]) {
         assert_eq!(kid.agent, name);
         assert_eq!(kid.state, RunState::Succeeded);
-        assert_eq!(kid.trigger, "agent");
+        assert_eq!(kid.trigger, aurad::types::Trigger::Agent);
         assert_eq!(kid.parent_run_id.as_deref(), Some(parent.as_str()));
         assert_eq!(kid.depth, 1);
         assert_eq!(kid.input, format!("topic {}", name.to_uppercase()));

@@ -116,7 +116,7 @@ async fn a_chain_runs_on_success_only_and_a_failure_starts_its_own_follow_up() {
             .find(|r| r.state == RunState::Succeeded)
     })
     .await;
-    assert_eq!(b_run.trigger, "after");
+    assert_eq!(b_run.trigger, aurad::types::Trigger::After);
     assert_eq!(
         b_run.input,
         format!("Notify about: 3 new issues triaged (a succeeded {ok})")
@@ -385,7 +385,7 @@ async fn a_processed_file_is_moved_and_not_processed_again() {
     assert_eq!(inputs, ["Summarise inbox/new.md", "Summarise inbox/old.md"]);
     assert!(
         done.iter()
-            .all(|r| r.trigger == "watch" && r.state == RunState::Succeeded)
+            .all(|r| r.trigger == aurad::types::Trigger::Watch && r.state == RunState::Succeeded)
     );
     // The moved files are under the glob, but processed: a restart does
     // not run them again.

@@ -15,7 +15,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{Api, ApiError, Param, accepted, parse_json, read_body, sse};
-use super::{SubmitError, Trigger, TriggerError};
+use super::{RunAsk, SubmitError, TriggerError};
+
+use crate::types::Trigger;
 
 /// The body of `POST /v1/agents/{name}/runs`; an empty body is all
 /// defaults.
@@ -52,11 +54,10 @@ pub(super) async fn start_run(
     } else {
         parse_json(&body)?
     };
-    let trigger = Trigger {
+    let trigger = RunAsk {
         input: body.input,
         vars: body.vars.unwrap_or_default(),
-        trigger: "api".into(),
-        ..Trigger::default()
+        ..RunAsk::new(Trigger::Api)
     };
     let run = api
         .daemon

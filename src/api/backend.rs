@@ -16,7 +16,7 @@ use crate::config::settings::AllowedHost;
 use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError};
 use crate::types::approval::ApprovalRecord;
 use crate::types::memory::Memory;
-use crate::types::{RunEvent, ScheduleId};
+use crate::types::{RunEvent, ScheduleId, Trigger};
 
 /// The running daemon, as the HTTP API sees it.
 pub trait Backend: Send + Sync + 'static {
@@ -37,7 +37,7 @@ pub trait Backend: Send + Sync + 'static {
     fn trigger<'a>(
         &'a self,
         agent: &'a str,
-        trigger: Trigger,
+        ask: RunAsk,
     ) -> BoxFuture<'a, Result<RunRecord, TriggerError>>;
     /// The runs of `page`, newest first.
     fn runs<'a>(&'a self, page: &'a RunPage) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>>;
@@ -139,8 +139,8 @@ pub struct ScheduleInfo {
 }
 
 /// A request to start a run through the API or a webhook.
-#[derive(Debug, Clone, Default)]
-pub struct Trigger {
+#[derive(Debug, Clone)]
+pub struct RunAsk {
     pub input: Option<String>,
     pub vars: serde_json::Map<String, serde_json::Value>,
     pub payload: Option<serde_json::Value>,
@@ -149,10 +149,25 @@ pub struct Trigger {
     /// A webhook's headers, names in lowercase (`{{ headers.X }}`).
     pub headers: std::collections::BTreeMap<String, String>,
     /// `api` or `webhook`.
-    pub trigger: String,
+    pub trigger: Trigger,
     /// A webhook's delivery id, claimed with the run so a redelivery starts
     /// no second run.
     pub delivery: Option<String>,
+}
+
+impl RunAsk {
+    /// A request for `trigger` with nothing else said.
+    pub fn new(trigger: Trigger) -> RunAsk {
+        RunAsk {
+            input: None,
+            vars: serde_json::Map::new(),
+            payload: None,
+            event: None,
+            headers: std::collections::BTreeMap::new(),
+            trigger,
+            delivery: None,
+        }
+    }
 }
 
 /// Why a run was not started (by the API, a webhook or a schedule).

@@ -1,5 +1,5 @@
-//! Keeps web pages from driving the local API (DESIGN.md section 3,
-//! "Security"). A page in the user's browser can send requests to
+//! Keeps web pages from driving the local API (RELIABILITY.md lists the
+//! attacks). A page in the user's browser can send requests to
 //! `127.0.0.1:7777` without a CORS preflight (a `text/plain` POST), and
 //! through DNS rebinding under a name of its own. So every route but the
 //! webhooks refuses:

@@ -24,9 +24,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::agents::trigger_error;
-use super::{Api, ApiError, Param, SubmitError, Trigger, TriggerError};
+use super::{Api, ApiError, Param, RunAsk, SubmitError, TriggerError};
 use super::{accepted, read_body, signatures};
 use crate::config::WebhookSignature;
+use crate::types::Trigger;
 
 const DELIVERY_HEADERS: [&str; 2] = ["x-github-delivery", "x-delivery-id"];
 /// Where `{{ event }}` comes from, first found: GitHub's header, then the
@@ -63,13 +64,12 @@ pub(super) async fn deliver(
         WebhookSignature::Github => delivery_id(&headers)?,
         WebhookSignature::Stripe => stripe_event_id(&payload)?,
     };
-    let trigger = Trigger {
+    let trigger = RunAsk {
         payload: Some(payload),
         event,
         headers: template_headers(&headers),
-        trigger: "webhook".into(),
         delivery: Some(delivery.clone()),
-        ..Trigger::default()
+        ..RunAsk::new(Trigger::Webhook)
     };
     let run = match api.daemon.trigger(&agent, trigger).await {
         Ok(run) => run,

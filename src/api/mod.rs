@@ -1,4 +1,4 @@
-//! The HTTP API and webhooks (DESIGN.md section 3, "HTTP API"): the axum
+//! The HTTP API and webhooks (the README's "The daemon"): the axum
 //! router, [`serve`] with graceful shutdown, the guard against web pages
 //! (`guard`: Host, Origin, Sec-Fetch-Site, JSON content type), bearer-token
 //! auth, request logging, the 1 MiB body limit, and the JSON error shape
@@ -33,7 +33,7 @@ mod sse;
 mod status;
 
 pub use backend::{
-    AfterInfo, AgentInfo, Backend, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
+    AfterInfo, AgentInfo, Backend, CancelAnswer, RunAsk, ScheduleInfo, SubmitError, TriggerError,
 };
 
 use std::sync::Arc;

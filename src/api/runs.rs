@@ -16,7 +16,7 @@ use serde_json::json;
 use super::CancelAnswer;
 use super::{Api, ApiError, Param};
 use crate::store::{RunFilter, RunPage, RunRecord, StoreError};
-use crate::types::RunState;
+use crate::types::{RunState, Trigger};
 
 /// Runs listed when `limit` is not given.
 pub(super) const DEFAULT_LIMIT: usize = 50;
@@ -49,7 +49,13 @@ fn run_page(pairs: &[(String, String)]) -> Result<RunPage, ApiError> {
         match key.as_str() {
             "agent" => filter.agent = Some(value.to_string()).filter(|v| !v.is_empty()),
             "parent" => filter.parent = Some(value.to_string()).filter(|v| !v.is_empty()),
-            "trigger" => page.trigger = Some(value.to_string()).filter(|v| !v.is_empty()),
+            "trigger" if value.is_empty() => page.trigger = None,
+            "trigger" => {
+                let trigger = value
+                    .parse::<Trigger>()
+                    .map_err(|e| ApiError::bad_request(format!("{e}: GET /v1/runs?trigger=")))?;
+                page.trigger = Some(trigger);
+            }
             "offset" => page.offset = parse_offset(value)?,
             "state" if value.is_empty() => filter.state = None,
             "state" => {
@@ -170,7 +176,7 @@ mod tests {
     #[test]
     fn filters_default_to_fifty_of_any_agent_and_state() {
         let page = run_page(&[]).unwrap();
-        assert_eq!((page.trigger.as_deref(), page.offset), (None, 0));
+        assert_eq!((page.trigger, page.offset), (None, 0));
         assert_eq!(
             page.filter,
             RunFilter {
@@ -188,7 +194,7 @@ mod tests {
             ("offset", ""),
         ]))
         .unwrap();
-        assert_eq!((page.trigger.as_deref(), page.offset), (None, 0));
+        assert_eq!((page.trigger, page.offset), (None, 0));
         assert_eq!(
             page.filter,
             RunFilter {
@@ -211,7 +217,7 @@ mod tests {
             ("offset", "40"),
         ]))
         .unwrap();
-        assert_eq!(page.trigger.as_deref(), Some("schedule"));
+        assert_eq!(page.trigger, Some(Trigger::Schedule));
         assert_eq!(page.offset, 40);
         assert_eq!(
             page.filter,

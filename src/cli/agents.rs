@@ -8,12 +8,8 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
-use crate::config::{self, Agent};
-use crate::daemon::AgentInfo;
-use crate::scheduler::failure_backoff;
-use crate::store::{RunFilter, RunRecord, Store};
-use crate::types::Database;
-use crate::types::RunState;
+use crate::app::{self, AgentInfo, RunRecord};
+use crate::config;
 
 #[derive(Debug, Args)]
 pub struct AgentsArgs {
@@ -23,47 +19,18 @@ pub struct AgentsArgs {
 }
 
 pub fn run(root: &Path, args: AgentsArgs) -> i32 {
-    let loaded = config::load(root, &config::process_env);
-    print_diagnostics(&loaded.diagnostics);
-    let broken = loaded.has_errors();
-    let settings_broken = loaded
-        .diagnostics
-        .iter()
-        .any(|d| d.is_error() && d.path == Path::new("aurad.yaml"));
-    let now = Utc::now();
-    let project = &loaded.project;
-    // Without a valid aurad.yaml the database is not known; without the
-    // SQLite file there are no runs yet (and listing must not create it).
-    let no_file = project
-        .settings
-        .database
-        .sqlite_path()
-        .is_some_and(|path| !path.exists());
-    let history = if settings_broken || no_file {
-        None
-    } else {
-        match read_history(&project.settings.database, project.agents.keys()) {
-            Ok(history) => Some(history),
-            Err(message) => {
-                eprintln!("error: {message}");
-                return EXIT_FAILED;
-            }
-        }
-    };
-    let infos: Vec<AgentInfo> = project
-        .agents
-        .values()
-        .map(|agent| {
-            let past = history
-                .as_ref()
-                .and_then(|h| h.iter().find(|p| p.agent == agent.name));
-            describe(agent, past, now)
-        })
-        .collect();
+    let listing = app::agents::list(root);
+    print_diagnostics(&listing.diagnostics);
+    let broken = listing.diagnostics.iter().any(|d| d.is_error());
+    if let Some(message) = &listing.history_error {
+        eprintln!("error: {message}");
+        return EXIT_FAILED;
+    }
+    let infos = &listing.agents;
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&infos).unwrap_or_default()
+            serde_json::to_string_pretty(infos).unwrap_or_default()
         );
     } else if infos.is_empty() {
         if !broken {
@@ -73,9 +40,14 @@ pub fn run(root: &Path, args: AgentsArgs) -> i32 {
             );
         }
     } else {
-        print_table(project, &infos, !settings_broken, now);
+        print_table(
+            &listing.project,
+            infos,
+            !listing.settings_broken,
+            listing.now,
+        );
     }
-    if settings_broken {
+    if listing.settings_broken {
         eprintln!("aurad.yaml has errors, so the runs in the database are not shown");
     }
     if broken {
@@ -85,80 +57,6 @@ pub fn run(root: &Path, args: AgentsArgs) -> i32 {
         return EXIT_CONFIG;
     }
     EXIT_OK
-}
-
-/// What the store knows about one agent.
-struct Past {
-    agent: String,
-    last_run: Option<RunRecord>,
-    consecutive_failures: u32,
-    /// When the newest counted failure ended.
-    last_failure: Option<DateTime<Utc>>,
-}
-
-fn read_history<'a>(
-    database: &Database,
-    agents: impl Iterator<Item = &'a String>,
-) -> Result<Vec<Past>, String> {
-    let store = Store::connect(database).map_err(|e| format!("database {database}: {e}"))?;
-    let runtime = super::runtime().ok_or("cannot read the database")?;
-    let mut history = Vec::new();
-    for agent in agents {
-        let (last_run, failures) = runtime
-            .block_on(async {
-                Ok::<_, crate::store::StoreError>((
-                    store.last_run(agent).await?,
-                    store.consecutive_failures(agent).await?,
-                ))
-            })
-            .map_err(|e| e.to_string())?;
-        let last_failure = if failures > 0 {
-            last_failure(&store, agent)?
-        } else {
-            None
-        };
-        history.push(Past {
-            agent: agent.clone(),
-            last_run,
-            consecutive_failures: failures,
-            last_failure,
-        });
-    }
-    drop(runtime);
-    store.close().map_err(|e| e.to_string())?;
-    Ok(history)
-}
-
-/// When the agent's newest failed, timed-out or interrupted run ended: the
-/// failures the backoff counts. Skipped and missed fires recorded since do
-/// not move it.
-fn last_failure(store: &Store, agent: &str) -> Result<Option<DateTime<Utc>>, String> {
-    let mut newest: Option<DateTime<Utc>> = None;
-    for state in [RunState::Failed, RunState::TimedOut, RunState::Interrupted] {
-        let filter = RunFilter {
-            parent: None,
-            agent: Some(agent.to_string()),
-            state: Some(state),
-            limit: 1,
-        };
-        let runs = store
-            .list_runs_blocking(&filter)
-            .map_err(|e| e.to_string())?;
-        let ended = runs.first().and_then(|r| r.finished_at.or(r.started_at));
-        newest = newest.max(ended);
-    }
-    Ok(newest)
-}
-
-/// The agent as `GET /v1/agents` describes it.
-fn describe(agent: &Agent, past: Option<&Past>, now: DateTime<Utc>) -> AgentInfo {
-    let failures = past.map_or(0, |p| p.consecutive_failures);
-    let backoff_until = past
-        .and_then(|p| p.last_failure)
-        .zip(failure_backoff(failures))
-        .and_then(|(at, wait)| Some(at + chrono::Duration::from_std(wait).ok()?));
-    let last_run = past.and_then(|p| p.last_run.clone());
-    AgentInfo::new(agent, now, last_run, failures, backoff_until)
 }
 
 /// `runs_known`: the store was read (or has no file yet), so no last run

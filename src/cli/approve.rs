@@ -9,7 +9,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::{EXIT_FAILED, EXIT_OK, open_store};
-use crate::store::{Store, StoreError};
+use crate::app::{Store, StoreError};
 use crate::types::approval::{DecidedBy, Decision};
 
 #[derive(Debug, Args)]

@@ -7,9 +7,9 @@ use std::io::Write;
 
 use super::EXIT_FAILED;
 use super::render::Renderer;
-use super::run_or_agent::{newest_run, newest_runs};
 use super::runs::{FOLLOW_POLL, Output, print_events};
-use crate::store::{RunRecord, Store, StoreError};
+use crate::app::run_or_agent::{newest_run, newest_runs};
+use crate::app::{RunRecord, Store, StoreError};
 
 /// How many of an agent's newest runs are looked at for the next one.
 const LOOK_BACK: usize = 50;

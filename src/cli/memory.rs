@@ -10,9 +10,9 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, open_store};
-use crate::memory::import::{self, Format};
-use crate::memory::{DEFAULT_MAX_ENTRIES, Memory, NewMemory, Saved};
-use crate::store::Store;
+use crate::app::Store;
+use crate::app::memory::{DEFAULT_MAX_ENTRIES, Memory, NewMemory, Saved};
+use crate::app::memory::{Format, parse_import};
 
 #[derive(Debug, Args)]
 pub struct MemoryArgs {
@@ -41,7 +41,7 @@ pub enum MemoryCommand {
         #[arg(long, default_value_t = 5)]
         limit: usize,
         /// Lowest score shown.
-        #[arg(long, default_value_t = crate::memory::DEFAULT_MIN_SCORE)]
+        #[arg(long, default_value_t = crate::app::memory::DEFAULT_MIN_SCORE)]
         min_score: f64,
     },
     /// Save TEXT as a memory (merged into a very similar one if there is one).
@@ -103,7 +103,7 @@ pub fn run(root: &Path, args: MemoryArgs) -> i32 {
     }
 }
 
-type Outcome = Result<i32, crate::store::StoreError>;
+type Outcome = Result<i32, crate::app::StoreError>;
 
 fn to_json(memory: &Memory, score: Option<f64>) -> Value {
     let mut value = serde_json::to_value(memory).unwrap_or_default();
@@ -208,7 +208,7 @@ fn import_file(store: &Store, ns: &str, file: &Path, json: bool) -> Outcome {
             return Ok(EXIT_FAILED);
         }
     };
-    let (format, entries) = match import::parse(&text, ns) {
+    let (format, entries) = match parse_import(&text, ns) {
         Ok(parsed) => parsed,
         Err(problems) => {
             for p in &problems {

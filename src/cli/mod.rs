@@ -8,12 +8,10 @@ mod completions;
 mod follow;
 mod mcp;
 mod memory;
-mod offline;
 mod prune;
 mod render;
 mod replay;
 mod run;
-mod run_or_agent;
 mod runs;
 mod serve;
 mod skills;
@@ -28,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::app;
 use crate::config::Diagnostic;
 
 pub const EXIT_OK: i32 = 0;
@@ -138,7 +137,7 @@ pub enum Command {
 /// loads (see `crate::redact`).
 pub fn init_tracing(cli: &Cli) {
     use std::io::IsTerminal;
-    crate::redact::add_to_logs(&crate::registry::secrets::process_redactor());
+    crate::redact::add_to_logs(&crate::app::process_redactor());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_filter()));
     let builder = tracing_subscriber::fmt()
@@ -257,58 +256,44 @@ fn print_diagnostics(diagnostics: &[Diagnostic]) {
     }
 }
 
-/// Prints what concerns agent `name` of `diagnostics` (warnings, errors of
-/// its own file, and errors that concern every agent) and counts the other
-/// errors in one warning line. Returns whether an error concerns it. What
-/// the agent needs that has errors shows as an error of its own file
-/// (naming the skipped item), so the other errors do not stop it.
+/// Prints what concerns agent `name` of `diagnostics` (see
+/// [`app::for_agent`]) and counts the other errors in one warning line.
+/// Returns whether an error stops the agent.
 fn print_for_agent(diagnostics: Vec<Diagnostic>, name: &str) -> bool {
-    let (shown, unrelated): (Vec<_>, Vec<_>) = diagnostics
-        .into_iter()
-        .partition(|d| !d.is_error() || concerns(d, name));
-    print_diagnostics(&shown);
-    if !unrelated.is_empty() {
-        eprintln!(
-            "warning: {} error(s) in files `{name}` does not use (`aurad validate` lists them)",
-            unrelated.len(),
-        );
-    }
-    shown.iter().any(Diagnostic::is_error)
+    let report = app::for_agent(diagnostics, name);
+    show_for_agent(&report, name);
+    report.stops
 }
 
-/// Whether the error `d` stops agent `name`: one of its own file, or one
-/// that concerns every agent (`aurad.yaml`).
-pub(super) fn concerns(d: &Diagnostic, name: &str) -> bool {
-    let agents = Path::new("agents");
-    d.path == agents.join(format!("{name}.yaml"))
-        || d.path == agents.join(format!("{name}.yml"))
-        || !crate::registry::skipped::atomic_errors(std::slice::from_ref(d)).is_empty()
+/// Prints `report`, the diagnostics of a project as they concern agent
+/// `name`.
+fn show_for_agent(report: &app::ForAgent, name: &str) {
+    print_diagnostics(&report.shown);
+    if report.unrelated > 0 {
+        eprintln!(
+            "warning: {} error(s) in files `{name}` does not use (`aurad validate` lists them)",
+            report.unrelated,
+        );
+    }
 }
 
 /// The single-threaded runtime a command needs for async work, or `None`
 /// after saying why it could not start.
 fn runtime() -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            None
-        }
-    }
+    app::runtime()
+        .map_err(|message| eprintln!("error: {message}"))
+        .ok()
 }
 
-/// Opens the project's store, or says why not.
-fn open_store(root: &Path) -> Result<crate::store::Store, String> {
-    let (settings, diagnostics) = crate::config::load_settings(root, &crate::config::process_env);
-    if diagnostics.iter().any(Diagnostic::is_error) {
-        print_diagnostics(&diagnostics);
-        return Err("aurad.yaml has errors".into());
-    }
-    let database = &settings.database;
-    crate::store::Store::connect(database).map_err(|e| format!("database {database}: {e}"))
+/// Opens the project's store, or says why not (printing the errors of
+/// `aurad.yaml` when that is why).
+fn open_store(root: &Path) -> Result<app::Store, String> {
+    app::open_store(root).map_err(|e| {
+        if let app::OpenError::Settings(diagnostics) = &e {
+            print_diagnostics(diagnostics);
+        }
+        e.to_string()
+    })
 }
 
 #[cfg(test)]

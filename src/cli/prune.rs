@@ -9,10 +9,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{EXIT_FAILED, EXIT_OK, open_store};
+use crate::app::retention::{BATCH_ROWS, cutoff};
+use crate::app::{PruneScope, Pruned};
 use crate::config::duration::{format_duration, parse_duration};
 use crate::config::settings::Retention;
-use crate::daemon::retention::{BATCH_ROWS, cutoff};
-use crate::store::{PruneScope, Pruned};
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
@@ -85,10 +85,10 @@ pub fn run(root: &Path, args: PruneArgs) -> i32 {
 /// Every batch until none is left; a batch at a time, so a running daemon
 /// keeps writing in between.
 fn prune_all(
-    store: &crate::store::Store,
+    store: &crate::app::Store,
     scope: PruneScope,
     before: chrono::DateTime<chrono::Utc>,
-) -> Result<Pruned, crate::store::StoreError> {
+) -> Result<Pruned, crate::app::StoreError> {
     let mut total = Pruned::default();
     loop {
         let batch = store.prune_batch_blocking(scope, before, BATCH_ROWS)?;

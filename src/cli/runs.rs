@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::render::{Renderer, format_cost, format_usage};
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, open_store};
-use crate::store::{RunFilter, StoreError};
+use crate::app::{RunFilter, StoreError};
 use crate::types::{RunEvent, RunState};
 
 #[derive(Debug, Args)]
@@ -148,7 +148,7 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
 
 /// A run's duration, cost and tokens as `aurad runs` shows them (`-` where
 /// unknown).
-fn time_cost_tokens(r: &crate::store::RunRecord) -> (String, String, String) {
+fn time_cost_tokens(r: &crate::app::RunRecord) -> (String, String, String) {
     let time = match (r.started_at, r.finished_at) {
         (Some(s), Some(f)) => duration_between(s, f),
         _ => "-".into(),
@@ -180,10 +180,10 @@ pub fn logs(root: &Path, args: LogsArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    if args.follow && super::run_or_agent::names_agent(root, &store, &args.run_id) {
+    if args.follow && crate::app::run_or_agent::names_agent(root, &store, &args.run_id) {
         return super::follow::agent(&store, &args.run_id, args.json);
     }
-    let run = match super::run_or_agent::find(root, &store, &args.run_id) {
+    let run = match crate::app::run_or_agent::find(root, &store, &args.run_id) {
         Ok(run) => run,
         Err(message) => {
             eprintln!("error: {message}");
@@ -254,12 +254,12 @@ pub(super) struct Output {
 /// a `finished` event was printed; `Err` holds the exit code after an
 /// error was printed. Events pruned by retention are said so on stderr.
 pub(super) fn print_events(
-    store: &crate::store::Store,
-    mut run: crate::store::RunRecord,
+    store: &crate::app::Store,
+    mut run: crate::app::RunRecord,
     follow: bool,
     output: Output,
     renderer: &mut Renderer,
-) -> Result<(crate::store::RunRecord, bool), i32> {
+) -> Result<(crate::app::RunRecord, bool), i32> {
     let mut last_seq = 0;
     let mut finished = false;
     let mut print_new =
@@ -332,11 +332,11 @@ pub(super) fn print_events(
 /// first), each followed by its own, indented one step deeper per level:
 /// its id, agent, state, time, tokens and cost.
 fn sub_runs(
-    store: &crate::store::Store,
+    store: &crate::app::Store,
     parent: &str,
     level: usize,
     lines: &mut Vec<String>,
-) -> Result<(), crate::store::StoreError> {
+) -> Result<(), crate::app::StoreError> {
     let mut children = store.list_runs_blocking(&RunFilter {
         parent: Some(parent.to_string()),
         ..RunFilter::default()

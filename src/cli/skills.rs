@@ -12,8 +12,8 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::{EXIT_CONFIG, EXIT_OK, print_diagnostics};
+use crate::app::skills::{self, Skill};
 use crate::config::{self, agent::SkillsChoice};
-use crate::skills::{self, Skill};
 
 #[derive(Debug, Args)]
 pub struct SkillsArgs {

@@ -10,8 +10,8 @@ use chrono::Utc;
 use clap::Args;
 
 use super::{EXIT_FAILED, EXIT_OK, runtime};
+use crate::app::{NodeRecord, Store};
 use crate::config::Diagnostic;
-use crate::store::{NodeRecord, Store};
 use crate::types::Database;
 
 #[derive(Debug, Args)]

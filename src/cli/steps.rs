@@ -2,7 +2,7 @@
 //! `for_each` items, indented under it) with its state, attempts, time,
 //! tokens, cost and child run.
 
-use crate::store::StepRecord;
+use crate::app::StepRecord;
 
 /// The tree as lines, steps in the order they started.
 pub fn step_tree(steps: &[StepRecord]) -> Vec<String> {

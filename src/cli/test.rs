@@ -13,19 +13,10 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::offline::{load_agent, prepare_offline, tools_for};
-use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, open_store, print_diagnostics};
-use crate::config::agent_tests::{
-    self, Answers, Case, ScriptedCall, ScriptedTurn, TestFile, render_updated,
-};
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, show_for_agent};
+use crate::app::cases::{CaseRunner, Unmet, load_agent};
+use crate::config::agent_tests::{self, TestFile, render_updated};
 use crate::config::{self, Diagnostic};
-use crate::llm::retry::RetryPolicy;
-use crate::llm::{ModelTurn, Provider};
-use crate::registry::{Snapshot, provider_for};
-use crate::replay::expect::{self, Unmet};
-use crate::replay::{Played, RecordedApprovals, RecordedResult, ScriptedProvider, Trace, play};
-use crate::store::Store;
-use crate::types::ToolCall;
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
@@ -72,28 +63,19 @@ pub fn run(root: &Path, args: TestArgs) -> i32 {
         eprintln!("error: no test files: write agents/NAME.test.yaml (see the README)");
         return EXIT_CONFIG;
     }
-    let needs_store = files
-        .iter()
-        .flat_map(|f| &f.cases)
-        .any(|c| matches!(c.answers, Answers::Run(_)));
-    let store = if needs_store {
-        match open_store(root) {
-            Ok(store) => Some(store),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_FAILED;
-            }
+    let runner = match CaseRunner::new(root, &files) {
+        Ok(runner) => runner,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_FAILED;
         }
-    } else {
-        None
-    };
-    let Some(runtime) = super::runtime() else {
-        return EXIT_FAILED;
     };
     let mut results = Vec::new();
     let mut broken = false;
     for file in &files {
-        let snapshot = match load_agent(root, &file.agent) {
+        let (report, snapshot) = load_agent(root, &file.agent);
+        show_for_agent(&report, &file.agent);
+        let snapshot = match snapshot {
             Ok(snapshot) => snapshot,
             Err(message) => {
                 eprintln!("error: {}: {message}", file.path.display());
@@ -104,13 +86,7 @@ pub fn run(root: &Path, args: TestArgs) -> i32 {
         let mut updated = Vec::new();
         for case in &file.cases {
             let started = Instant::now();
-            let outcome = runtime.block_on(run_case(
-                &snapshot,
-                &file.agent,
-                case,
-                store.as_ref(),
-                args.update,
-            ));
+            let outcome = runner.run(&snapshot, &file.agent, case, args.update);
             let outcome = outcome.map(|(unmet, turns)| {
                 if let Some(turns) = turns {
                     updated.push((case.name.clone(), turns));
@@ -144,10 +120,7 @@ pub fn run(root: &Path, args: TestArgs) -> i32 {
             }
         }
     }
-    if let Some(store) = store {
-        let _ = store.close();
-    }
-    runtime.shutdown_timeout(Duration::from_millis(500));
+    runner.close();
     let failed = results.iter().filter(|r| !passed(r)).count();
     println!(
         "aurad test: {} case(s) passed, {failed} failed",
@@ -187,138 +160,6 @@ fn print_result(result: &CaseResult) {
         }
         Err(message) => println!("ERROR {name} ({}): {message}", result.place),
     }
-}
-
-/// Runs one case: the unmet expectations, and the new turns under
-/// `--update`.
-async fn run_case(
-    snapshot: &Snapshot,
-    agent_name: &str,
-    case: &Case,
-    store: Option<&Store>,
-    update: bool,
-) -> Result<(Vec<Unmet>, Option<Vec<ScriptedTurn>>), String> {
-    let agent = &snapshot.project.agents[agent_name];
-    let mut approvals = None;
-    let (turns, recorded) = match &case.answers {
-        Answers::Scripted(turns) => scripted(turns),
-        Answers::Run(run_id) => {
-            let store = store.ok_or("the store is not open")?;
-            let events = store
-                .run_events(run_id)
-                .await
-                .map_err(|e| format!("run {run_id}: {e}"))?;
-            let trace = Trace::from_events(&events);
-            if trace.end.is_none() {
-                return Err(format!(
-                    "run {run_id} has no complete record of events in the store (unknown, pruned or unfinished)"
-                ));
-            }
-            approvals = RecordedApprovals::from_events(&events);
-            (trace.model_turns(), trace.tool_results())
-        }
-    };
-    let (spec, sandbox) = prepare_offline(snapshot, agent, case.input.clone(), "test")?;
-    let tools = tools_for(snapshot, agent, recorded, &case.real_tools, sandbox);
-    let scripted_count = turns.len();
-    let scripted_provider = ScriptedProvider::new(turns);
-    let real_provider: Option<std::sync::Arc<dyn Provider>> = if update {
-        let (provider, _) = provider_for(
-            &agent.model,
-            &snapshot.project.settings,
-            &snapshot.http,
-            &config::process_env,
-        )
-        .map_err(|e| format!("cannot --update from `{}`: {e}", agent.model))?;
-        Some(provider)
-    } else {
-        None
-    };
-    let provider: &dyn Provider = match &real_provider {
-        Some(p) => p.as_ref(),
-        None => &scripted_provider,
-    };
-    let played = play(
-        &spec,
-        provider,
-        &tools,
-        approvals.as_ref().map(|a| a as _),
-        &snapshot.redactor,
-        RetryPolicy::default(),
-    )
-    .await;
-    let trace = played.trace();
-    let mut unmet = expect::check(&case.expect, &played.outcome, &trace);
-    if !update && scripted_provider.asked() < scripted_count {
-        unmet.push(Unmet {
-            expectation: "turns".into(),
-            expected: format!("the run to use all {scripted_count} scripted model turn(s)"),
-            got: format!("it ended after {}", scripted_provider.asked()),
-        });
-    }
-    let new_turns = update.then(|| rerecorded(&played));
-    Ok((unmet, new_turns))
-}
-
-/// A script's model turns (each call with an id) and its tool results.
-fn scripted(turns: &[ScriptedTurn]) -> (Vec<ModelTurn>, Vec<RecordedResult>) {
-    let mut results = Vec::new();
-    let model_turns = turns
-        .iter()
-        .enumerate()
-        .map(|(t, turn)| ModelTurn {
-            text: turn.text.clone(),
-            tool_calls: turn
-                .tool_calls
-                .iter()
-                .enumerate()
-                .map(|(i, call)| {
-                    if let Some(output) = &call.result {
-                        results.push(RecordedResult {
-                            name: call.name.clone(),
-                            arguments: call.arguments.clone(),
-                            output: output.clone(),
-                            is_error: call.is_error,
-                        });
-                    }
-                    ToolCall {
-                        id: format!("call_{}_{}", t + 1, i + 1),
-                        name: call.name.clone(),
-                        arguments: call.arguments.to_string(),
-                    }
-                })
-                .collect(),
-            usage: turn.usage,
-            ..ModelTurn::default()
-        })
-        .collect();
-    (model_turns, results)
-}
-
-/// The turns of a played run as a script: each call with the result it got.
-fn rerecorded(played: &Played) -> Vec<ScriptedTurn> {
-    played
-        .trace()
-        .turns
-        .iter()
-        .map(|turn| ScriptedTurn {
-            text: turn.text.clone(),
-            tool_calls: turn
-                .calls
-                .iter()
-                .map(|call| {
-                    let result = turn.results.iter().find(|r| r.id == call.id);
-                    ScriptedCall {
-                        name: call.name.clone(),
-                        arguments: crate::replay::tools::parse_arguments(&call.arguments),
-                        result: result.map(|r| r.output.clone()),
-                        is_error: result.is_some_and(|r| r.is_error),
-                    }
-                })
-                .collect(),
-            usage: turn.usage,
-        })
-        .collect()
 }
 
 fn write_junit(path: &Path, results: &[CaseResult]) -> Result<(), String> {

@@ -5,13 +5,12 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::mcp::{interruptible, say_mcp_file, state_reason, state_word};
+use super::mcp::say_mcp_file;
 use super::render::one_line;
 use super::{
     EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, print_for_agent,
 };
-use crate::config;
-use crate::registry;
+use crate::app::inspect::ToolsView;
 
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
@@ -24,8 +23,8 @@ pub struct ToolsArgs {
 }
 
 pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
-    let loaded = config::load(root, &config::process_env);
-    let (mut snapshot, diagnostics) = registry::build(loaded, &config::process_env);
+    let mut view = ToolsView::load(root);
+    let diagnostics = std::mem::take(&mut view.diagnostics);
     // Errors elsewhere do not hide the tools that loaded: with `--agent`,
     // only the agent's own errors stop the listing; without, every error is
     // shown and the exit code says there were some.
@@ -43,69 +42,40 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
     };
     let patterns: Option<Vec<String>> = match &args.agent {
         None => None,
-        Some(name) => match snapshot.project.agents.get(name) {
-            Some(agent) => Some(agent.tools.clone()),
+        Some(name) => match view.allow_list(name) {
+            Some(patterns) => Some(patterns),
             None => {
                 eprintln!("error: no agent named `{name}`");
                 return EXIT_CONFIG;
             }
         },
     };
-    let servers = match &patterns {
-        None => snapshot.project.mcp_servers.clone(),
-        Some(p) => registry::servers_for(p, &snapshot.project.mcp_servers),
-    };
     let mut failed = false;
-    if !servers.is_empty() {
-        say_mcp_file(root, servers.len());
-        let Some(rt) = super::runtime() else {
-            return EXIT_FAILED;
-        };
-        let diags = rt.block_on(interruptible(async {
-            let (manager, diags) = registry::connect_mcp(&mut snapshot, servers).await;
-            for s in manager.status() {
-                if let Some(reason) = state_reason(&s.state) {
-                    eprintln!(
-                        "mcp server `{}` is {}: {reason}; its tools are not listed",
-                        s.name,
-                        state_word(&s.state)
-                    );
-                }
+    let servers = view.server_count(patterns.as_deref());
+    if servers > 0 {
+        say_mcp_file(root, servers);
+        let connected = match view.connect(patterns.as_deref()) {
+            Ok(Some(connected)) => connected,
+            Ok(None) => {
+                eprintln!("interrupted; the MCP servers were stopped");
+                return EXIT_CANCELLED;
             }
-            manager.shutdown().await;
-            diags
-        }));
-        let Some(diags) = diags else {
-            eprintln!("interrupted; the MCP servers were stopped");
-            return EXIT_CANCELLED;
+            Err(message) => {
+                eprintln!("error: {message}");
+                return EXIT_FAILED;
+            }
         };
-        print_diagnostics(&diags);
-        failed = !diags.is_empty();
+        for (name, state) in &connected.down {
+            eprintln!("mcp server `{name}` is {state}; its tools are not listed");
+        }
+        print_diagnostics(&connected.diagnostics);
+        failed = !connected.diagnostics.is_empty();
     }
-    let mut tools: Vec<std::sync::Arc<dyn crate::tools::Tool>> = snapshot
-        .tools
-        .tools()
-        .filter(|t| {
-            patterns.as_ref().is_none_or(|p| {
-                p.iter()
-                    .any(|p| crate::tools::glob_match(p, &t.spec().name))
-            })
-        })
-        .cloned()
-        .collect();
+    let mut tools = view.tools(patterns.as_deref());
     // An agent with `memory.tools: true` also gets the memory tools.
-    if let Some(agent) = args
-        .agent
-        .as_ref()
-        .and_then(|n| snapshot.project.agents.get(n))
-        && agent.memory.tools
-    {
-        match super::open_store(root) {
-            Ok(store) => tools.extend(crate::memory::memory_tools(
-                store,
-                agent.memory.namespace.clone(),
-                String::new(),
-            )),
+    if let Some(name) = &args.agent {
+        match view.memory_tools(root, name) {
+            Ok(memory) => tools.extend(memory),
             Err(e) => eprintln!("warning: cannot list the memory tools: {e}"),
         }
     }
@@ -113,8 +83,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
         let list: Vec<serde_json::Value> = tools
             .iter()
             .map(|t| {
-                let spec = t.spec();
-                serde_json::json!({"name": spec.name, "source": t.source(), "description": spec.description, "parameters": spec.parameters})
+                serde_json::json!({"name": t.name, "source": t.source, "description": t.description, "parameters": t.parameters})
             })
             .collect();
         println!(
@@ -123,12 +92,11 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
         );
     } else {
         for t in &tools {
-            let spec = t.spec();
-            println!("{}  [{}]", spec.name, t.source());
-            println!("  {}", one_line(&spec.description, 160));
+            println!("{}  [{}]", t.name, t.source);
+            println!("  {}", one_line(&t.description, 160));
             println!(
                 "  schema: {}",
-                serde_json::to_string(&spec.parameters).unwrap_or_default()
+                serde_json::to_string(&t.parameters).unwrap_or_default()
             );
         }
         if tools.is_empty() {

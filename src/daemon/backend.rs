@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use super::Daemon;
-use crate::api::{AgentInfo, Backend, CancelAnswer, Trigger, TriggerError};
+use crate::api::{AgentInfo, Backend, CancelAnswer, RunAsk, TriggerError};
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
 use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError};
@@ -48,9 +48,9 @@ impl Backend for Daemon {
     fn trigger<'a>(
         &'a self,
         agent: &'a str,
-        trigger: Trigger,
+        ask: RunAsk,
     ) -> BoxFuture<'a, Result<RunRecord, TriggerError>> {
-        Box::pin(Daemon::trigger(self, agent, trigger))
+        Box::pin(Daemon::trigger(self, agent, ask))
     }
 
     fn runs<'a>(&'a self, page: &'a RunPage) -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>> {

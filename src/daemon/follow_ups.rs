@@ -19,7 +19,7 @@ use crate::registry::Snapshot;
 use crate::run::RunRequest;
 use crate::run::template::TriggerVars;
 use crate::store::TriggerClaim;
-use crate::types::RunState;
+use crate::types::{RunState, Trigger};
 
 /// The follow-ups of runs under `aurad serve`, looked up in the snapshot
 /// current when each run ends.
@@ -106,8 +106,6 @@ async fn start_followers(
     };
     for follower in followers {
         let request = RunRequest {
-            agent: follower.name.clone(),
-            trigger: "after".into(),
             origin: Some(TriggerVars::After {
                 agent: agent.to_string(),
                 run_id: run_id.to_string(),
@@ -117,7 +115,7 @@ async fn start_followers(
             claim: Some(TriggerClaim::After {
                 after_run_id: run_id.to_string(),
             }),
-            ..RunRequest::default()
+            ..RunRequest::new(&follower.name, Trigger::After)
         };
         let overlap = Some(follower.triggers.on_overlap);
         match supervisor.submit(snapshot.clone(), request, overlap).await {

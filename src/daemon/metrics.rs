@@ -18,7 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::types::RunEvent;
+use crate::types::{McpState, RunEvent};
 
 /// The `Content-Type` of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
@@ -26,10 +26,6 @@ pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 /// Upper bounds (seconds) of the `aurad_run_duration_seconds` buckets; `+Inf`
 /// is implied.
 pub const RUN_DURATION_BUCKETS: [f64; 9] = [0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0];
-
-/// The MCP server state (as `daemon::reload::state_word` writes it) in which
-/// `aurad_mcp_server_up` is 1; every other state is 0.
-const MCP_CONNECTED: &str = "connected";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AgentState {
@@ -280,17 +276,17 @@ impl Metrics {
     /// The current state of every MCP server, as `(server, state)`; replaces
     /// the previous set, so servers gone from the config disappear. The
     /// gauge is 1 only for a connected server.
-    pub fn set_mcp_states(&self, states: &[(String, String)]) {
+    pub fn set_mcp_states(&self, states: &[(String, McpState)]) {
         let _replacing = self.mcp_guard();
         self.mcp_up.clear();
         for (server, state) in states {
             let labels = ServerLabels {
                 server: server.clone(),
-                state: state.clone(),
+                state: state.as_str().to_string(),
             };
             self.mcp_up
                 .get_or_create(&labels)
-                .set(i64::from(state == MCP_CONNECTED));
+                .set(i64::from(*state == McpState::Connected));
         }
     }
 

@@ -2,7 +2,7 @@
 //! (families, escaping, cumulative histogram buckets).
 
 use super::*;
-use crate::types::Usage;
+use crate::types::{McpState, Usage};
 
 /// One parsed sample line: name, labels in order, value.
 #[derive(Debug, PartialEq)]
@@ -142,7 +142,7 @@ fn every_family_keeps_its_name_type_and_help() {
     m.run_finished("a", "succeeded", Duration::from_secs(1));
     m.tool_call("bash", true);
     m.model_call("a", 1, 1, Some(0.5));
-    m.set_mcp_states(&[("fs".into(), "connected".into())]);
+    m.set_mcp_states(&[("fs".into(), McpState::Connected)]);
     m.scheduled_fire("a");
     m.set_config_skipped(&[("agent", 2)]);
     let text = m.render();
@@ -320,14 +320,14 @@ fn label_values_are_escaped() {
 fn mcp_up_is_1_only_while_connected_and_states_replace_the_previous_set() {
     let m = Metrics::new();
     m.set_mcp_states(&[
-        ("search".into(), "connecting".into()),
-        ("fs".into(), "connected".into()),
-        ("gone".into(), "connected".into()),
+        ("search".into(), McpState::Connecting),
+        ("fs".into(), McpState::Connected),
+        ("gone".into(), McpState::Connected),
     ]);
     m.set_mcp_states(&[
-        ("search".into(), "connected".into()),
-        ("fs".into(), "failed".into()),
-        ("web".into(), "restarting".into()),
+        ("search".into(), McpState::Connected),
+        ("fs".into(), McpState::Failed),
+        ("web".into(), McpState::Restarting),
     ]);
     let (_, samples) = parse(&m.render());
     let mut up: Vec<_> = samples

@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use futures::stream::{self, BoxStream, StreamExt};
 
 pub use crate::api::{
-    AfterInfo, AgentInfo, CancelAnswer, ScheduleInfo, SubmitError, Trigger, TriggerError,
+    AfterInfo, AgentInfo, CancelAnswer, RunAsk, ScheduleInfo, SubmitError, TriggerError,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use serve::{ServeOptions, serve};
@@ -43,7 +43,7 @@ use crate::registry::Snapshot;
 use crate::run::RunRequest;
 use crate::run::hub::Numbered;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
-use crate::types::{RunEvent, RunState};
+use crate::types::{McpState, RunEvent, RunState};
 use metrics::Metrics;
 use supervisor::Supervisor;
 
@@ -64,7 +64,7 @@ pub struct Daemon {
     snapshot: tokio::sync::watch::Sender<Arc<Snapshot>>,
     listen: SocketAddr,
     token: Option<String>,
-    mcp_states: Mutex<Vec<(String, String)>>,
+    mcp_states: Mutex<Vec<(String, McpState)>>,
     /// The cluster's nodes as the last heartbeat read them (PostgreSQL).
     nodes: Mutex<Vec<crate::store::NodeRecord>>,
     started_at: DateTime<Utc>,
@@ -205,21 +205,19 @@ impl Daemon {
     }
 
     /// Starts a run of `agent` now; returns it as stored (`queued`).
-    pub async fn trigger(&self, agent: &str, trigger: Trigger) -> Result<RunRecord, TriggerError> {
+    pub async fn trigger(&self, agent: &str, trigger: RunAsk) -> Result<RunRecord, TriggerError> {
         let snapshot = self.snapshot();
         if !snapshot.project.agents.contains_key(agent) {
             return Err(TriggerError::UnknownAgent(agent.to_string()));
         }
         let request = RunRequest {
-            agent: agent.to_string(),
             input: trigger.input,
-            trigger: trigger.trigger,
             vars: trigger.vars,
             payload: trigger.payload,
             event: trigger.event,
             headers: trigger.headers,
             delivery: trigger.delivery,
-            ..RunRequest::default()
+            ..RunRequest::new(agent, trigger.trigger)
         };
         Ok(self.supervisor.submit(snapshot, request, None).await?)
     }
@@ -371,7 +369,7 @@ impl Daemon {
     }
 
     /// Every started MCP server's state, as `(server, state)`.
-    pub fn mcp_states(&self) -> Vec<(String, String)> {
+    pub fn mcp_states(&self) -> Vec<(String, McpState)> {
         self.mcp_states
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -390,7 +388,7 @@ impl Daemon {
         *self.nodes.lock().unwrap_or_else(PoisonError::into_inner) = nodes;
     }
 
-    fn set_mcp_states(&self, states: Vec<(String, String)>) {
+    fn set_mcp_states(&self, states: Vec<(String, McpState)>) {
         self.metrics.set_mcp_states(&states);
         *self
             .mcp_states

@@ -22,7 +22,7 @@ use crate::config::mcp::McpServerConfig;
 use crate::config::{self, Diagnostic, Settings};
 use crate::mcp::McpManager;
 use crate::registry::{self, Snapshot, skipped};
-use crate::types::ToolSpec;
+use crate::types::{McpState, ToolSpec};
 
 use crate::run::Env;
 
@@ -210,14 +210,14 @@ impl Reloader {
     }
 
     /// Every connected server's state, for metrics and health.
-    pub fn server_states(&self) -> Vec<(String, String)> {
-        let mut states: Vec<(String, String)> = self
+    pub fn server_states(&self) -> Vec<(String, McpState)> {
+        let mut states: Vec<(String, McpState)> = self
             .servers
             .values()
             .flat_map(|(_, m)| m.status())
-            .map(|s| (s.name, state_word(&s.state).to_string()))
+            .map(|s| (s.name, s.state.kind()))
             .collect();
-        states.sort();
+        states.sort_by(|a, b| a.0.cmp(&b.0));
         states
     }
 
@@ -237,15 +237,6 @@ fn tools_of<'a>(managers: impl Iterator<Item = &'a McpManager>) -> Vec<(String, 
         .collect();
     tools.sort_by(|a, b| a.0.cmp(&b.0));
     tools
-}
-
-pub fn state_word(state: &crate::mcp::ServerState) -> &'static str {
-    match state {
-        crate::mcp::ServerState::Connecting => "connecting",
-        crate::mcp::ServerState::Connected => "connected",
-        crate::mcp::ServerState::Failed { .. } => "failed",
-        crate::mcp::ServerState::Restarting { .. } => "restarting",
-    }
 }
 
 /// What changed between two snapshots, for the log.

@@ -33,7 +33,7 @@ use crate::registry::Snapshot;
 use crate::run::RunRequest;
 use crate::scheduler::{CronSchedule, MAX_MISSED_LISTED, OnMissed, plan_missed};
 use crate::store::{Fire, NewRun, Store};
-use crate::types::{RunState, ScheduleId};
+use crate::types::{RunState, ScheduleId, Trigger};
 
 /// A fire handled within this long of its time is on time; older ones were
 /// missed (the daemon was down, the machine slept, the clock jumped).
@@ -252,14 +252,12 @@ impl Scheduler {
             return;
         }
         let request = RunRequest {
-            agent: key.0.clone(),
-            trigger: "schedule".into(),
             fire: Some(Fire {
                 schedule_id: key.1.clone(),
                 scheduled_for: at,
             }),
             schedule_id: Some(key.1.clone()),
-            ..RunRequest::default()
+            ..RunRequest::new(&key.0, Trigger::Schedule)
         };
         match self
             .supervisor
@@ -291,7 +289,7 @@ impl Scheduler {
             parent: None,
             id: crate::store::new_run_id(),
             agent: key.0.clone(),
-            trigger: "schedule".into(),
+            trigger: Trigger::Schedule,
             input: String::new(),
             model: agent.model.clone(),
             definition_hash: agent.hash.clone(),

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::registry::Snapshot;
 use crate::registry::skipped::{ItemKind, SkippedItem};
 use crate::store::NodeRecord;
+use crate::types::McpState;
 
 #[derive(Debug, Serialize)]
 pub struct Status<'a> {
@@ -41,15 +42,14 @@ struct Named<'a> {
 #[derive(Debug, Serialize)]
 struct ServerStatus {
     name: String,
-    /// `connecting`, `connected`, `failed`, `restarting`, or `unused` when
-    /// no agent's tools reach it (it is not started).
-    state: String,
+    /// `unused` when no agent's tools reach it (it is not started).
+    state: McpState,
 }
 
 /// The report of `snapshot`, with the started MCP servers' states.
 pub fn status<'a>(
     snapshot: &'a Snapshot,
-    mcp_states: &[(String, String)],
+    mcp_states: &[(String, McpState)],
     nodes: Vec<NodeRecord>,
 ) -> Status<'a> {
     let listed = |kind: ItemKind, name: &str, stale: bool| {
@@ -98,7 +98,7 @@ pub fn status<'a>(
                 state: mcp_states
                     .iter()
                     .find(|(name, _)| *name == s.name)
-                    .map_or_else(|| "unused".to_string(), |(_, state)| state.clone()),
+                    .map_or(McpState::Unused, |(_, state)| *state),
             })
             .collect(),
         skipped: &snapshot.skipped,

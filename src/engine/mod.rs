@@ -26,7 +26,7 @@ use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider};
 use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::approval::ApprovalRequest;
-use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Usage};
+use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Trigger, Usage};
 use approval::{ApprovalGate, CallResult, Checkpoint, NoDecision, RunClock};
 use output::OutputCheck;
 pub use sub_runs::{SharedSpend, SubRunSpend};
@@ -40,7 +40,7 @@ pub struct RunSpec {
     pub model: String,
     /// The model name sent to the provider.
     pub model_name: String,
-    pub trigger: String,
+    pub trigger: Trigger,
     pub definition_hash: String,
     /// The rendered system prompt.
     pub system: Option<String>,
@@ -241,7 +241,7 @@ fn announce(spec: &RunSpec, events: &UnboundedSender<RunEvent>) {
         run_id: spec.run_id.clone(),
         agent: spec.agent.clone(),
         model: spec.model.clone(),
-        trigger: spec.trigger.clone(),
+        trigger: spec.trigger,
         definition_hash: spec.definition_hash.clone(),
         input: spec.input.clone(),
     });

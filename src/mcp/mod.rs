@@ -27,7 +27,7 @@ pub use tool::{MAX_TOOL_NAME, McpTool, namespaced_name, render};
 
 use crate::config::mcp::{McpServerConfig, McpTransport};
 use crate::tools::Tool;
-use crate::types::ToolSpec;
+use crate::types::{McpState, ToolSpec};
 use supervise::Server;
 
 /// The MCP servers of a project. Cheap to clone.
@@ -70,6 +70,45 @@ pub enum ServerState {
         reason: String,
         retry_in: Duration,
     },
+}
+
+impl ServerState {
+    /// The state without its details.
+    pub fn kind(&self) -> McpState {
+        match self {
+            ServerState::Connecting => McpState::Connecting,
+            ServerState::Connected => McpState::Connected,
+            ServerState::Failed { .. } => McpState::Failed,
+            ServerState::Restarting { .. } => McpState::Restarting,
+        }
+    }
+
+    /// Why it is down, with the next attempt when one comes.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            ServerState::Failed { reason } => Some(reason.clone()),
+            ServerState::Restarting {
+                attempt,
+                reason,
+                retry_in,
+            } => Some(format!(
+                "{reason} (attempt {attempt}, retry in {:.1}s)",
+                retry_in.as_secs_f64()
+            )),
+            ServerState::Connecting | ServerState::Connected => None,
+        }
+    }
+}
+
+/// `connected`, `failed: reason`, `restarting: reason (attempt 2, retry in
+/// 1.0s)`.
+impl std::fmt::Display for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.reason() {
+            Some(reason) => write!(f, "{}: {reason}", self.kind()),
+            None => write!(f, "{}", self.kind()),
+        }
+    }
 }
 
 impl McpManager {

@@ -1,4 +1,4 @@
-//! Long-term memory (DESIGN.md section 3, issue 4): the types, the block a
+//! Long-term memory: the types, the block a
 //! run's recalled memories are put in, and the memory tools. The types are
 //! plain data in `types::memory`; the storage, index and
 //! recall/save/merge/cleanup/import live in `store::memory` (all SQL stays

@@ -11,6 +11,7 @@ mod pipelines;
 pub mod secrets;
 pub mod skipped;
 pub mod sub_agents;
+pub mod warnings;
 
 use std::sync::{Arc, OnceLock};
 

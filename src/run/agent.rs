@@ -164,7 +164,7 @@ pub(super) async fn run_agent(
             run_id: &spec.run_id,
             agent: &spec.agent,
             model: &spec.model,
-            trigger: &spec.trigger,
+            trigger: spec.trigger,
             parent: parent.as_ref(),
             resumed: spec.resume.is_some(),
         },

@@ -25,7 +25,7 @@ use crate::registry::Snapshot;
 use crate::registry::sub_agents::agent_tool_name;
 use crate::store::{RunParent, Store};
 use crate::tools::{Tool, ToolContext, ToolError};
-use crate::types::{RunState, ToolSpec};
+use crate::types::{RunState, ToolSpec, Trigger};
 
 /// How deep runs may nest through agent calls: a run started by a trigger
 /// is at depth 0, a sub-run at its caller's depth + 1.
@@ -191,14 +191,12 @@ impl AgentTool {
             None => None,
         };
         let request = RunRequest {
-            agent: self.agent.clone(),
             input: Some(input.to_string()),
-            trigger: "agent".into(),
             parent: Some(RunParent {
                 run_id: caller.run_id.clone(),
                 depth,
             }),
-            ..RunRequest::default()
+            ..RunRequest::new(&self.agent, Trigger::Agent)
         };
         let vars = caller.env.clone();
         let env: Env = Arc::new(move |name: &str| vars.get(name).cloned());

@@ -239,7 +239,7 @@ impl PreparedRun {
             parent: prepared.parent.clone(),
             id: spec.run_id.clone(),
             agent: spec.agent.clone(),
-            trigger: spec.trigger.clone(),
+            trigger: spec.trigger,
             input: prepared.redactor.redact(&spec.input).into_owned(),
             model: spec.model.clone(),
             definition_hash: spec.definition_hash.clone(),

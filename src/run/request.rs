@@ -3,12 +3,12 @@
 //! agent or a pipeline step), before it is resolved against a snapshot.
 
 use crate::store::{Fire, RunParent, RunRecord, TriggerClaim};
-use crate::types::ScheduleId;
+use crate::types::{ScheduleId, Trigger};
 
 use super::template::{RequestVars, TriggerVars};
 
 /// A request to run an agent.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunRequest {
     pub agent: String,
     /// The input; `None` renders the schedule's `input` for a scheduled
@@ -16,9 +16,8 @@ pub struct RunRequest {
     pub input: Option<String>,
     /// Overrides the agent's model (`--model`).
     pub model: Option<String>,
-    /// What started the run: `cli`, `schedule`, `api`, `webhook`, `retry`,
-    /// `after` (another run ended), `watch` (a file).
-    pub trigger: String,
+    /// What started the run.
+    pub trigger: Trigger,
     /// `{{ vars.X }}` in the templates.
     pub vars: serde_json::Map<String, serde_json::Value>,
     /// `{{ payload }}` in the templates: a webhook's JSON body.
@@ -55,6 +54,28 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
+    /// A request to run `agent` for `trigger`, with nothing else said: its
+    /// input is the agent's `prompt` (or its schedule's `input`).
+    pub fn new(agent: &str, trigger: Trigger) -> RunRequest {
+        RunRequest {
+            agent: agent.to_string(),
+            input: None,
+            model: None,
+            trigger,
+            vars: serde_json::Map::new(),
+            payload: None,
+            event: None,
+            headers: std::collections::BTreeMap::new(),
+            fire: None,
+            schedule_id: None,
+            delivery: None,
+            run_id: None,
+            origin: None,
+            claim: None,
+            parent: None,
+        }
+    }
+
     /// The request that runs `run`, a run accepted `queued`, again (taken
     /// over after a crash or from a busy node, or a pipeline resumed): its
     /// id, input, model and trigger, and the template variables it was
@@ -62,17 +83,15 @@ impl RunRequest {
     pub fn again(run: &RunRecord, context: Option<&str>) -> RunRequest {
         let stored = RequestVars::stored(context);
         RunRequest {
-            agent: run.agent.clone(),
             input: Some(run.input.clone()),
             model: Some(run.model.clone()).filter(|m| !m.is_empty()),
-            trigger: run.trigger.clone(),
             vars: stored.vars,
             payload: stored.payload,
             event: stored.event,
             headers: stored.headers,
             origin: stored.trigger,
             run_id: Some(run.id.clone()),
-            ..RunRequest::default()
+            ..RunRequest::new(&run.agent, run.trigger)
         }
     }
 }

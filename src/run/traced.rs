@@ -10,7 +10,7 @@ use crate::registry::sub_agents::agent_tool_name;
 use crate::store::RunParent;
 use crate::telemetry::{ParentLink, RunInfo, RunTrace, TracedProvider};
 use crate::tools::ToolSet;
-use crate::types::RunEvent;
+use crate::types::{RunEvent, Trigger};
 
 use super::events::RunSink;
 
@@ -25,7 +25,7 @@ pub(super) struct TracedRun<'a> {
     pub run_id: &'a str,
     pub agent: &'a str,
     pub model: &'a str,
-    pub trigger: &'a str,
+    pub trigger: Trigger,
     pub parent: Option<&'a RunParent>,
     pub resumed: bool,
 }
@@ -41,7 +41,7 @@ impl<'a> TracedSink<'a> {
             trigger: run.trigger,
             parent: run.parent.map(|p| ParentLink {
                 run_id: &p.run_id,
-                via_tool: (run.trigger == "agent").then(|| agent_tool_name(run.agent)),
+                via_tool: (run.trigger == Trigger::Agent).then(|| agent_tool_name(run.agent)),
             }),
             resumed: run.resumed,
         });

@@ -1,6 +1,5 @@
-//! What to do with fires that passed while the daemon was down (DESIGN.md 3
-//! "Missed fires", `on_missed` and `catch_up` in section 2), and the failure
-//! backoff.
+//! What to do with fires that passed while the daemon was down
+//! (`on_missed` and `catch_up` of an agent file), and the failure backoff.
 //!
 //! Pure: the caller passes `last_checked` and `now`; nothing here reads a
 //! clock or the store. Depends only on [`CronSchedule`] and [`OnMissed`] (in `types`).
@@ -71,7 +70,7 @@ pub fn plan_missed(
     MissedPlan { run, missed }
 }
 
-/// Failure backoff (DESIGN.md 3): after 1, 2, 3, 4, 5+ consecutive failures
+/// Failure backoff: after 1, 2, 3, 4, 5+ consecutive failures
 /// the schedule waits 30 s, 1 m, 5 m, 15 m, 60 m; after 0 it does not wait.
 pub fn failure_backoff(consecutive_failures: u32) -> Option<StdDuration> {
     let seconds = match consecutive_failures {

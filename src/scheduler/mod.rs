@@ -1,4 +1,4 @@
-//! The pure core of the scheduler (DESIGN.md 3 "Scheduling"): the plan for
+//! The pure core of the scheduler: the plan for
 //! fires missed while the daemon was down and the failure backoff, over the
 //! cron expressions of `types::cron` (IANA time zones, aurad's DST rules;
 //! there so `config` can check an expression where it is written without

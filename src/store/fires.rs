@@ -1,5 +1,4 @@
-//! What the daemon records besides runs that run (DESIGN.md section 3,
-//! scheduling): runs that never ran (`skipped`, `missed`...), runs left
+//! What the daemon records besides runs that run (scheduling): runs that never ran (`skipped`, `missed`...), runs left
 //! behind by a process that stopped (`interrupted`, or queued again for
 //! the daemon that takes over), and the webhook delivery ids seen in the
 //! last day, each claimed in the transaction of its run. All writes, on the

@@ -6,6 +6,7 @@
 
 use super::{Store, StoreError};
 use crate::store::{RunFilter, RunRecord};
+use crate::types::Trigger;
 
 /// A page of [`Store::list_run_page`]: the runs matching `filter` and
 /// `trigger`, newest first, skipping the first `offset`.
@@ -14,7 +15,7 @@ pub struct RunPage {
     /// Agent, state, parent and page size (`limit`, 0: no limit).
     pub filter: RunFilter,
     /// What started them (`schedule`, `api`, `webhook`, `cli`...).
-    pub trigger: Option<String>,
+    pub trigger: Option<Trigger>,
     /// How many of the newest matching runs to skip.
     pub offset: usize,
 }

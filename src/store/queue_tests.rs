@@ -4,7 +4,7 @@
 
 use super::testing::{new_run, store_test};
 use super::*;
-use crate::types::RunState;
+use crate::types::{RunState, Trigger};
 
 fn queued(agent: &str, owner: &str) -> NewRun {
     NewRun {
@@ -42,7 +42,7 @@ store_test! {
         };
         store.claim_run(child.clone()).await.unwrap();
         let pinned = NewRun {
-            trigger: "schedule".into(),
+            trigger: Trigger::Schedule,
             ..queued("tick", "node:A")
         };
         store.claim_run(pinned.clone()).await.unwrap();

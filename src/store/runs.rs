@@ -3,7 +3,7 @@
 //! state. The typed [`Store`] methods here send plain functions over a
 //! `Connection` to the writer thread; reads are in `run_reads`.
 
-use crate::types::{RunEvent, RunState, ScheduleId, Usage, timestamp};
+use crate::types::{RunEvent, RunState, ScheduleId, Trigger, Usage, timestamp};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +26,7 @@ pub struct NewRun {
     pub agent: String,
     /// What started it: `cli`, `schedule`, `api`, `webhook`, `retry`, `after`,
     /// `watch`.
-    pub trigger: String,
+    pub trigger: Trigger,
     pub input: String,
     /// `<provider>/<model>` as resolved for this run.
     pub model: String,
@@ -65,7 +65,7 @@ pub struct RunRecord {
     pub id: String,
     pub agent: String,
     pub state: RunState,
-    pub trigger: String,
+    pub trigger: Trigger,
     pub input: String,
     pub model: String,
     pub definition_hash: String,

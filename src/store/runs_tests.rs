@@ -58,7 +58,7 @@ store_test! {
                 run_id: run.id.clone(),
                 agent: run.agent.clone(),
                 model: run.model.clone(),
-                trigger: run.trigger.clone(),
+                trigger: run.trigger,
                 definition_hash: run.definition_hash.clone(),
                 input: run.input.clone(),
             },

@@ -20,7 +20,7 @@
 
 use super::postgres::testing::TestDb;
 use super::{Fire, NewRun, Store, new_run_id};
-use crate::types::{RunEvent, RunState};
+use crate::types::{RunEvent, RunState, Trigger};
 
 /// Which backend a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +97,7 @@ pub(crate) fn new_run(agent: &str) -> NewRun {
         parent: None,
         id: new_run_id(),
         agent: agent.into(),
-        trigger: "cli".into(),
+        trigger: Trigger::Cli,
         input: "hello".into(),
         model: "test".into(),
         definition_hash: "abc123".into(),
@@ -116,7 +116,7 @@ pub(crate) fn sid(agent: &str, n: usize) -> crate::types::ScheduleId {
 /// A scheduled run of `agent` for fire `(sid(agent, n), at)`.
 pub(crate) fn fire_run(agent: &str, n: usize, at: chrono::DateTime<chrono::Utc>) -> NewRun {
     NewRun {
-        trigger: "schedule".into(),
+        trigger: Trigger::Schedule,
         fire: Some(Fire {
             schedule_id: sid(agent, n),
             scheduled_for: at,

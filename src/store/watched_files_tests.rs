@@ -6,11 +6,11 @@ use chrono::Utc;
 
 use crate::store::testing::{new_run, store_test};
 use crate::store::{NewRun, TriggerClaim};
-use crate::types::RunState;
+use crate::types::{RunState, Trigger};
 
 fn watch_run(agent: &str) -> NewRun {
     NewRun {
-        trigger: "watch".into(),
+        trigger: Trigger::Watch,
         owner: String::new(),
         ..new_run(agent)
     }

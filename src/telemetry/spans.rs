@@ -14,7 +14,7 @@ use opentelemetry::{Context, KeyValue};
 
 use crate::redact::Redactor;
 use crate::tools::CallObserver;
-use crate::types::{RunEvent, RunState, StepState};
+use crate::types::{RunEvent, RunState, StepState, Trigger};
 
 use super::tool_spans::TracedTools;
 
@@ -24,7 +24,7 @@ pub struct RunInfo<'a> {
     pub agent: &'a str,
     /// `provider/model` as the agent names it (`pipeline` for a pipeline).
     pub model: &'a str,
-    pub trigger: &'a str,
+    pub trigger: Trigger,
     pub parent: Option<ParentLink<'a>>,
     /// The run goes on after waiting for approval (its start was traced by
     /// an earlier process or span).
@@ -78,7 +78,7 @@ impl RunTrace {
             KeyValue::new("gen_ai.agent.name", info.agent.to_string()),
             KeyValue::new("gen_ai.conversation.id", info.run_id.to_string()),
             KeyValue::new("aurad.run.id", info.run_id.to_string()),
-            KeyValue::new("aurad.run.trigger", info.trigger.to_string()),
+            KeyValue::new("aurad.run.trigger", info.trigger.as_str()),
             KeyValue::new("aurad.run.model", info.model.to_string()),
         ];
         if let Some((provider, model)) = info.model.split_once('/') {

@@ -1,5 +1,7 @@
 //! Cron expressions evaluated in an IANA time zone: parsing with clear
-//! errors, and the next fire time under aurad's DST rules (DESIGN.md 3).
+//! errors, and the next fire time under aurad's DST rules (the README's
+//! "The daemon": a time skipped by spring-forward fires once after the
+//! gap, a repeated one once).
 //!
 //! Pure: no clock, no I/O. Uses croner only to match the pattern against
 //! *wall-clock* (naive) times; the mapping from wall-clock times to UTC

@@ -1,5 +1,4 @@
-//! [`ScheduleId`]: what a schedule is, as a short stable hash (DESIGN.md 3
-//! "Scheduling"). Fires, fire state and watches are keyed by it, never by
+//! [`ScheduleId`]: what a schedule is, as a short stable hash. Fires, fire state and watches are keyed by it, never by
 //! the schedule's place in its agent's list, so reordering or deleting
 //! schedules changes nothing for the others, and an edited schedule is a new
 //! one. Plain data like the rest of `types`: config computes it, the

@@ -7,7 +7,7 @@ use aurad::engine::RunOutcome;
 use aurad::llm::retry::RetryPolicy;
 use aurad::run::{Job, RunRequest, execute, prepare};
 use aurad::store::Store;
-use aurad::types::RunEvent;
+use aurad::types::{RunEvent, Trigger};
 use tokio_util::sync::CancellationToken;
 
 use super::mock_llm::MockLlm;
@@ -72,10 +72,8 @@ pub fn prepare_agent(root: &std::path::Path, input: &str) -> aurad::run::Prepare
     let (snapshot, diags) = aurad::registry::build(loaded, &|_| None);
     assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
     let request = RunRequest {
-        agent: "a".into(),
         input: Some(input.into()),
-        trigger: "test".into(),
-        ..RunRequest::default()
+        ..RunRequest::new("a", Trigger::Test)
     };
     prepare(&snapshot, request, &|_| None).unwrap()
 }

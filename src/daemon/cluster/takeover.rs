@@ -21,6 +21,7 @@ use crate::daemon::Daemon;
 use crate::run::RunRequest;
 use crate::run::owner;
 use crate::store::{RunRecord, Store, StoreError};
+use crate::types::Trigger;
 
 /// Who is alive, as of one reading: this process always; on PostgreSQL
 /// the nodes whose heartbeat is within the lease; other owners by a process
@@ -229,8 +230,8 @@ pub(crate) async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRe
         };
         // A file's run cut off is run again when the files are looked at.
         if agent.triggers.on_interrupt != OnInterrupt::Retry
-            || run.trigger == "retry"
-            || run.trigger == "watch"
+            || run.trigger == Trigger::Retry
+            || run.trigger == Trigger::Watch
         {
             continue;
         }
@@ -248,10 +249,8 @@ pub(crate) async fn retry_interrupted(daemon: &Arc<Daemon>, interrupted: &[RunRe
             continue;
         }
         let request = RunRequest {
-            agent: run.agent.clone(),
             input: Some(run.input.clone()),
-            trigger: "retry".into(),
-            ..RunRequest::default()
+            ..RunRequest::new(&run.agent, Trigger::Retry)
         };
         match daemon
             .supervisor

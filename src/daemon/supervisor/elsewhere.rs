@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use super::*;
 
+use crate::types::Trigger;
+
 /// How often a held fire looks whether the agent's earlier runs on other
 /// nodes have ended.
 const RECHECK: Duration = Duration::from_millis(500);
@@ -33,13 +35,13 @@ impl Elsewhere {
                 .map(|r| (r.id.clone(), r.owner.clone().unwrap_or_default())),
             queued_fire: runs
                 .iter()
-                .find(|r| r.state == RunState::Queued && r.trigger == "schedule")
+                .find(|r| r.state == RunState::Queued && r.trigger == Trigger::Schedule)
                 .map(|r| r.id.clone()),
             replaced: runs
                 .iter()
                 .filter(|r| {
                     schedule.is_some()
-                        && r.trigger == "schedule"
+                        && r.trigger == Trigger::Schedule
                         && r.schedule_id.as_ref() == schedule
                 })
                 .map(|r| r.id.clone())

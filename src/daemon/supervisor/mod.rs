@@ -52,7 +52,7 @@ use crate::run::notify::Notifier;
 use crate::run::{RunRequest, RunServices, run_claimed_with};
 use crate::scheduler::failure_backoff;
 use crate::store::{NewRun, RunRecord, Store, StoreError, WaitingRun};
-use crate::types::{RunEvent, RunState, ScheduleId};
+use crate::types::{RunEvent, RunState, ScheduleId, Trigger};
 
 pub use crate::run::Env;
 
@@ -171,13 +171,13 @@ fn schedule_of(request: &RunRequest) -> Option<ScheduleKey> {
     request
         .schedule_id
         .clone()
-        .filter(|_| request.trigger == "schedule")
+        .filter(|_| request.trigger == Trigger::Schedule)
 }
 
 /// Whether a fire of `schedule` with `on_overlap: replace` cancels the
 /// in-flight run `live` of the same agent: only when the same schedule
 /// started it, never an API, CLI, webhook or retry run, nor another
-/// schedule's (DESIGN.md section 3, overlap).
+/// schedule's (the README's `on_overlap`).
 fn replaced_by(live: &Live, schedule: Option<&ScheduleKey>) -> bool {
     schedule.is_some() && live.schedule.as_ref() == schedule
 }
@@ -275,7 +275,7 @@ impl Supervisor {
             return Err(SubmitError::ShuttingDown);
         }
         let agent = request.agent.clone();
-        let trigger = request.trigger.clone();
+        let trigger = request.trigger;
         let fire = request.fire.clone();
         let schedule = schedule_of(&request);
         let delivery = request.delivery.clone();

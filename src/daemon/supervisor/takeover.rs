@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::store::TakenRun;
+use crate::types::Trigger;
 
 impl Supervisor {
     /// Takes over `queued`, a run accepted (and claimed `queued`) by a
@@ -38,7 +39,7 @@ impl Supervisor {
         let schedule = queued
             .schedule_id
             .clone()
-            .filter(|_| queued.trigger == "schedule");
+            .filter(|_| queued.trigger == Trigger::Schedule);
         self.enter_waiting(&queued.agent, &queued.id, schedule, &hub)?;
         self.publish_counts();
         let this = self.clone();
@@ -76,7 +77,7 @@ impl Supervisor {
         let schedule = run
             .schedule_id
             .clone()
-            .filter(|_| run.trigger == "schedule");
+            .filter(|_| run.trigger == Trigger::Schedule);
         {
             let mut state = self.lock();
             let mut live = self.live(&run.agent, schedule, &hub, false);
@@ -116,12 +117,10 @@ impl Supervisor {
                     .map_err(|e| format!("its checkpoint cannot be read: {e}"))
             });
         let request = RunRequest {
-            agent: run.agent.clone(),
             input: Some(run.input.clone()),
             model: Some(run.model.clone()).filter(|m| !m.is_empty()),
-            trigger: run.trigger.clone(),
             run_id: Some(run.id.clone()),
-            ..RunRequest::default()
+            ..RunRequest::new(&run.agent, run.trigger)
         };
         let prepared =
             checkpoint.and_then(
@@ -216,7 +215,7 @@ impl Supervisor {
         let schedule = run
             .schedule_id
             .clone()
-            .filter(|_| run.trigger == "schedule");
+            .filter(|_| run.trigger == Trigger::Schedule);
         self.enter_waiting(&run.agent, &run.id, schedule, &hub)?;
         self.publish_counts();
         let this = self.clone();

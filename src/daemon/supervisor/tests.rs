@@ -123,18 +123,16 @@ fn only_scheduled_fires_have_a_schedule() {
         scheduled_for: chrono::Utc::now(),
     });
     let scheduled = RunRequest {
-        trigger: "schedule".into(),
         fire: fire.clone(),
         schedule_id: Some(id.clone()),
-        ..RunRequest::default()
+        ..RunRequest::new("a", Trigger::Schedule)
     };
     assert_eq!(schedule_of(&scheduled), Some(id.clone()));
-    for trigger in ["api", "cli", "webhook", "retry"] {
+    for trigger in [Trigger::Api, Trigger::Cli, Trigger::Webhook, Trigger::Retry] {
         let request = RunRequest {
-            trigger: trigger.into(),
             fire: fire.clone(),
             schedule_id: Some(id.clone()),
-            ..RunRequest::default()
+            ..RunRequest::new("a", trigger)
         };
         assert_eq!(schedule_of(&request), None, "{trigger}");
     }

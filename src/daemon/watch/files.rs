@@ -38,6 +38,7 @@ use crate::registry::Snapshot;
 use crate::run::RunRequest;
 use crate::run::template::TriggerVars;
 use crate::store::TriggerClaim;
+use crate::types::Trigger;
 
 /// The most files looked at when scanning the folders of the globs.
 const MAX_SCAN: usize = 100_000;
@@ -436,8 +437,6 @@ impl Files {
             }
         }
         let request = RunRequest {
-            agent: agent.to_string(),
-            trigger: "watch".into(),
             origin: Some(TriggerVars::Watch {
                 path: path.clone(),
                 content_hash: content_hash.clone(),
@@ -446,7 +445,7 @@ impl Files {
                 path: path.clone(),
                 content_hash,
             }),
-            ..RunRequest::default()
+            ..RunRequest::new(agent, Trigger::Watch)
         };
         match self
             .supervisor

@@ -13,7 +13,7 @@ use crate::run::Env;
 use crate::run::RunRequest;
 use crate::run::template::RequestVars;
 use crate::store::{Fire, NewRun, RunRecord};
-use crate::types::{RunState, StepState, Usage};
+use crate::types::{RunState, StepState, Trigger, Usage};
 
 /// A pipeline run resolved and ready to run (or resume).
 pub struct PipelineJob {
@@ -22,7 +22,7 @@ pub struct PipelineJob {
     pub pipeline: Arc<Pipeline>,
     pub definition_hash: String,
     pub input: String,
-    pub trigger: String,
+    pub trigger: Trigger,
     pub request: RequestVars,
     /// `limits.timeout` of the pipeline: the whole run's.
     pub timeout: Duration,
@@ -126,7 +126,7 @@ impl PipelineJob {
         NewRun {
             id: self.run_id.clone(),
             agent: self.agent.clone(),
-            trigger: self.trigger.clone(),
+            trigger: self.trigger,
             input: self.redactor.redact(&self.input).into_owned(),
             model: String::new(),
             definition_hash: self.definition_hash.clone(),

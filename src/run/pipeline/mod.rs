@@ -72,7 +72,7 @@ async fn drive(
             run_id: &run_id,
             agent: &job.agent,
             model: "pipeline",
-            trigger: &job.trigger,
+            trigger: job.trigger,
             parent: None,
             resumed: job.resumed,
         },
@@ -84,7 +84,7 @@ async fn drive(
             run_id: run_id.clone(),
             agent: job.agent.clone(),
             model: "pipeline".to_string(),
-            trigger: job.trigger.clone(),
+            trigger: job.trigger,
             definition_hash: job.definition_hash.clone(),
             input: job.redactor.redact(&job.input).into_owned(),
         };

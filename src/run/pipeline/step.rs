@@ -22,7 +22,7 @@ use crate::run::{Job, RunRequest, execute};
 use crate::store::{RunParent, StepEnd, StepRecord, StoreError};
 use crate::tools::sandbox::Sandbox;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext};
-use crate::types::{RunEvent, RunState, StepState, ToolCall, Usage};
+use crate::types::{RunEvent, RunState, StepState, ToolCall, Trigger, Usage};
 
 /// A step ran to its end (which may be `failed`), or, `running`, was left
 /// waiting for approval by the daemon stopping.
@@ -528,15 +528,13 @@ async fn run_agent(
 ) -> Attempt {
     let job = &ctx.job;
     let request = RunRequest {
-        agent: agent.to_string(),
         input: Some(input),
-        trigger: "pipeline".to_string(),
         vars: job.request.vars.clone(),
         parent: Some(RunParent {
             run_id: job.run_id.clone(),
             depth: 1,
         }),
-        ..RunRequest::default()
+        ..RunRequest::new(agent, Trigger::Pipeline)
     };
     let child_job = match Job::prepare(&job.snapshot, request, &job.env) {
         Ok(child_job) => child_job,

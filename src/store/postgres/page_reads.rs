@@ -29,7 +29,7 @@ impl Postgres {
             equal.push(("parent_run_id", parent.clone()));
         }
         if let Some(trigger) = &page.trigger {
-            equal.push((r#""trigger""#, trigger.clone()));
+            equal.push((r#""trigger""#, trigger.as_str().to_owned()));
         }
         let clauses: Vec<String> = equal
             .iter()

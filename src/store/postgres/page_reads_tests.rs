@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 use super::runs_tests::{block, execute, fire_run, new_run, node};
 use super::testing::TestDb;
 use crate::store::{FirePage, NewRun, RunFilter, RunPage, RunParent};
-use crate::types::{RunState, Usage};
+use crate::types::{RunState, Trigger, Usage};
 
 #[test]
 fn list_filters_limit_offset_and_order() {
@@ -70,7 +70,7 @@ fn list_filters_limit_offset_and_order() {
 
     // Pages: trigger, parent, offset.
     let child = NewRun {
-        trigger: "api".into(),
+        trigger: Trigger::Api,
         parent: Some(RunParent {
             run_id: ids[0].clone(),
             depth: 1,
@@ -87,7 +87,7 @@ fn list_filters_limit_offset_and_order() {
     };
     assert_eq!(
         page(RunPage {
-            trigger: Some("api".into()),
+            trigger: Some(Trigger::Api),
             ..Default::default()
         }),
         vec![child.id.clone()]

@@ -24,6 +24,7 @@ pub(crate) fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
         message,
     };
     let state: String = column(row, 2, &id)?;
+    let trigger: String = column(row, 3, &id)?;
     let state =
         RunState::parse(&state).ok_or_else(|| corrupt(format!("unknown state `{state}`")))?;
     let tokens = |index: usize, name: &str| -> Result<Option<u64>, StoreError> {
@@ -51,7 +52,7 @@ pub(crate) fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
         agent: column(row, 1, &id)?,
         state,
-        trigger: column(row, 3, &id)?,
+        trigger: trigger.parse().map_err(&corrupt)?,
         input: column(row, 4, &id)?,
         model: column(row, 5, &id)?,
         definition_hash: column(row, 6, &id)?,

@@ -273,7 +273,7 @@ pub(crate) async fn insert_run_as(
         &run.id,
         &run.agent,
         &row.state.as_str(),
-        &run.trigger,
+        &run.trigger.as_str(),
         &run.input,
         &run.model,
         &run.definition_hash,

@@ -128,7 +128,7 @@ fn claim_append_finish_round_trip() {
             run_id: run.id.clone(),
             agent: run.agent.clone(),
             model: run.model.clone(),
-            trigger: run.trigger.clone(),
+            trigger: run.trigger,
             definition_hash: run.definition_hash.clone(),
             input: run.input.clone(),
         },

@@ -8,11 +8,11 @@ use chrono::Utc;
 use super::runs_tests::{block, count, execute, new_run, node, race};
 use super::testing::TestDb;
 use crate::store::{NewRun, TriggerClaim};
-use crate::types::RunState;
+use crate::types::{RunState, Trigger};
 
 fn watch_run(agent: &str) -> NewRun {
     NewRun {
-        trigger: "watch".into(),
+        trigger: Trigger::Watch,
         owner: String::new(),
         ..new_run(agent)
     }

@@ -19,7 +19,7 @@
 //! stops waiting. A read sees every write committed before it started (WAL),
 //! so a caller that awaited a write reads its result.
 //!
-//! Durability (DESIGN.md section 3): WAL; run claims and final states are
+//! Durability: WAL; run claims and final states are
 //! committed with `synchronous=FULL` ([`Sqlite::call_durable`]), event
 //! batches with `synchronous=NORMAL`. The writer groups the jobs queued at
 //! one moment into one transaction and answers their callers after its
@@ -337,7 +337,7 @@ const WAL_LEFT_AT_CLOSE: u64 = 1 << 20;
 /// by the last connection to close, then deleting the WAL, cost a one-shot
 /// `aurad run` three fsyncs and two unlinks at exit, and the next process
 /// a new WAL file (a directory fsync and a header fsync before its claim
-/// commits). Commits are durable in the WAL already (DESIGN.md section 3),
+/// commits). Commits are durable in the WAL already,
 /// so a small WAL is left as it is, for the next process to go on
 /// appending to; a large one is checkpointed and truncated here (fsyncs
 /// first, as every checkpoint does), so a run of short processes leaves at

@@ -58,7 +58,7 @@ pub(super) fn run_page(conn: &Connection, page: &RunPage) -> Result<Vec<RunRecor
         equal("parent_run_id", parent);
     }
     if let Some(trigger) = &page.trigger {
-        equal(r#""trigger""#, trigger);
+        equal(r#""trigger""#, trigger.as_str());
     }
     let filter_sql = if clauses.is_empty() {
         String::new()

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{RunFilter, RunRecord, Sqlite, StoreError, sql};
 use crate::store::MAX_MATCHES;
-use crate::types::{RunEvent, RunState, ScheduleId, Usage};
+use crate::types::{RunEvent, RunState, ScheduleId, Trigger, Usage};
 
 /// The shortest prefix [`Sqlite::get_run`] looks up.
 const MIN_PREFIX: usize = 4;
@@ -115,6 +115,7 @@ pub(super) const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, mode
 pub(super) struct RawRun {
     record: RunRecord,
     state: String,
+    trigger: String,
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
     cached_input_tokens: Option<i64>,
@@ -131,6 +132,7 @@ impl RawRun {
         let RawRun {
             mut record,
             state,
+            trigger,
             input_tokens,
             output_tokens,
             cached_input_tokens,
@@ -147,6 +149,7 @@ impl RawRun {
         };
         record.state =
             RunState::parse(&state).ok_or_else(|| corrupt(format!("unknown state `{state}`")))?;
+        record.trigger = trigger.parse().map_err(corrupt)?;
         let tokens = |name: &str, value: Option<i64>| {
             value
                 .map(|v| u64::try_from(v).map_err(|_| corrupt(format!("negative {name} {v}"))))
@@ -186,7 +189,7 @@ pub(super) fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
             id: row.get(0)?,
             agent: row.get(1)?,
             state: RunState::Queued, // replaced by `check`
-            trigger: row.get(3)?,
+            trigger: Trigger::Cli,   // replaced by `check`
             input: row.get(4)?,
             model: row.get(5)?,
             definition_hash: row.get(6)?,
@@ -205,6 +208,7 @@ pub(super) fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
             depth: row.get(21)?,
         },
         state: row.get(2)?,
+        trigger: row.get(3)?,
         input_tokens: row.get(13)?,
         output_tokens: row.get(14)?,
         cached_input_tokens: row.get(17)?,

@@ -121,7 +121,7 @@ pub(super) fn insert_run(
                 run.id,
                 run.agent,
                 row.state.as_str(),
-                run.trigger,
+                run.trigger.as_str(),
                 run.input,
                 run.model,
                 run.definition_hash,

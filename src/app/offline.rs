@@ -1,11 +1,12 @@
 //! What `aurad replay` and `aurad test` share: an agent loaded without
 //! starting its MCP servers or building its provider (no key needed), its
-//! run resolved by the daemon's own `prepare` (templates, skills, limits),
-//! and the tools it gets, answering from a recording.
+//! run resolved by the run path's own `prepare` (templates, skills,
+//! limits), and the tools it gets, answering from a recording. These are
+//! not runs: nothing is claimed or stored.
 
 use std::path::Path;
 
-use super::print_for_agent;
+use super::project::{ForAgent, for_agent};
 use crate::config::{self, Agent};
 use crate::engine::RunSpec;
 use crate::registry::{self, Snapshot};
@@ -13,16 +14,23 @@ use crate::replay::{RecordedResult, ToolPlan, scripted_toolset};
 use crate::run::{RunRequest, prepare};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
+use crate::types::Trigger;
 
-/// Loads agent `name` and what it needs, printing the problems that
-/// concern it; `Err` when it cannot run.
-pub(super) fn load_agent(root: &Path, name: &str) -> Result<Snapshot, String> {
+/// Loads agent `name` and what it needs, with the problems that concern
+/// it (to be shown); `Err` when it cannot run.
+pub fn load_agent(root: &Path, name: &str) -> (ForAgent, Result<Snapshot, String>) {
     let loaded = config::load_one(root, name, &config::process_env);
     let (snapshot, diagnostics) = registry::build(loaded, &config::process_env);
-    let own_errors = print_for_agent(diagnostics, name);
-    if own_errors {
-        return Err(format!("agents/{name}.yaml has errors"));
+    let report = for_agent(diagnostics, name);
+    if report.stops {
+        return (report, Err(format!("agents/{name}.yaml has errors")));
     }
+    let snapshot = agent_snapshot(root, name, snapshot);
+    (report, snapshot)
+}
+
+/// `snapshot` when agent `name` is in it and can be replayed.
+fn agent_snapshot(root: &Path, name: &str, snapshot: Snapshot) -> Result<Snapshot, String> {
     match snapshot.project.agents.get(name) {
         Some(agent) if agent.steps.is_some() => Err(format!(
             "agent `{name}` is a pipeline (`steps:`): replay and test the agents its steps run"
@@ -37,20 +45,18 @@ pub(super) fn load_agent(root: &Path, name: &str) -> Result<Snapshot, String> {
 
 /// A run of `agent` resolved as the daemon would, with the agent's model
 /// and price but no provider: the caller gives the answers.
-pub(super) fn prepare_offline(
+pub fn prepare_offline(
     snapshot: &Snapshot,
     agent: &Agent,
     input: Option<String>,
-    trigger: &str,
+    trigger: Trigger,
 ) -> Result<(RunSpec, Sandbox), String> {
     // `test` resolves without a key or a connection; the spec then gets
     // the agent's own model back, for its price and the events.
     let request = RunRequest {
-        agent: agent.name.clone(),
         input,
         model: Some("test".into()),
-        trigger: trigger.into(),
-        ..RunRequest::default()
+        ..RunRequest::new(&agent.name, trigger)
     };
     let prepared = prepare(snapshot, request, &config::process_env)?;
     let mut spec = prepared.spec;
@@ -65,7 +71,7 @@ pub(super) fn prepare_offline(
 }
 
 /// The agent's tools answering from `recorded`, `real` ones excepted.
-pub(super) fn tools_for(
+pub fn tools_for(
     snapshot: &Snapshot,
     agent: &Agent,
     recorded: Vec<RecordedResult>,

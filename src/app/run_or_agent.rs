@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
 
 /// The run `name` means, or what to say when there is none.
-pub(super) fn find(root: &Path, store: &Store, name: &str) -> Result<RunRecord, String> {
+pub fn find(root: &Path, store: &Store, name: &str) -> Result<RunRecord, String> {
     let by_id = store.get_run_blocking(name);
     if let Ok(Some(run)) = by_id {
         return Ok(run);
@@ -31,7 +31,7 @@ pub(super) fn find(root: &Path, store: &Store, name: &str) -> Result<RunRecord, 
 
 /// Whether `name` means an agent: its file exists, or it is no run id
 /// (prefix) but the store has runs of that agent.
-pub(super) fn names_agent(root: &Path, store: &Store, name: &str) -> bool {
+pub fn names_agent(root: &Path, store: &Store, name: &str) -> bool {
     if !is_agent_name(name) {
         return false;
     }
@@ -60,16 +60,12 @@ fn has_agent_file(root: &Path, name: &str) -> bool {
 }
 
 /// The newest run of `agent`, if it has any.
-pub(super) fn newest_run(store: &Store, agent: &str) -> Result<Option<RunRecord>, StoreError> {
+pub fn newest_run(store: &Store, agent: &str) -> Result<Option<RunRecord>, StoreError> {
     Ok(newest_runs(store, agent, 1)?.pop())
 }
 
 /// The `limit` newest runs of `agent`, newest first.
-pub(super) fn newest_runs(
-    store: &Store,
-    agent: &str,
-    limit: usize,
-) -> Result<Vec<RunRecord>, StoreError> {
+pub fn newest_runs(store: &Store, agent: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
     store.list_runs_blocking(&RunFilter {
         agent: Some(agent.to_string()),
         limit,
