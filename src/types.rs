@@ -345,6 +345,25 @@ pub enum RetryReason {
     InvalidChunk,
 }
 
+/// How a run's skills were chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkillActivation {
+    /// Matched against the input (`skills: auto`).
+    Auto,
+    /// Named by the agent (`skills: [a, b]`).
+    Pinned,
+}
+
+impl std::fmt::Display for SkillActivation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SkillActivation::Auto => "auto",
+            SkillActivation::Pinned => "pinned",
+        })
+    }
+}
+
 /// What the engine tells the world about a run, in order. The CLI renders
 /// these, the store persists them (text deltas merged per model turn), tests
 /// assert on them.
@@ -367,8 +386,7 @@ pub enum RunEvent {
     /// Skills added to the context after the system prompt.
     SkillsActivated {
         skills: Vec<String>,
-        /// `auto` (matched against the input) or `pinned` (named by the agent).
-        how: String,
+        how: SkillActivation,
     },
     /// Streamed answer text.
     TextDelta { text: String },

@@ -113,7 +113,7 @@ async fn matched_skills_follow_the_system_prompt() {
     );
     let (outcome, events) = run(dir.path(), "帮我搜索一下最新的新闻").await;
     assert_eq!(outcome.state, RunState::Succeeded);
-    assert!(events.iter().any(|e| matches!(e, RunEvent::SkillsActivated { skills, how } if skills == &["web-search".to_string()] && how == "auto")));
+    assert!(events.iter().any(|e| matches!(e, RunEvent::SkillsActivated { skills, how } if skills == &["web-search".to_string()] && *how == aurad::types::SkillActivation::Auto)));
     let messages = mock.requests()[0].messages().clone();
     assert_eq!(messages[0]["content"], "You help.");
     assert_eq!(messages[1]["role"], "system");
@@ -138,7 +138,7 @@ async fn pinned_skills_always_and_none_never() {
     assert!(
         events
             .iter()
-            .any(|e| matches!(e, RunEvent::SkillsActivated { how, .. } if how == "pinned"))
+            .any(|e| matches!(e, RunEvent::SkillsActivated { how, .. } if *how == aurad::types::SkillActivation::Pinned))
     );
     assert!(
         mock.requests()[0].messages()[1]["content"]

@@ -12,7 +12,7 @@ use std::path::Path;
 use aurad::config::bounds::{MAX_NESTING, decode, json_too_deep, yaml_too_deep};
 use aurad::config::interp::{Escape, interpolate_with};
 use aurad::config::{agent, mcp, plugins, settings};
-use aurad::llm::replay::{Wire, replay_events, replay_whole};
+use aurad::llm::decode::{Wire, replay_events, replay_whole};
 use aurad::skills::parse::parse_skill;
 use axum::http::{HeaderMap, HeaderValue};
 use hmac::{Hmac, Mac};

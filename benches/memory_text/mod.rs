@@ -78,7 +78,7 @@ impl Gen {
         new.importance = self.rng.random_range(1..=10);
         new.access_count = self.skewed(40) as u64;
         let age = Duration::minutes(self.rng.random_range(0..60 * 24 * 120));
-        new.created_at = Some((now - age).to_rfc3339());
+        new.created_at = Some(now - age);
         new
     }
 }

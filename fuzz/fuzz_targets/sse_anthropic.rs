@@ -3,7 +3,7 @@
 //! depend on the cut, and nothing may panic.
 #![no_main]
 
-use aurad::llm::replay::{Wire, replay_events, replay_whole};
+use aurad::llm::decode::{Wire, replay_events, replay_whole};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -10,7 +10,7 @@ use super::offline::{prepare_offline, tools_for};
 use super::project::{open_store, runtime};
 use crate::config::{
     self,
-    agent_tests::{Answers, Case, ScriptedCall, ScriptedTurn, TestFile},
+    cases::{Answers, Case, ScriptedCall, ScriptedTurn, TestFile},
 };
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{ModelTurn, Provider};

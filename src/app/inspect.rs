@@ -50,7 +50,7 @@ pub fn validate(root: &Path) -> Validation {
         &config::process_env,
     ));
     // `agents/NAME.test.yaml`: the cases of `aurad test`.
-    let (_, test_diagnostics) = config::agent_tests::load_all(root, &config::agent_names(root));
+    let (_, test_diagnostics) = config::cases::load_all(root, &config::agent_names(root));
     diagnostics.extend(test_diagnostics);
     let now = chrono::Utc::now();
     let mut schedules = Vec::new();

@@ -127,7 +127,7 @@ fn print_line(memory: &Memory, score: Option<f64>) {
         memory.content,
         memory.importance,
         memory.access_count,
-        memory.updated_at.get(..10).unwrap_or(&memory.updated_at),
+        memory.updated_at.format("%Y-%m-%d"),
     );
 }
 

@@ -15,7 +15,7 @@ use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, show_for_agent};
 use crate::app::cases::{CaseRunner, Unmet, load_agent};
-use crate::config::agent_tests::{self, TestFile, render_updated};
+use crate::config::cases::{self, TestFile, render_updated};
 use crate::config::{self, Diagnostic};
 
 #[derive(Debug, Args)]
@@ -44,7 +44,7 @@ struct CaseResult {
 
 pub fn run(root: &Path, args: TestArgs) -> i32 {
     let names = config::agent_names(root);
-    let (files, diagnostics) = agent_tests::load_all(root, &names);
+    let (files, diagnostics) = cases::load_all(root, &names);
     if diagnostics.iter().any(Diagnostic::is_error) {
         print_diagnostics(&diagnostics);
         return EXIT_CONFIG;

@@ -7,9 +7,9 @@ pub mod after;
 mod after_graph;
 pub mod agent;
 pub mod agent_name;
-pub mod agent_tests;
 pub mod approval;
 pub mod bounds;
+pub mod cases;
 pub mod diag;
 pub mod duration;
 pub mod interp;
@@ -167,7 +167,7 @@ pub fn agent_names(root: &Path) -> Vec<String> {
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| !agent_tests::is_test_file(p))
+                .filter(|p| !cases::is_test_file(p))
                 .filter_map(|p| yaml_stem(&p))
                 .collect()
         })
@@ -210,7 +210,7 @@ pub(crate) fn yaml_files(
             continue;
         };
         // `agents/NAME.test.yaml` holds tests of NAME, not an agent.
-        if dir == "agents" && agent_tests::is_test_file(&file) {
+        if dir == "agents" && cases::is_test_file(&file) {
             continue;
         }
         let rel = relative(root, &file);

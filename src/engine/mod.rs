@@ -26,7 +26,9 @@ use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider};
 use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::approval::ApprovalRequest;
-use crate::types::{Message, Price, RecalledMemory, RunEvent, RunState, ToolCall, Trigger, Usage};
+use crate::types::{
+    Message, Price, RecalledMemory, RunEvent, RunState, SkillActivation, ToolCall, Trigger, Usage,
+};
 use approval::{ApprovalGate, CallResult, Checkpoint, NoDecision, RunClock};
 use output::OutputCheck;
 pub use sub_runs::{SharedSpend, SubRunSpend};
@@ -78,7 +80,7 @@ pub trait DaySpending: Send + Sync {
 pub struct ActiveSkills {
     pub names: Vec<String>,
     /// `auto` or `pinned`.
-    pub how: String,
+    pub how: SkillActivation,
     /// The system message that carries them.
     pub message: String,
 }
@@ -248,7 +250,7 @@ fn announce(spec: &RunSpec, events: &UnboundedSender<RunEvent>) {
     if let Some(skills) = &spec.skills {
         let _ = events.send(RunEvent::SkillsActivated {
             skills: skills.names.clone(),
-            how: skills.how.clone(),
+            how: skills.how,
         });
     }
     if let Some(memory) = spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {

@@ -3,11 +3,11 @@
 //! what the caller does next (retry or fail). May depend on `types` only.
 
 pub mod anthropic;
+#[doc(hidden)]
+pub mod decode;
 pub mod gemini;
 mod http;
 pub mod openai;
-#[doc(hidden)]
-pub mod replay;
 pub mod retry;
 pub mod test_model;
 

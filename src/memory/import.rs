@@ -117,7 +117,7 @@ fn entry(value: Value, namespace: &str) -> Result<NewMemory, String> {
     for (camel, snake) in [("createdAt", "created_at"), ("updatedAt", "updated_at")] {
         let value = match field(&object, camel, snake) {
             None => None,
-            Some(Value::String(s)) if score::parse_time(s).is_some() => Some(s.clone()),
+            Some(Value::String(s)) if score::parse_time(s).is_some() => score::parse_time(s),
             Some(other) => {
                 return Err(format!(
                     "`{camel}` must be an RFC 3339 time like \"2025-03-07T09:30:00.000Z\", got {other}"

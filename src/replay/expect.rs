@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::config::agent_tests::{ArgsMatch, Expect, ExpectedCall};
+use crate::config::cases::{ArgsMatch, Expect, ExpectedCall};
 use crate::engine::RunOutcome;
 use crate::types::RunState;
 

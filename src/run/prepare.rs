@@ -17,7 +17,7 @@ use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunParent, new_run_id};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
-use crate::types::RunState;
+use crate::types::{RunState, SkillActivation};
 
 use super::agent_tool::SubAgents;
 use super::request::RunRequest;
@@ -218,13 +218,13 @@ fn resolve_skills(
         return Ok(None);
     }
     let how = if matches!(choice, SkillsChoice::Named(_)) {
-        "pinned"
+        SkillActivation::Pinned
     } else {
-        "auto"
+        SkillActivation::Auto
     };
     Ok(Some(ActiveSkills {
         names: chosen.iter().map(|s| s.name.clone()).collect(),
-        how: how.to_string(),
+        how,
         message: skills_message(&chosen),
     }))
 }

@@ -162,20 +162,8 @@ pub(crate) fn check_memory(
     }
     let millis =
         |t: DateTime<Utc>| DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t);
-    let time = |field: &str, value: &Option<String>| -> Result<Option<DateTime<Utc>>, StoreError> {
-        value
-            .as_deref()
-            .map(|v| {
-                super::memory_score::parse_time(v).map(millis).ok_or_else(|| {
-                    StoreError::Invalid(format!(
-                        "{what}: {field} {v:?} is not an RFC 3339 time (like 2025-03-07T09:30:00.000Z)"
-                    ))
-                })
-            })
-            .transpose()
-    };
-    let created_at = time("created_at", &new.created_at)?.unwrap_or_else(|| millis(now));
-    let updated_at = time("updated_at", &new.updated_at)?.unwrap_or(created_at);
+    let created_at = new.created_at.map_or_else(|| millis(now), millis);
+    let updated_at = new.updated_at.map_or(created_at, millis);
     let metadata = match &new.metadata {
         serde_json::Value::Null => "{}".to_string(),
         other => other.to_string(),

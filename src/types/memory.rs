@@ -3,6 +3,7 @@
 //! keeps them) and `memory` (the tools and the context block), so neither
 //! names the other's types. No I/O.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Category of a memory saved without one.
@@ -10,7 +11,8 @@ pub const DEFAULT_CATEGORY: &str = "fact";
 /// Importance of a memory saved without one.
 pub const DEFAULT_IMPORTANCE: u8 = 5;
 
-/// A stored memory. Times are RFC 3339 UTC with milliseconds.
+/// A stored memory. Its times are kept to the millisecond and written as
+/// RFC 3339 UTC (`2026-03-01T09:00:00.000Z`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
     pub id: i64,
@@ -19,8 +21,10 @@ pub struct Memory {
     pub category: String,
     /// 1 to 10.
     pub importance: u8,
-    pub created_at: String,
-    pub updated_at: String,
+    #[serde(serialize_with = "super::timestamp::millis")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::timestamp::millis")]
+    pub updated_at: DateTime<Utc>,
     /// How many times recall returned it (and merges into it).
     pub access_count: u64,
     /// The run that last wrote it, if a run did.
@@ -47,10 +51,10 @@ pub struct NewMemory {
     pub importance: u8,
     pub run_id: Option<String>,
     pub metadata: serde_json::Value,
-    /// For import: kept as given (RFC 3339). `None`: now.
-    pub created_at: Option<String>,
+    /// For import: when it was written. `None`: now.
+    pub created_at: Option<DateTime<Utc>>,
     /// For import. `None`: `created_at`.
-    pub updated_at: Option<String>,
+    pub updated_at: Option<DateTime<Utc>>,
     /// For import; a save starts at 0.
     pub access_count: u64,
 }

@@ -304,7 +304,7 @@ fn relevant(root: &Path, path: &Path) -> Option<PathBuf> {
                     && parts.len() > tree.len()
                     && !is_editor_scratch(last)
                     // `agents/NAME.test.yaml` is read by `aurad test` only.
-                    && !(first == "agents" && crate::config::agent_tests::is_test_file(rel)))
+                    && !(first == "agents" && crate::config::cases::is_test_file(rel)))
         })
     };
     counts.then(|| rel.to_path_buf())

@@ -76,7 +76,7 @@ pub(super) fn insert_run(
                     r#"INSERT INTO runs (id, agent, state, "trigger", input, model,
                                          definition_hash, owner, created_at, started_at,
                                          finished_at)
-                       VALUES ($1, $2, $3, 'manual', 'hi', 'test', 'h', $4, $5, $5, $6)"#,
+                       VALUES ($1, $2, $3, 'api', 'hi', 'test', 'h', $4, $5, $5, $6)"#,
                     &[&id, &agent, &state.as_str(), &owner, &created, &finished],
                 )
                 .await

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
@@ -36,11 +36,6 @@ pub(super) const MEMORY_COLUMNS: &str = "id, namespace, content, category, impor
 
 /// Rows per statement when importing (bound arrays).
 const IMPORT_CHUNK: usize = 2_000;
-
-/// A time as the SQLite backend stores and returns it (RFC 3339, UTC, ms).
-fn stamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
 
 /// A namespace's row in `memory_namespaces`.
 #[derive(Debug, Clone, Copy)]
@@ -77,8 +72,8 @@ pub(super) fn stored_from_row(row: &Row) -> Result<Stored, StoreError> {
             content: row.try_get(2).map_err(get)?,
             category: row.try_get(3).map_err(get)?,
             importance,
-            created_at: stamp(row.try_get(5).map_err(get)?),
-            updated_at: stamp(row.try_get(6).map_err(get)?),
+            created_at: row.try_get(5).map_err(get)?,
+            updated_at: row.try_get(6).map_err(get)?,
             access_count: row.try_get::<_, i64>(7).map_err(get)?.max(0) as u64,
             run_id: row.try_get(8).map_err(get)?,
             metadata: serde_json::from_str(&metadata)
@@ -87,16 +82,6 @@ pub(super) fn stored_from_row(row: &Row) -> Result<Stored, StoreError> {
         norm: row.try_get(10).map_err(get)?,
         norm_epoch: row.try_get(11).map_err(get)?,
         impact: row.try_get(12).map_err(get)?,
-    })
-}
-
-/// A stored memory's creation time (for the scoring math).
-pub(super) fn created(memory: &Memory) -> Result<DateTime<Utc>, StoreError> {
-    score::parse_time(&memory.created_at).ok_or_else(|| {
-        StoreError::Internal(format!(
-            "memory {}: created_at {:?} is not RFC 3339",
-            memory.id, memory.created_at
-        ))
     })
 }
 
@@ -398,7 +383,7 @@ async fn merge(
     let impact = score::impact(
         old.importance.max(new.importance),
         old.access_count + 1,
-        created(&old)?,
+        old.created_at,
     );
     remove_terms(
         tx,

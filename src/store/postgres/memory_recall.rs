@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 
 use super::memory::{
-    MEMORY_COLUMNS, Namespace, Stored, created, dfs_of, namespace, set_impact, stored_from_row,
+    MEMORY_COLUMNS, Namespace, Stored, dfs_of, namespace, set_impact, stored_from_row,
 };
 use super::{execute, pg};
 use crate::store::StoreError;
@@ -86,7 +86,7 @@ pub(super) async fn count_recalled(
             let old = *old.get(&m.id).ok_or_else(|| {
                 StoreError::Internal(format!("memory {} vanished during a recall", m.id))
             })?;
-            let new = score::impact(m.importance, m.access_count + 1, created(m)?);
+            let new = score::impact(m.importance, m.access_count + 1, m.created_at);
             set_impact(tx, ns.id, m.id, old, new, &score::term_counts(&m.content)).await?;
         }
     }
@@ -154,7 +154,7 @@ impl Scorer {
             let m = &stored.memory;
             let value = score::score(
                 score::cosine(dot, self.query_norm, norm),
-                score::age_days(created(m)?, self.now),
+                score::age_days(m.created_at, self.now),
                 m.importance,
                 m.access_count,
             );

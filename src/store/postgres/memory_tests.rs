@@ -236,16 +236,20 @@ fn script(node: &Node) -> Vec<String> {
                 (i % 10) as u8 + 1,
             );
             e.access_count = (i * 7 % 40) as u64;
-            e.created_at = Some(format!(
+            e.created_at = chrono::DateTime::parse_from_rfc3339(&format!(
                 "2025-0{}-1{}T0{}:30:00+02:00",
                 1 + i % 5,
                 i % 10,
                 i % 10
-            ));
+            ))
+            .ok()
+            .map(|t| t.to_utc());
             e
         })
         .collect();
-    entries[3].updated_at = Some("2025-05-05T05:05:05.123456Z".into());
+    entries[3].updated_at = chrono::DateTime::parse_from_rfc3339("2025-05-05T05:05:05.123456Z")
+        .ok()
+        .map(|t| t.to_utc());
     step(
         format!("import: {:?}", node.import(entries.clone(), now)),
         &mut log,

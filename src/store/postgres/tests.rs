@@ -137,7 +137,13 @@ fn old_memories() -> Vec<NewMemory> {
             );
             e.importance = (i % 10) as u8 + 1;
             e.access_count = (i * 7 % 40) as u64;
-            e.created_at = Some(format!("2025-0{}-1{}T08:30:00Z", 1 + i % 5, i % 10));
+            e.created_at = chrono::DateTime::parse_from_rfc3339(&format!(
+                "2025-0{}-1{}T08:30:00Z",
+                1 + i % 5,
+                i % 10
+            ))
+            .ok()
+            .map(|t| t.to_utc());
             e
         })
         .collect()

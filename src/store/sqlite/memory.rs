@@ -202,8 +202,8 @@ fn stored_from_row(row: &Row) -> rusqlite::Result<Stored> {
             content: row.get(2)?,
             category: row.get(3)?,
             importance: row.get(4)?,
-            created_at: row.get(5)?,
-            updated_at: row.get(6)?,
+            created_at: stored_time(row, 5)?,
+            updated_at: stored_time(row, 6)?,
             access_count: row.get::<_, i64>(7)?.max(0) as u64,
             run_id: row.get(8)?,
             metadata: serde_json::from_str(&metadata)
@@ -212,6 +212,24 @@ fn stored_from_row(row: &Row) -> rusqlite::Result<Stored> {
         norm: row.get(10)?,
         norm_epoch: row.get(11)?,
         impact: row.get(12)?,
+    })
+}
+
+/// Column `index` of a memory row, an RFC 3339 time (as every aurad
+/// writes it; schema migration 13 rewrote older rows so).
+fn stored_time(row: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {
+    let text: String = row.get(index)?;
+    score::parse_time(&text).ok_or_else(|| {
+        let id: i64 = row.get(0).unwrap_or_default();
+        rusqlite::Error::FromSqlConversionFailure(
+            index,
+            rusqlite::types::Type::Text,
+            format!(
+                "memory {id}: stored time {text:?} is not RFC 3339; the database was edited by \
+                 hand: fix the row or forget the memory with `aurad memory forget {id}`"
+            )
+            .into(),
+        )
     })
 }
 
@@ -224,16 +242,6 @@ fn load(conn: &Connection, namespace: &str, id: i64) -> Result<Option<Stored>, S
             .optional()
     })
     .map_err(sql("reading a memory"))
-}
-
-fn created(memory: &Memory) -> Result<DateTime<Utc>, StoreError> {
-    score::parse_time(&memory.created_at).ok_or_else(|| {
-        StoreError::Invalid(format!(
-            "memory {}: stored created_at {:?} is not RFC 3339; the database was edited by \
-             hand: fix the row or forget the memory with `aurad memory forget {}`",
-            memory.id, memory.created_at, memory.id
-        ))
-    })
 }
 
 /// True when a recall of `query` in `namespace` cannot find anything (no
@@ -273,7 +281,7 @@ fn recall(
                 .query_row([m.id], |row| row.get(0))
                 .map_err(sql("counting a recall"))?;
             if score::access_cap(m.access_count + 1) != score::access_cap(m.access_count) {
-                let new = score::impact(m.importance, m.access_count + 1, created(m)?);
+                let new = score::impact(m.importance, m.access_count + 1, m.created_at);
                 set_impact(&tx, ns.id, m.id, old, new, &score::term_counts(&m.content))?;
             }
         }
@@ -398,7 +406,7 @@ fn score_one(
     let m = &stored.memory;
     let value = score::score(
         score::cosine(dot, query_norm, norm),
-        score::age_days(created(m)?, now),
+        score::age_days(m.created_at, now),
         m.importance,
         m.access_count,
     );

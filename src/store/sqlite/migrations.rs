@@ -295,6 +295,19 @@ ALTER TABLE runs ADD COLUMN events_pruned INTEGER;
 CREATE INDEX runs_events_kept ON runs(created_at) WHERE events_pruned_at IS NULL;
 "#,
     },
+    Migration {
+        name: "memory times in one form",
+        sql: r#"
+-- Memory times as every aurad now writes them, RFC 3339 UTC with
+-- milliseconds (2026-03-01T09:00:00.000Z), so they sort as text and read
+-- back as times. Earlier versions kept an imported memory's times as given
+-- (any offset, any precision). A time SQLite cannot read stays as it is:
+-- reading that memory then names it and says what to do.
+UPDATE memories
+SET created_at = COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', created_at), created_at),
+    updated_at = COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', updated_at), updated_at);
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

@@ -31,6 +31,51 @@ fn migrations_apply_once_and_reopen_is_idempotent() {
 }
 
 #[test]
+fn memory_times_of_an_older_store_are_rewritten_in_one_form() {
+    let (_dir, path) = db();
+    let before = MIGRATIONS
+        .iter()
+        .position(|m| m.name == "memory times in one form")
+        .unwrap();
+    migrate_with(&mut raw(&path), &MIGRATIONS[..before]).unwrap();
+    raw(&path)
+        .execute_batch(
+            "INSERT INTO memories (namespace, content, category, importance, created_at, updated_at, impact)
+             VALUES ('n', 'kept as given', 'fact', 5, '2025-01-10T01:30:00+02:00', '2025-05-05T05:05:05.123456Z', 0),
+                    ('n', 'unreadable', 'fact', 5, 'yesterday', 'yesterday', 0);",
+        )
+        .unwrap();
+    let store = Sqlite::open(&path).unwrap();
+    assert_eq!(user_version(&path), MIGRATIONS.len() as i64);
+    let stored: Vec<(String, String)> = raw(&path)
+        .prepare("SELECT created_at, updated_at FROM memories ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        stored,
+        [
+            (
+                "2025-01-09T23:30:00.000Z".to_string(),
+                "2025-05-05T05:05:05.123Z".to_string()
+            ),
+            ("yesterday".to_string(), "yesterday".to_string()),
+        ]
+    );
+    let memory = store.memory_get_blocking("n", 1).unwrap().unwrap();
+    assert_eq!(memory.created_at.to_rfc3339(), "2025-01-09T23:30:00+00:00");
+    let err = store.memory_get_blocking("n", 2).unwrap_err().to_string();
+    assert!(
+        err.contains("memory 2: stored time \"yesterday\" is not RFC 3339")
+            && err.contains("aurad memory forget 2"),
+        "{err}"
+    );
+    store.close().unwrap();
+}
+
+#[test]
 fn later_migrations_apply_and_failed_ones_roll_back() {
     let (_dir, path) = db();
     Sqlite::open(&path).unwrap().close().unwrap();

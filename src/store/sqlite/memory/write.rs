@@ -9,8 +9,8 @@ use rusqlite::{Connection, params};
 
 use super::score::{self, TermCounts};
 use super::{
-    MEMORY_COLUMNS, Namespace, add_terms, best_matches, created, load, namespace,
-    namespace_or_create, remove_terms, stamp, stored_from_row, touch,
+    MEMORY_COLUMNS, Namespace, add_terms, best_matches, load, namespace, namespace_or_create,
+    remove_terms, stamp, stored_from_row, touch,
 };
 use crate::store::StoreError;
 use crate::store::memory::check_memory;
@@ -84,7 +84,7 @@ fn merge(
     let impact = score::impact(
         old.importance.max(new.importance),
         old.access_count + 1,
-        created(&old)?,
+        old.created_at,
     );
     remove_terms(
         conn,

@@ -1,4 +1,4 @@
-//! Replays a recorded answer body through a wire format's assembler the way
+//! Decodes a recorded answer body through a wire format's assembler the way
 //! a live answer is read (SSE framing by `eventsource-stream`, then the
 //! format's events; or one JSON document), with no network. For the fuzz
 //! targets of `fuzz/` and the property tests of `tests/fuzz_props.rs`: the
