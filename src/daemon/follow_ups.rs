@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use super::supervisor::{OnRunEnd, RunEnded, SubmitError, Supervisor};
-use super::watch::files::move_processed;
+use super::watch::files::{blocking, move_processed};
 use crate::registry::Snapshot;
 use crate::run::RunRequest;
 use crate::run::template::TriggerVars;
@@ -59,7 +59,20 @@ async fn follow_up(
             .and_then(|a| a.triggers.watch.as_ref())
             .and_then(|w| w.move_to.as_ref())
     {
-        match move_processed(&snapshot.project.root, path, content_hash, move_to) {
+        let moved = {
+            let (root, path, hash, to) = (
+                snapshot.project.root.clone(),
+                path.clone(),
+                content_hash.clone(),
+                move_to.clone(),
+            );
+            blocking("moving a processed file", move || {
+                move_processed(&root, &path, &hash, &to)
+            })
+            .await
+            .unwrap_or_else(|| Err(std::io::Error::other("moving the file failed")))
+        };
+        match moved {
             Ok(Some(to)) => {
                 tracing::info!(run = %run_id, file = %path, to = %to.display(), "processed file moved (watch.move_to)")
             }

@@ -18,6 +18,12 @@
 //! open: the database and its WAL live in the root, and `notify`'s watch of
 //! it woke this loop at every write the store made. Depends on the
 //! supervisor, the snapshot, the store and the root watch.
+//!
+//! Walking the folders (up to [`MAX_SCAN`] files), hashing files, moving
+//! processed ones and adding `notify`'s recursive watches (which walk the
+//! tree) run on blocking threads ([`blocking`]): on a runtime worker they
+//! would stall every run and API request scheduled on it for as long as
+//! the disk takes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -66,8 +72,8 @@ pub async fn run(
     let snapshot = snapshots.borrow_and_update().clone();
     let root = snapshot.project.root.clone();
     let (tx, mut events) = mpsc::unbounded_channel::<PathBuf>();
-    let mut watched = Watched::new(tx.clone());
-    let mut watcher = match folder_watcher(tx) {
+    let watched = Watched::new(tx.clone());
+    let watcher = match folder_watcher(tx) {
         Ok(w) => w,
         Err(e) => {
             tracing::error!("`watch:` triggers are off: cannot start the file watcher: {e}");
@@ -81,7 +87,11 @@ pub async fn run(
         snapshot,
         pending: HashMap::new(),
     };
-    rewatch(&mut watcher, &canonical, &sets, &mut watched);
+    let mut watching = Watching { watcher, watched };
+    watching = match watching.rewatch(&canonical, &sets).await {
+        Some(w) => w,
+        None => return,
+    };
     files.scan(&sets).await;
     loop {
         let next = files.next_due(&sets);
@@ -103,7 +113,7 @@ pub async fn run(
                 // database's journal, say) cost nothing more.
                 let missing: Vec<PathBuf> = base_dirs(&sets)
                     .into_iter()
-                    .filter(|d| !watched.dirs.contains(&canonical.join(d)))
+                    .filter(|d| !watching.watched.dirs.contains(&canonical.join(d)))
                     .collect();
                 let appeared = paths.iter().any(|p| {
                     p.strip_prefix(&canonical).is_ok_and(|rel| {
@@ -111,7 +121,10 @@ pub async fn run(
                     })
                 });
                 if appeared {
-                    rewatch(&mut watcher, &canonical, &sets, &mut watched);
+                    watching = match watching.rewatch(&canonical, &sets).await {
+                        Some(w) => w,
+                        None => return,
+                    };
                     files.scan(&sets).await;
                 }
                 let now = Instant::now();
@@ -134,7 +147,10 @@ pub async fn run(
                 if new != sets {
                     sets = new;
                     files.pending.retain(|(agent, _), _| sets.contains_key(agent));
-                    rewatch(&mut watcher, &canonical, &sets, &mut watched);
+                    watching = match watching.rewatch(&canonical, &sets).await {
+                        Some(w) => w,
+                        None => return,
+                    };
                     files.scan(&sets).await;
                 }
             }
@@ -221,8 +237,43 @@ fn forward_root_events(paths: mpsc::UnboundedSender<PathBuf>) -> mpsc::Unbounded
     tx
 }
 
-/// Watches the folders of `sets` that exist (recursively), and the root
-/// (for folders created later); `watched` is what is watched now.
+/// Runs `work` on a blocking thread and waits for it. `None` when it
+/// panicked (logged): the caller then goes on without its result.
+pub(crate) async fn blocking<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => Some(value),
+        Err(e) => {
+            tracing::error!("`watch:`: {what} failed on its thread: {e}");
+            None
+        }
+    }
+}
+
+/// The `notify` watcher and what it watches, handed to a blocking thread
+/// and back while watches are added.
+struct Watching {
+    watcher: RecommendedWatcher,
+    watched: Watched,
+}
+
+impl Watching {
+    /// [`rewatch`] on a blocking thread; `None` (logged) when it panicked:
+    /// `watch:` triggers are then off until the next start.
+    async fn rewatch(mut self, root: &Path, sets: &WatchSets) -> Option<Watching> {
+        let (root, sets) = (root.to_path_buf(), sets.clone());
+        blocking("adding the folder watches", move || {
+            rewatch(&mut self.watcher, &root, &sets, &mut self.watched);
+            self
+        })
+        .await
+    }
+}
+
+/// Watches every folder the globs of `sets` start from (or the deepest
+/// part of it that exists), until what exists is what is watched.
 fn rewatch(watcher: &mut RecommendedWatcher, root: &Path, sets: &WatchSets, watched: &mut Watched) {
     // A folder created between looking for it and watching the folder
     // above it (or while the root's watch was being renewed) told nobody:
@@ -391,17 +442,23 @@ impl Files {
     /// of those not processed yet.
     async fn scan(&mut self, sets: &WatchSets) {
         let root = self.snapshot.project.root.clone();
-        let mut found = Vec::new();
-        for dir in base_dirs(sets) {
-            let depth = if dir.as_os_str().is_empty() {
-                1
-            } else {
-                MAX_DEPTH
-            };
-            walk(&root, &dir, depth, &mut found);
-        }
-        found.sort();
-        found.dedup();
+        let dirs = base_dirs(sets);
+        let found = blocking("scanning the folders", move || {
+            let mut found = Vec::new();
+            for dir in dirs {
+                let depth = if dir.as_os_str().is_empty() {
+                    1
+                } else {
+                    MAX_DEPTH
+                };
+                walk(&root, &dir, depth, &mut found);
+            }
+            found.sort();
+            found.dedup();
+            found
+        })
+        .await
+        .unwrap_or_default();
         for relative in found {
             for (agent, set) in sets {
                 if self.wanted(set, &relative) {
@@ -419,7 +476,7 @@ impl Files {
             tracing::warn!(file = %relative.display(), "file name is not UTF-8; not processed");
             return;
         };
-        let content_hash = match file_hash(&root.join(relative)) {
+        let content_hash = match file_hash_blocking(root.join(relative)).await {
             Ok(Some(hash)) => hash,
             Ok(None) => return,
             Err(e) => {
@@ -461,6 +518,13 @@ impl Files {
             }
         }
     }
+}
+
+/// [`file_hash`] on a blocking thread.
+async fn file_hash_blocking(path: PathBuf) -> std::io::Result<Option<String>> {
+    blocking("hashing a file", move || file_hash(&path))
+        .await
+        .unwrap_or_else(|| Err(std::io::Error::other("hashing the file failed")))
 }
 
 /// The SHA-256 (hex) of the regular file at `path`; `None` when it is not
@@ -634,6 +698,33 @@ mod tests {
         assert!(watched.dirs.contains(&root));
         rewatch(&mut watcher, &root, &WatchSets::new(), &mut watched);
         assert!(watched.root.is_none() && watched.dirs.is_empty());
+    }
+
+    /// Hashing runs on a blocking thread: on a runtime with one thread, a
+    /// task woken while a large file is hashed runs before the hash is
+    /// done. Hashed on that thread instead, the task would wait for it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn hashing_a_file_leaves_the_runtime_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.bin");
+        // Sparse: no disk used, but every byte is read and hashed.
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(32 << 20)
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let hashing = file_hash_blocking(big);
+        tokio::pin!(hashing);
+        tokio::spawn(async move {
+            let _ = tx.send(());
+        });
+        tokio::select! {
+            biased;
+            hashed = &mut hashing => panic!("the hash ({hashed:?}) was done before a task that was ready could run"),
+            _ = rx => {}
+        }
+        let hash = hashing.await.unwrap().unwrap();
+        assert_eq!(hash.len(), 64);
     }
 
     #[test]
