@@ -42,6 +42,14 @@
 //! database; `nodes.rs`: the node processes; `posting.rs`: the client;
 //! `queue.rs`: the shared-queue setup).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -10,6 +10,14 @@
 //!
 //! `AURAD_BENCH_QUERIES` sets the number of timed recalls per size (default 300).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 mod memory_text;
 mod stats;
 use memory_text::Gen;

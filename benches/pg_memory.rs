@@ -23,6 +23,14 @@
 //! no server answers, the bench says so and exits. `AURAD_BENCH_QUERIES`
 //! sets the number of timed recalls per size (default 200).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 mod memory_text;
 mod stats;
 use memory_text::Gen;

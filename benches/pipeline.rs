@@ -7,6 +7,14 @@
 //!
 //! `AURAD_BENCH_RUNS` sets the number of pipeline runs (default 50).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 mod sizes;
 mod stats;
 use sizes::env_usize;

@@ -13,6 +13,14 @@
 //! pruner (what the file grows to without retention). Writers: 32 runs at once, each claimed, given 12 events
 //! in 3 batches (as one model round each) and finished.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 #[path = "stats/mod.rs"]
 mod stats;
 

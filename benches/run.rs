@@ -17,6 +17,14 @@
 //!
 //! `AURAD_BENCH_RUNS` sets the number of processes (default 50).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -55,8 +63,10 @@ fn main() {
     engine_bench();
 }
 
-// Children are reaped with `wait4` (for their rusage), which clippy cannot see.
-#[allow(clippy::zombie_processes)]
+#[allow(
+    clippy::zombie_processes,
+    reason = "children are reaped with `wait4` (for their rusage), which clippy cannot see"
+)]
 fn process_bench(runs: usize) {
     let exe = env!("CARGO_BIN_EXE_aurad");
     link_order::report(std::path::Path::new(exe));

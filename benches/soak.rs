@@ -11,6 +11,14 @@
 //! `AURAD_SOAK_CLIENTS` how many at a time (default 8). The goal: RSS at
 //! the last sample within 10% of RSS at run 1,000.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

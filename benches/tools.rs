@@ -11,6 +11,14 @@
 //! the way the daemon's do: with `posix_spawn`, no hook between fork and
 //! exec.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 use std::path::PathBuf;
 
 mod sizes;

@@ -15,6 +15,14 @@
 //! answers. `AURAD_BENCH_RUNS` sets the number of measured rounds (default
 //! 100, after 5 warm-up rounds).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

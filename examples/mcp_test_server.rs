@@ -16,6 +16,14 @@
 //! (if PATH exists at startup, the tools it names, one a line, are not
 //! offered: lets a test see a tool vanish across a restart).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "an example program for the tests: a panic is its failure report"
+)]
+
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -23,6 +23,10 @@ fn main() {
 /// long as they lack CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_PERFMON, root)
 /// cannot read this process's memory or environment, and no core dump is
 /// written. A failure is reported and the process goes on.
+#[allow(
+    clippy::print_stderr,
+    reason = "before logging is set up, stderr is the only place to say it"
+)]
 fn make_non_dumpable() {
     // SAFETY: prctl with integer arguments only changes a process flag.
     let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };

@@ -5,6 +5,14 @@
 //! mock LLM server on 127.0.0.1, located errors for a malformed test file,
 //! and the shipped examples passing offline.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

@@ -2,6 +2,14 @@
 //! process on a free loopback port, a project in a temporary directory whose
 //! provider is the mock LLM, reqwest as the client.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::time::Duration;

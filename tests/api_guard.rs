@@ -6,6 +6,14 @@
 //! clients (`aurad trigger`, a curl-like JSON request, a signed webhook
 //! through a tunnel with a foreign `Host`) must still work.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::net::SocketAddr;

@@ -4,6 +4,14 @@
 //! is approved, denied or timed out, also across a SIGKILL and restart, and
 //! `notify:` reaches a real HTTP server on 127.0.0.1.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::net::SocketAddr;

@@ -3,6 +3,14 @@
 //! killed mid-way whose stored events survive, the example project's own
 //! plugin and MCP server, shell completions and log levels.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

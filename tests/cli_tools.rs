@@ -3,6 +3,14 @@
 //! states, `aurad tools` lists what an agent sees, and `aurad run` reaches an
 //! MCP tool in a real child process.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

@@ -10,6 +10,14 @@
 //! the test. Skipped (said so) without a PostgreSQL server, except under CI.
 //! `AURAD_CLUSTER_SECONDS` sets how long the fire test watches (default 60).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::time::{Duration, Instant};

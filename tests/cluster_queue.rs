@@ -7,6 +7,14 @@
 //! Real `aurad serve` processes on a database created for each test;
 //! skipped (said so) without a PostgreSQL server, except under CI.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::io::{Read, Write};

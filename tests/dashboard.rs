@@ -6,6 +6,14 @@
 //! token set the data still needs the token while the (data-free) files do
 //! not. The model is the built-in `test` model: no network.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::collections::BTreeMap;

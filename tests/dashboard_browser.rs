@@ -17,6 +17,14 @@
 //! chromium chromium-driver" and passes, unless `CI` is set: then it fails
 //! (`.ci/run` installs them).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::net::SocketAddr;

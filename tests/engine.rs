@@ -1,6 +1,14 @@
 //! The engine end to end through the shared runner: a real mock
 //! OpenAI-compatible server on 127.0.0.1, real tools, a real SQLite file.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::time::Duration;

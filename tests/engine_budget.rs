@@ -2,6 +2,14 @@
 //! runner: the mock model on 127.0.0.1 (10 input / 5 output tokens per
 //! answer), `prices` in aurad.yaml, a real SQLite file.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use aurad::store::RunFilter;

@@ -3,6 +3,14 @@
 //! matched or pinned skills after the system prompt. Real mock server, real
 //! SQLite file, the real binary for `aurad logs`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use assert_cmd::cargo::cargo_bin_cmd;

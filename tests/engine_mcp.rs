@@ -2,6 +2,14 @@
 //! `<server>_<tool>`, the tool runs in a real child process (the rmcp test
 //! server of `examples/`), and the next request carries the result.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::time::{Duration, Instant};

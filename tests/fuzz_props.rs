@@ -7,6 +7,14 @@
 //! signature passes, any change to body, signature or secret is refused).
 //! The seed is fixed (see [`config`]); set `PROPTEST_RNG_SEED` to explore.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 use std::path::Path;
 
 use aurad::config::bounds::{MAX_NESTING, decode, json_too_deep, yaml_too_deep};

@@ -9,6 +9,14 @@
 //! `aurad run` runs a good agent whatever else is broken, and `aurad
 //! validate` still exits 2.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

@@ -12,6 +12,14 @@
 //! `AURAD_BLESS=1 cargo test --test malformed` writes missing `.expect`
 //! files from what the load reports (review them before committing).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -3,6 +3,14 @@
 //! streamable HTTP on loopback). No sleeps as synchronisation: state is
 //! polled with deadlines.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -7,6 +7,14 @@
 //! HTTP ones against the test server on 127.0.0.1, which answers 401
 //! unless the header the config sends arrives.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -3,6 +3,14 @@
 //! queries, namespaces, import, the memory tools, the `aurad memory` CLI,
 //! and a property test of indexed recall against a brute-force full scan.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 use aurad::types::timestamp::millis_text;
 use std::collections::HashMap;
 

@@ -2,6 +2,14 @@
 //! (real HTTP on 127.0.0.1): streaming, tool-call assembly, the request
 //! sent, error mapping and retries; plus sanity checks of the mock itself.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::time::Duration;

@@ -6,6 +6,14 @@
 //! in its parent's trace, that nothing is sent without an endpoint, that
 //! header values stay secret, and a located config error.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::collections::HashMap;

@@ -6,6 +6,14 @@
 //! at the step survives a SIGTERM and SIGKILLs with the same request, a decision taken
 //! while no daemon runs applying at the restart.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::net::SocketAddr;

@@ -5,6 +5,14 @@
 //! `retry:`, `timeout:`, a failing step names itself, and load errors are
 //! located.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::net::SocketAddr;

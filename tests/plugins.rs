@@ -4,6 +4,14 @@
 //! first). Command plugins run the fixture scripts; HTTP plugins talk to a
 //! tiny HTTP server started on 127.0.0.1 by the test.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,6 +5,14 @@
 //! format. Every run goes through the shared runner (`prepare` +
 //! `execute`) with the production retry policy unless said otherwise.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::sync::Arc;

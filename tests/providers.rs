@@ -5,6 +5,14 @@
 //! format the route asks for. Only what differs by wire is written per wire:
 //! how a provider is built, where the auth key and tool results travel.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::time::Duration;

@@ -15,6 +15,14 @@
 //!   refuses event rows for a moment) is retried, so the stored sequence
 //!   numbers are the ones the live stream announced.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::net::SocketAddr;

@@ -4,6 +4,14 @@
 //! `tests/isolation.rs`); a run started before a change
 //! finishes on the definition it started with.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::sync::{Arc, Mutex};

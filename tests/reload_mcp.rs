@@ -8,6 +8,14 @@
 //! events while another thread of the same process logs at the same
 //! callsite (these tests log `reload rejected` too).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use support::inproc::{

@@ -6,6 +6,14 @@
 //! elsewhere exits 3 naming the turn and both sides; an unknown run and a
 //! run whose events are gone exit 1.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

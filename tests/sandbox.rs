@@ -6,6 +6,14 @@
 //! forced exit (a second SIGTERM) leaves no tool or MCP server process
 //! behind.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

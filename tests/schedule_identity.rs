@@ -6,6 +6,14 @@
 //! down starts at its load while an unchanged one catches up per
 //! `on_missed`. Each test counts every stored run.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::collections::BTreeSet;

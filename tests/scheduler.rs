@@ -3,6 +3,14 @@
 //! `on_overlap`, missed fires after a downtime under each `on_missed`, no
 //! double fire across a restart, one daemon per directory.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::sync::Arc;

@@ -13,6 +13,14 @@
 //! its terminal output (the streamed answer quoting a key in 3-character
 //! chunks), its log, the model requests and the database.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

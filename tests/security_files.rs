@@ -6,6 +6,14 @@
 //! do not exist yet; and read the database and `.env`. Every attempt must
 //! come back to the model as an error and leave the files as they were.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -5,6 +5,14 @@
 //! by the live daemon, webhook deliveries replayed at once or refused at
 //! shutdown, and `aurad agents`. The model is the mock server on 127.0.0.1.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::path::Path;

@@ -7,6 +7,14 @@
 //! `--input`, `--agent` auto / pinned / none / unknown names, `--json`,
 //! `show`).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::cargo::cargo_bin_cmd;

@@ -12,6 +12,14 @@
 //!
 //! Run: `cargo test --test skills_ranking -- --nocapture`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 use std::path::{Path, PathBuf};
 
 use aurad::config::agent::SkillsChoice;

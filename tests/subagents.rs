@@ -5,6 +5,14 @@
 //! model is the scripted mock server, answering each agent by its system
 //! prompt.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::time::Duration;

@@ -6,6 +6,14 @@
 //! deliveries are committed in `tests/fixtures/webhooks/`, signed with
 //! Python's hmac module, not with aurad's code.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use hmac::{Hmac, Mac};

@@ -7,6 +7,14 @@
 //! under a real `aurad serve`. The README's copies of the files are checked
 //! against the files, so the two cannot drift apart.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::net::SocketAddr;

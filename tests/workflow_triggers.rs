@@ -11,6 +11,14 @@
 //!   moves a processed file;
 //! - located errors for each bad field.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -23,6 +23,14 @@
 //! servers the runs are spread over (default 1), `AURAD_BENCH_MODEL_MS` the
 //! latency of the second pass's mock (default 1000).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: it reports on the console, and a panic is its failure report"
+)]
+
 #[path = "../../tests/support/mod.rs"]
 mod support;
 

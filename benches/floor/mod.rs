@@ -5,7 +5,7 @@
 //! to the end of the stream) with a `bash -c 'echo hi'` process after each
 //! of the first three. The mock decides what it answers; the bodies carry
 //! 0, 1, 2 and 3 tool results, as the engine's do.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several benches, each using a part")]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

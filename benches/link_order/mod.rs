@@ -10,7 +10,7 @@
 //! build.rs) and a one-shot run's peak RSS grows by several MB (fourteenth
 //! session, BENCHMARKS.md: 15.6 MB with a stale list, 9.3-9.9 MB with a
 //! fresh one). This makes the drift visible where the figure is measured.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several benches, each using a part")]
 
 use std::collections::HashSet;
 use std::path::Path;

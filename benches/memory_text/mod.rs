@@ -1,7 +1,7 @@
 //! Generated memory text shared by the memory benches (`memory`,
 //! `pg_memory`): English and CJK sentences with Zipf-like word use, stop
 //! words, importances, access counts and ages, reproducible from a seed.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several benches, each using a part")]
 
 use aurad::memory::NewMemory;
 use chrono::{Duration, Utc};

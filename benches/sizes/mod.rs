@@ -1,7 +1,7 @@
 //! The sizes a benchmark reads from its environment (`AURAD_BENCH_RUNS`
 //! and the like; `mod sizes;` in each, a folder so cargo does not take it
 //! for a benchmark of its own).
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several benches, each using a part")]
 
 /// The positive number in the environment variable `name`, or `default`
 /// when it is unset, not a number, or zero.

@@ -1,6 +1,6 @@
 //! Order statistics the benchmarks print (`mod stats;` in each; a folder,
 //! so cargo does not take it for a benchmark of its own).
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several benches, each using a part")]
 
 /// The value at fraction `p` (0..=1) of `sorted`, nearest rank; NaN when
 /// there is none.

@@ -2,6 +2,12 @@
 //! and the log set-up (redacted log lines on stderr). The only module that
 //! prints.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the command line is the one module that prints"
+)]
+
 mod agents;
 mod approve;
 mod completions;

@@ -21,6 +21,9 @@ pub trait Clock: Send + Sync {
 /// step, suspend) is noticed within this.
 pub const MAX_NAP: Duration = Duration::from_secs(30);
 
+/// [`MAX_NAP`] as a span of calendar time.
+pub const MAX_NAP_SPAN: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+
 /// The real clock.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
@@ -67,6 +70,10 @@ impl ManualClock {
         self.changed.receiver_count()
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "tests move a manual clock by durations of seconds to days, which chrono holds"
+    )]
     pub fn advance(&self, by: Duration) {
         let now = self.now();
         self.set(now + chrono::Duration::from_std(by).expect("a test duration"));

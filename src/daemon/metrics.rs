@@ -331,6 +331,10 @@ impl Metrics {
 
     /// All metrics in the Prometheus text exposition format 0.0.4, families
     /// in registration order.
+    #[expect(
+        clippy::expect_used,
+        reason = "encoding writes into a String, whose fmt::Write never fails"
+    )]
     pub fn render(&self) -> String {
         let _replacing = self.mcp_guard();
         let mut out = String::with_capacity(4096);

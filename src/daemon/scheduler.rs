@@ -26,7 +26,7 @@ use chrono::{DateTime, Duration, Utc};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::clock::{Clock, MAX_NAP};
+use super::clock::{Clock, MAX_NAP_SPAN};
 use super::metrics::Metrics;
 use super::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
@@ -91,7 +91,7 @@ impl Scheduler {
                 .values()
                 .filter_map(|e| e.cron.next_after(e.last_checked))
                 .min()
-                .unwrap_or(now + Duration::from_std(MAX_NAP).expect("small"));
+                .unwrap_or(now + MAX_NAP_SPAN);
             tokio::select! {
                 _ = self.clock.sleep_until(wake) => {}
                 changed = snapshots.changed() => {

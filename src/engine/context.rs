@@ -66,11 +66,11 @@ pub fn trim(messages: &[Message], budget: usize) -> Trimmed {
         match m {
             Message::System { .. } => {}
             Message::User { .. } if Some(i) == task => {}
-            Message::Tool { .. }
-                if !groups.is_empty() && is_call_group(messages, groups.last().unwrap()) =>
-            {
-                groups.last_mut().unwrap().push(i)
-            }
+            Message::Tool { .. } => match groups.last_mut() {
+                // A tool result joins the call group it answers.
+                Some(group) if is_call_group(messages, group) => group.push(i),
+                _ => groups.push(vec![i]),
+            },
             _ => groups.push(vec![i]),
         }
     }

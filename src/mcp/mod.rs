@@ -178,7 +178,10 @@ impl McpManager {
         self.named_tools().1
     }
 
-    #[allow(clippy::type_complexity)]
+    #[allow(
+        clippy::type_complexity,
+        reason = "two lists of tuples, each documented where they are returned"
+    )]
     fn named_tools(
         &self,
     ) -> (

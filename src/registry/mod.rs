@@ -420,7 +420,11 @@ pub fn provider_for(
     if model == "test" {
         return Ok((Arc::new(TestModel), "test".into()));
     }
-    let (name, model_name) = model.split_once('/').expect("checked above");
+    let Some((name, model_name)) = model.split_once('/') else {
+        return Err(format!(
+            "model {model:?} must be `provider/model` (e.g. openai/gpt-4o-mini) or `test`"
+        ));
+    };
     let config = &settings.providers[name];
     let vendor_url = match config.kind {
         ProviderKind::OpenAi => DEFAULT_OPENAI_BASE_URL,

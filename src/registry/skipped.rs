@@ -253,8 +253,9 @@ impl McpEntries {
             Some(i) => &self.files[i].1,
             None => {
                 let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+                let at = self.files.len();
                 self.files.push((file.to_path_buf(), server_entries(&text)));
-                &self.files.last().expect("just pushed").1
+                &self.files[at].1
             }
         };
         entries

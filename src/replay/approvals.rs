@@ -85,7 +85,10 @@ impl ApprovalGate for RecordedApprovals {
         request: &'a ApprovalRequest,
     ) -> BoxFuture<'a, Result<Decision, NoDecision>> {
         Box::pin(async move {
-            let mut decisions = self.decisions.lock().expect("recorded decisions");
+            let mut decisions = self
+                .decisions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let slot = decisions
                 .iter()
                 .position(|d| d.as_ref().is_some_and(|d| d.call_id == request.call_id))

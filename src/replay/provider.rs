@@ -42,7 +42,11 @@ impl Provider for ScriptedProvider {
     ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
             let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
-            let next = self.turns.lock().expect("scripted turns").pop_front();
+            let next = self
+                .turns
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop_front();
             let Some(turn) = next else {
                 return Err(ProviderError::Stream(format!(
                     "no recorded answer for model turn {n}: the recording has {} turn(s)",

@@ -65,7 +65,10 @@ impl Tool for ScriptedTool {
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             let taken = {
-                let mut pool = self.pool.lock().expect("recorded results");
+                let mut pool = self
+                    .pool
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 pool.iter_mut()
                     .find(|r| {
                         r.as_ref()

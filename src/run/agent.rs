@@ -78,10 +78,7 @@ fn day_start(
     timezone: chrono_tz::Tz,
 ) -> chrono::DateTime<chrono::Utc> {
     let now = now.with_timezone(&timezone);
-    let midnight = now
-        .date_naive()
-        .and_hms_opt(0, 0, 0)
-        .expect("midnight exists as a naive time");
+    let midnight = now.date_naive().and_time(chrono::NaiveTime::MIN);
     (0..=180)
         .find_map(|m| {
             (midnight + chrono::Duration::minutes(m))

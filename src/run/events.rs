@@ -94,7 +94,12 @@ pub(super) async fn record(
     loop {
         tokio::select! {
             biased;
-            (batch, written) = async { writing.as_mut().expect("guarded").await }, if writing.is_some() => {
+            Some((batch, written)) = async {
+                match writing.as_mut() {
+                    Some(write) => Some(write.await),
+                    None => None,
+                }
+            }, if writing.is_some() => {
                 writing = None;
                 match written {
                     Ok(last_seq) => sink.committed(last_seq),

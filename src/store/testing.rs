@@ -149,10 +149,10 @@ macro_rules! store_test {
     ($(#[$meta:meta])* async fn $name:ident($store:ident, $test:ident) $body:block) => {
         $(#[$meta])*
         mod $name {
-            #[allow(unused_imports)]
+            #[allow(unused_imports, reason = "a test body may not use every import the macro gives it")]
             use super::*;
 
-            #[allow(unused_variables)]
+            #[allow(unused_variables, reason = "a test body may not use every binding the macro gives it")]
             async fn body(
                 $store: $crate::store::Store,
                 $test: &$crate::store::testing::TestStore,

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use chrono::{DateTime, Duration, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::{GapInfo, Tz};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
@@ -175,9 +175,7 @@ impl CronSchedule {
         };
         // Without a year field every pattern repeats within 28 years, so one
         // search from any date tells whether it can ever fire.
-        let reference = NaiveDate::from_ymd_opt(2001, 1, 1)
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .expect("valid constant date");
+        let reference = DateTime::UNIX_EPOCH.naive_utc();
         if cron.find_next_occurrence(&reference, true).is_err() {
             return Err(format!(
                 "cron expression \"{expression}\" never fires: no date matches its day-of-month \

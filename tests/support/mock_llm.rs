@@ -15,7 +15,7 @@
 //! // point the provider at mock.base_url(), then:
 //! let reqs = mock.wait_for_requests(1, Duration::from_secs(5)).await;
 //! ```
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several test crates, each using a part")]
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -32,8 +32,7 @@ mod faults;
 mod gemini;
 mod http;
 
-// Not every test crate uses each of them.
-#[allow(unused_imports)]
+#[allow(unused_imports, reason = "not every test crate uses each of them")]
 pub use faults::{Fault, FaultPlan, Injected, RetryAfter};
 
 use http::{read_request, write_raw, write_stream};

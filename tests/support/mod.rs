@@ -1,6 +1,14 @@
 //! Helpers shared by the integration tests (`mod support;` in each test
 //! file). Each test crate compiles this separately and uses only a part.
-#![allow(dead_code)]
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "test support: a panic or a line on the console is how a test reports"
+)]
+#![allow(dead_code, reason = "each test crate uses a part of the support")]
 
 pub mod cluster;
 pub mod daemon;

@@ -101,7 +101,10 @@ impl Parser<'_> {
 
     /// Zed's `"command": {"path", "args", "env"}`: the command (with the
     /// offset of its value) and the `args` and `env` members.
-    #[allow(clippy::type_complexity)]
+    #[allow(
+        clippy::type_complexity,
+        reason = "the command, its args and its env, as documented above"
+    )]
     fn zed_command<'m>(
         &mut self,
         name: &str,

@@ -377,7 +377,10 @@ fn best_matches(
 
 /// The exact score of memory `id` for `query` (recomputing and caching its
 /// norm if the namespace changed since it was cached).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the recall loop's state, passed as it is rather than bundled for one call"
+)]
 fn score_one(
     conn: &Connection,
     ns: Namespace,

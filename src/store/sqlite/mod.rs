@@ -44,8 +44,6 @@ mod migrations;
 mod open_tests;
 mod page_reads;
 mod queue;
-// Wired into `Sqlite` by the backend facade; until then only its tests use it.
-#[allow(dead_code)]
 mod retention;
 mod run_reads;
 mod runs;
