@@ -24,3 +24,4 @@ pub mod telemetry;
 pub mod text;
 pub mod tools;
 pub mod types;
+pub mod watcher;

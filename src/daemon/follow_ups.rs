@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use super::supervisor::{OnRunEnd, RunEnded, SubmitError, Supervisor};
-use super::watch::files::{blocking, move_processed};
+use super::watch::{blocking, move_processed};
 use crate::registry::Snapshot;
 use crate::run::RunRequest;
 use crate::run::template::TriggerVars;

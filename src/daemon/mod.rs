@@ -1,8 +1,8 @@
 //! `aurad serve`: the composition root of the daemon. [`serve`] takes the
 //! project lock, opens the store, loads the snapshot and reloads it
-//! ([`reload`], [`watch`]), runs the scheduler, the run [`supervisor`]
+//! ([`reload`], on `crate::watcher`'s signals), runs the scheduler, the run [`supervisor`]
 //! (every served run starts there and goes through `crate::run`'s door),
-//! the `watch:` and `after:` triggers, the cluster's node ([`cluster`]),
+//! the `watch:` ([`watch`]) and `after:` triggers, the cluster's node ([`cluster`]),
 //! the retention pruner and the HTTP API, and shuts them down gracefully.
 //! [`Daemon`] is the handle the API works through (as its `api::Backend`,
 //! in `backend`).
@@ -11,18 +11,16 @@
 //! `config`, `mcp`, `telemetry`.
 
 mod backend;
-pub mod clock;
 pub mod cluster;
 mod follow_ups;
 pub mod lock;
-pub mod metrics;
 pub mod reload;
 pub mod retention;
 pub mod scheduler;
 mod serve;
 pub mod status;
 pub mod supervisor;
-pub mod watch;
+mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,7 +32,7 @@ use futures::stream::{self, BoxStream, StreamExt};
 pub use crate::api::{
     AfterInfo, AgentInfo, CancelAnswer, RunAsk, ScheduleInfo, SubmitError, TriggerError,
 };
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use crate::scheduler::clock::{Clock, ManualClock, SystemClock};
 pub use serve::{ServeOptions, serve};
 pub use supervisor::{CancelOutcome, Env};
 
@@ -43,8 +41,8 @@ use crate::registry::Snapshot;
 use crate::run::RunRequest;
 use crate::run::hub::Numbered;
 use crate::store::{RunFilter, RunRecord, Store, StoreError};
+use crate::telemetry::metrics::Metrics;
 use crate::types::{McpState, RunEvent, RunState};
-use metrics::Metrics;
 use supervisor::Supervisor;
 
 /// How many next fire times an agent's description lists per schedule.

@@ -17,9 +17,9 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::clock::Clock;
 use crate::config::settings::Retention;
 use crate::registry::Snapshot;
+use crate::scheduler::clock::Clock;
 use crate::store::{PruneScope, Pruned, Store, StoreError};
 
 /// The first pass, after start (after the daemon's own recovery work).

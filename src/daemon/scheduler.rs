@@ -26,13 +26,13 @@ use chrono::{DateTime, Duration, Utc};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::clock::{Clock, MAX_NAP_SPAN};
-use super::metrics::Metrics;
 use super::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
 use crate::run::RunRequest;
+use crate::scheduler::clock::{Clock, MAX_NAP_SPAN};
 use crate::scheduler::{CronSchedule, MAX_MISSED_LISTED, OnMissed, plan_missed};
 use crate::store::{Fire, NewRun, Store};
+use crate::telemetry::metrics::Metrics;
 use crate::types::{RunState, ScheduleId, Trigger};
 
 /// A fire handled within this long of its time is on time; older ones were

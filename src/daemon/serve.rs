@@ -19,17 +19,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
-use super::clock::Clock;
 use super::cluster::takeover::{Liveness, sweep_dead_owners, take_over};
 use super::lock::ProjectLock;
-use super::metrics::Metrics;
 use super::reload::{Reloader, describe_changes};
 use super::scheduler::Scheduler;
 use super::supervisor::{Env, Health, Supervisor};
-use super::watch::Watcher;
 use crate::config::Diagnostic;
+use crate::scheduler::clock::Clock;
 use crate::store::Store;
+use crate::telemetry::metrics::Metrics;
 use crate::types::RunState;
+use crate::watcher::Watcher;
 
 /// How `aurad serve` runs.
 pub struct ServeOptions {
@@ -52,7 +52,7 @@ impl ServeOptions {
         ServeOptions {
             root,
             listen: None,
-            clock: Arc::new(super::clock::SystemClock),
+            clock: Arc::new(crate::scheduler::clock::SystemClock),
             env: Arc::new(crate::config::process_env),
             watch: true,
             debounce: Duration::from_millis(150),
@@ -183,7 +183,7 @@ pub async fn serve(
         options.clock.clone(),
         metrics.clone(),
     );
-    let files_task = tokio::spawn(super::watch::files::run(
+    let files_task = tokio::spawn(super::watch::run(
         supervisor.clone(),
         snapshot_rx.clone(),
         stop.child_token(),

@@ -1,12 +1,13 @@
-//! The pure core of the scheduler: the plan for
-//! fires missed while the daemon was down and the failure backoff, over the
-//! cron expressions of `types::cron` (IANA time zones, aurad's DST rules;
-//! there so `config` can check an expression where it is written without
-//! depending on the scheduler).
+//! The core of the scheduler: the plan for fires missed while the daemon
+//! was down and the failure backoff, over the cron expressions of
+//! `types::cron` (IANA time zones, aurad's DST rules; there so `config` can
+//! check an expression where it is written without depending on the
+//! scheduler), and the [`clock`] the daemon's scheduling runs on, which
+//! tests replace with a manual one.
 //!
-//! Nothing here reads a clock, sleeps or touches the store: callers pass the
-//! instants in, which keeps every rule testable with fixed times. Depends on
-//! `types` only; the daemon loop, fire claims and the store live
+//! The rules read no clock, sleep nowhere and touch no store: callers pass
+//! the instants in, which keeps every rule testable with fixed times.
+//! Depends on `types` only; the daemon loop, fire claims and the store live
 //! elsewhere.
 //!
 //! - [`CronSchedule`]: parse an expression (5 or 6 fields, or a macro) in a
@@ -15,6 +16,7 @@
 //! - [`plan_missed`]: `on_missed` (`latest`, `all`, `skip`) within `catch_up`.
 //! - [`failure_backoff`]: 30 s, 1 m, 5 m, 15 m, 60 m.
 
+pub mod clock;
 mod missed;
 
 pub use crate::types::{CronSchedule, OnMissed};

@@ -1,3 +1,4 @@
+//! What aurad tells operators: the daemon's Prometheus [`metrics`], and
 //! OpenTelemetry traces of runs, following the GenAI semantic conventions:
 //! one trace per run (sub-runs and pipeline step runs of this process join
 //! their parent's), an `invoke_agent` span for the run, a `chat` span per
@@ -13,6 +14,7 @@
 //! this module. May depend on `config` (the settings), `llm` (the provider
 //! trait) and `tools` (the call observer).
 
+pub mod metrics;
 mod provider;
 mod spans;
 mod tool_spans;

@@ -39,8 +39,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::clock::Clock;
-use super::metrics::Metrics;
 use crate::config::OnOverlap;
 use crate::engine::approval::Checkpoint;
 use crate::registry::Snapshot;
@@ -50,8 +48,10 @@ use crate::run::events::RunSink;
 use crate::run::hub::Hub;
 use crate::run::notify::Notifier;
 use crate::run::{RunRequest, RunServices, run_claimed_with};
+use crate::scheduler::clock::Clock;
 use crate::scheduler::failure_backoff;
 use crate::store::{NewRun, RunRecord, Store, StoreError, WaitingRun};
+use crate::telemetry::metrics::Metrics;
 use crate::types::{RunEvent, RunState, ScheduleId, Trigger};
 
 pub use crate::run::Env;

@@ -9,7 +9,7 @@ fn supervisor(dir: &tempfile::TempDir, limit: usize) -> Arc<Supervisor> {
     Arc::new(Supervisor::new(
         store,
         Arc::new(Metrics::default()),
-        Arc::new(super::super::clock::SystemClock),
+        Arc::new(crate::scheduler::clock::SystemClock),
         Arc::new(|_: &str| None),
         limit,
     ))

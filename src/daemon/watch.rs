@@ -11,7 +11,7 @@
 //! API run (run now, or wait `queued` for a slot under
 //! `max_concurrent_runs`), so every dropped file is processed.
 //!
-//! This is not the configuration's watch ([`super::project`], reloads): it has its own
+//! This is not the configuration's watch ([`crate::watcher::project`], reloads): it has its own
 //! `notify` watcher on the globs' folders. The project root is watched too,
 //! for the globs' folders created later; unless a glob matches files in the
 //! root itself, by a [`RootWatch`], which leaves out writes to files kept
@@ -36,8 +36,6 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::batch::Batch;
-use super::root::RootWatch;
 use crate::config::WatchTrigger;
 use crate::daemon::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
@@ -45,6 +43,8 @@ use crate::run::RunRequest;
 use crate::run::template::TriggerVars;
 use crate::store::TriggerClaim;
 use crate::types::Trigger;
+use crate::watcher::batch::Batch;
+use crate::watcher::root::RootWatch;
 
 /// The most files looked at when scanning the folders of the globs.
 const MAX_SCAN: usize = 100_000;
