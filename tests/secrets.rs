@@ -117,7 +117,7 @@ fn project(mock: &MockLlm, port: u16) -> tempfile::TempDir {
     write(
         root,
         "tools.d/envdump.yaml",
-        "description: Prints its environment.\nparameters: { type: object }\ncommand: [\"sh\", \"-c\", \"env\"]\nenv:\n  PLUGIN_SECRET: \"${MY_TOKEN}\"\n  PHRASE: \"${DEPLOY_PHRASE}\"\n",
+        "description: Prints its environment.\nparameters: { type: object }\ncommand: [\"sh\", \"-c\", \"env\"]\nenv:\n  PLUGIN_SECRET: \"${MY_TOKEN}\"\n  PHRASE: \"${DEPLOY_PHRASE}\"\n  PROXY: \"${PROXY_URL}\"\n",
     );
     write(
         root,
@@ -241,9 +241,6 @@ async fn planted_secrets_reach_neither_the_store_nor_logs_nor_sse_nor_the_model(
         &[
             "MY_TOKEN",
             "DEPLOY_PHRASE",
-            "GH_HOOK",
-            "DATABASE_URL",
-            "SLACK_WEBHOOK_URL",
             "PROXY_URL",
             "OPENAI_API_KEY",
             "MOCK_API_KEY",
@@ -251,8 +248,13 @@ async fn planted_secrets_reach_neither_the_store_nor_logs_nor_sse_nor_the_model(
     );
     // The redaction is real: each tool did print its secret's place.
     assert!(tool_results.contains("PLUGIN_SECRET=[redacted:MY_TOKEN]"));
-    assert!(tool_results.contains("http://[redacted:PROXY_URL]@proxy.internal:3128"));
-    assert!(tool_results.contains("hook=[redacted:GH_HOOK]"));
+    assert!(tool_results.contains("PROXY=[redacted:PROXY_URL]"), "{tool_results}");
+    // What no tool was given, no tool has: tools start from an allow-list
+    // of aurad's environment (tests/security_env.rs has the rest).
+    assert!(tool_results.contains("hook= url="), "{tool_results}");
+    for name in ["DATABASE_URL", "SLACK_WEBHOOK_URL", "GH_HOOK"] {
+        assert!(!tool_results.contains(&format!("{name}=")), "{tool_results}");
+    }
 
     // The live stream, the stored replay and the run row.
     assert_clean("the live SSE stream", live.as_bytes());
@@ -366,7 +368,7 @@ async fn aurad_run_shows_and_stores_no_planted_secret() {
     assert_redacted(
         "the tool results sent to the model",
         &bodies,
-        &["MY_TOKEN", "DEPLOY_PHRASE", "GH_HOOK", "OPENAI_API_KEY"],
+        &["MY_TOKEN", "DEPLOY_PHRASE", "OPENAI_API_KEY"],
     );
     let stored = database_bytes(dir.path());
     assert_clean("the database", &stored);

@@ -44,6 +44,8 @@ struct RawAgent {
     watch: Option<Value>,
     sandbox: Option<Value>,
     #[serde(default)]
+    pass_env: Vec<String>,
+    #[serde(default)]
     agents: Vec<String>,
     approve: Option<Value>,
     approval_timeout: Option<Value>,
@@ -117,6 +119,10 @@ pub struct Agent {
     /// What the processes of its tools (`bash`, `tools.d` commands) may
     /// write; enforced with Linux Landlock.
     pub sandbox: SandboxMode,
+    /// Variables of aurad's environment its tool processes (`bash`,
+    /// `tools.d` commands) get beside the allow-listed ones (`PATH`,
+    /// `HOME`, the locale, ...).
+    pub pass_env: Vec<String>,
     /// `approve:`, `approval_timeout:` and `notify:`.
     pub approval: ApprovalConfig,
     /// A pipeline's steps (`steps:`); such an agent has no model, system
@@ -370,6 +376,32 @@ pub fn parse_agent(
             }
         },
     };
+    for name in &raw.pass_env {
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let problem = if !valid {
+            Some(format!(
+                "pass_env: {name:?} is not a variable name (letters, digits and `_`, not starting with a digit)"
+            ))
+        } else if name == "AURAD_TOKEN" {
+            Some(
+                "pass_env: `AURAD_TOKEN` is the daemon's API credential and is never given to tools; remove it"
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            diags.push(Diagnostic::error(
+                path,
+                locate_item(text, &["pass_env"], name),
+                message,
+            ));
+        }
+    }
     let approval = parse_approval(
         RawApproval {
             approve: raw.approve.as_ref(),
@@ -399,6 +431,7 @@ pub fn parse_agent(
         memory,
         triggers,
         sandbox,
+        pass_env: raw.pass_env,
         approval,
         steps: pipeline.flatten().map(std::sync::Arc::new),
         hash,

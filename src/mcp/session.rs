@@ -113,11 +113,13 @@ pub(crate) async fn connect(
                 ));
             }
             let mut cmd = tokio::process::Command::new(command);
-            // Secrets reach a server only through its `env` in mcp.json.
-            for name in crate::tools::process::inherited_secrets() {
-                cmd.env_remove(name);
-            }
-            cmd.args(args)
+            // A server starts with the allow-listed part of aurad's
+            // environment; anything else, secrets included, reaches it only
+            // through its `env` in mcp.json.
+            let base = crate::tools::process::base_environment();
+            cmd.env_clear()
+                .envs(base.iter().map(|(k, v)| (k, v)))
+                .args(args)
                 .envs(env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

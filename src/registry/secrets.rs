@@ -96,6 +96,15 @@ pub fn secrets(
             .map(|w| w.secret_env.clone()),
     );
     named.push("AURAD_TOKEN".into());
+    // What an agent passes to its tools is theirs to use, not to print.
+    named.extend(
+        project
+            .agents
+            .values()
+            .flat_map(|a| a.pass_env.iter())
+            .filter(|name| !NEVER_SECRET.contains(&name.as_str()))
+            .cloned(),
+    );
     named.extend(
         project
             .substituted

@@ -141,7 +141,7 @@ fn prepare_with(
     let sub_agents = (!agent.agents.is_empty())
         .then(|| SubAgents::resolve(&shared(), agent, depth, env))
         .flatten();
-    let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id);
+    let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id).passing(&agent.pass_env);
     let spec = RunSpec {
         run_id,
         agent: agent.name.clone(),

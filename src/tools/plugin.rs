@@ -83,7 +83,6 @@ impl PluginTool {
         let spec = ProcessSpec {
             args: argv[1..].iter().map(OsString::from).collect(),
             env: vars,
-            env_remove: process::inherited_secrets(),
             stdin: Some(stdin),
             keep_stdout: Keep::Head(ctx.output_cap.saturating_add(1)),
             keep_stderr: Keep::Tail(STDERR_TAIL),

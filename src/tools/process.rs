@@ -53,10 +53,9 @@ pub struct ProcessSpec {
     pub args: Vec<OsString>,
     /// The working directory.
     pub cwd: PathBuf,
-    /// Added to (or overriding) the inherited environment.
+    /// Added to (or overriding) the environment it starts with
+    /// ([`base_environment`] and what its sandbox passes on).
     pub env: Vec<(OsString, OsString)>,
-    /// Removed from the inherited environment.
-    pub env_remove: Vec<OsString>,
     /// Written to the program's stdin, which is then closed. `None`: stdin is
     /// `/dev/null`.
     pub stdin: Option<Vec<u8>>,
@@ -79,7 +78,6 @@ impl ProcessSpec {
             args: Vec::new(),
             cwd: cwd.into(),
             env: Vec::new(),
-            env_remove: Vec::new(),
             stdin: None,
             keep_stdout: Keep::Head(64 * 1024),
             keep_stderr: Keep::Head(64 * 1024),
@@ -164,22 +162,35 @@ pub enum ProcessError {
     Sandbox(String),
 }
 
-/// The secret-looking variables of this process's environment, found at
-/// the first call and remembered: aurad never changes its own environment,
-/// and reading it copies every variable (66K instructions, about 20 µs, at
-/// each tool call before; BENCHMARKS.md, issue #17).
-pub fn inherited_secrets() -> Vec<OsString> {
-    static FOUND: OnceLock<Vec<OsString>> = OnceLock::new();
-    FOUND
-        .get_or_init(|| secret_variables(std::env::vars_os().map(|(name, _)| name)))
-        .clone()
+/// The variables of aurad's own environment that every program it starts
+/// for a tool or as an MCP server inherits (when set), with every `LC_*`:
+/// what a program needs to find other programs and to run in the user's
+/// locale, zone and terminal, and nothing that could be a credential.
+/// Anything else a program gets by name: a plugin's or an MCP server's
+/// `env`, an agent's `pass_env`. An allow-list, because a list of
+/// secret-looking names to remove let `DATABASE_URL`, `SENTRY_DSN`,
+/// `MYSQL_PWD` and the like through.
+pub const INHERITED: [&str; 10] = [
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+];
+
+/// [`INHERITED`] and `LC_*` as they are in aurad's environment, read at the
+/// first call and remembered: aurad never changes its own environment, and
+/// reading it copies every variable (about 20 µs; BENCHMARKS.md).
+pub fn base_environment() -> &'static [(OsString, OsString)] {
+    static BASE: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();
+    BASE.get_or_init(|| {
+        std::env::vars_os()
+            .filter(|(name, _)| {
+                let name = name.to_string_lossy();
+                INHERITED.contains(&name.as_ref()) || name.starts_with("LC_")
+            })
+            .collect()
+    })
 }
 
 /// The variables of `names` that look like secrets (API keys, tokens,
-/// passwords). Programs the model drives (bash commands, plugins, MCP
-/// servers) do not inherit them: what they print goes into run events and
-/// the database, where secrets must never go. A program that needs one gets
-/// it explicitly (a plugin's or an MCP server's `env`).
+/// passwords): the snapshot's redactor treats their values as secrets.
 pub fn secret_variables(
     names: impl Iterator<Item = std::ffi::OsString>,
 ) -> Vec<std::ffi::OsString> {
@@ -231,10 +242,9 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         }
         None => Command::new(&spec.program),
     };
-    for name in &spec.env_remove {
-        command.env_remove(name);
-    }
     command
+        .env_clear()
+        .envs(base_environment().iter().map(|(k, v)| (k, v)))
         .args(&spec.args)
         .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

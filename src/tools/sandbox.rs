@@ -64,6 +64,9 @@ pub struct Sandbox {
     root: PathBuf,
     scratch: Option<PathBuf>,
     ruleset: Arc<OnceLock<Result<Arc<OwnedFd>, String>>>,
+    /// Variables of aurad's environment its processes get beside the
+    /// allow-listed ones (the agent's `pass_env`).
+    pass_env: Arc<[String]>,
 }
 
 impl Sandbox {
@@ -83,7 +86,15 @@ impl Sandbox {
             root: root.to_path_buf(),
             scratch,
             ruleset: Arc::default(),
+            pass_env: Arc::from([]),
         }
+    }
+
+    /// The same sandbox, whose processes also get the variables `names` of
+    /// aurad's environment (the agent's `pass_env`).
+    pub fn passing(mut self, names: &[String]) -> Self {
+        self.pass_env = names.into();
+        self
     }
 
     pub fn mode(&self) -> SandboxMode {
@@ -100,10 +111,14 @@ impl Sandbox {
     /// directory); an error says why the sandbox cannot be had, and the
     /// process must then not be started.
     pub fn confinement(&self) -> Result<Confinement, String> {
+        let mut env: Vec<(OsString, OsString)> = self
+            .pass_env
+            .iter()
+            .filter_map(|name| Some((OsString::from(name), std::env::var_os(name)?)))
+            .collect();
         if self.mode == SandboxMode::None {
-            return Ok(Confinement::default());
+            return Ok(Confinement { ruleset: None, env });
         }
-        let mut env = Vec::new();
         if let Some(scratch) = &self.scratch {
             std::fs::create_dir_all(scratch).map_err(|e| {
                 format!(
@@ -212,7 +227,8 @@ fn paths_outside(root: &Path) -> Result<Vec<PathBuf>, String> {
 #[derive(Debug, Default)]
 pub struct Confinement {
     ruleset: Option<Arc<OwnedFd>>,
-    /// Added to the child's environment (`AURAD_WORKDIR`, `TMPDIR`).
+    /// Added to the child's environment (`pass_env`, `AURAD_WORKDIR`,
+    /// `TMPDIR`).
     pub env: Vec<(OsString, OsString)>,
 }
 

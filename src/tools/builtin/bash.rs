@@ -83,7 +83,6 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
             ("GIT_PAGER".into(), "cat".into()),
             ("GIT_TERMINAL_PROMPT".into(), "0".into()),
         ],
-        env_remove: process::inherited_secrets(),
         keep_stdout: keep,
         keep_stderr: keep,
         timeout,
