@@ -29,7 +29,6 @@
 mod support;
 
 mod floor;
-mod link_order;
 mod sizes;
 mod stats;
 use sizes::env_usize;
@@ -69,7 +68,6 @@ fn main() {
 )]
 fn process_bench(runs: usize) {
     let exe = env!("CARGO_BIN_EXE_aurad");
-    link_order::report(std::path::Path::new(exe));
     let mock = MockLlm::start_in_thread();
     let dir = support::project::project_with_mock(
         &mock,

@@ -23,7 +23,7 @@ use aurad::config::{agent, mcp, plugins, settings};
 use aurad::llm::decode::{Wire, replay_events, replay_whole};
 use aurad::skills::parse::parse_skill;
 use axum::http::{HeaderMap, HeaderValue};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use proptest::prelude::*;
 use sha2::Sha256;
 

@@ -641,7 +641,7 @@ async fn deliver(
     delivery: &str,
     body: &str,
 ) -> (u16, serde_json::Value) {
-    use hmac::Mac;
+    use hmac::{KeyInit, Mac};
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(HOOK_SECRET.as_bytes()).unwrap();
     mac.update(body.as_bytes());
     let hex = hex::encode(mac.finalize().into_bytes());

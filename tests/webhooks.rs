@@ -16,7 +16,7 @@
 
 mod support;
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use support::daemon::{Api, json_of, sign};

@@ -34,8 +34,6 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-#[path = "../link_order/mod.rs"]
-mod link_order;
 #[path = "../sizes/mod.rs"]
 mod sizes;
 #[path = "../stats/mod.rs"]
@@ -66,7 +64,6 @@ fn main() {
     let model_ms = env_usize("AURAD_BENCH_MODEL_MS", 1000);
     let nofile = raise_nofile();
     eprintln!("RLIMIT_NOFILE soft limit: {nofile} (inherited by the daemon)");
-    link_order::report(std::path::Path::new(env!("CARGO_BIN_EXE_aurad")));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -4,7 +4,7 @@
 #![no_main]
 
 use axum::http::{HeaderMap, HeaderValue};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use libfuzzer_sys::fuzz_target;
 use sha2::Sha256;
 

@@ -10,7 +10,7 @@
 //! Depends on `config` (the scheme names), `hmac`, `sha2` and `hex`.
 
 use axum::http::{HeaderMap, StatusCode};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use super::ApiError;

@@ -303,7 +303,7 @@ pub(crate) fn read_interpolated(
         Ok(None) => return Ok(None),
         Err(d) => return Err(vec![d]),
     };
-    let hash = format!("{:x}", Sha256::digest(&bytes));
+    let hash = hex::encode(Sha256::digest(&bytes));
     let text = bounds::decode(bytes, rel).map_err(|d| vec![d])?;
     interp::interpolate_with(&text, env, escape)
         .map(|t| Some((t, hash)))

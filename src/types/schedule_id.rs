@@ -41,7 +41,7 @@ impl ScheduleId {
                 hash.update(input.as_bytes());
             }
         }
-        let mut hex = format!("{:x}", hash.finalize());
+        let mut hex = hex::encode(hash.finalize());
         hex.truncate(HEX_LEN);
         ScheduleId(hex)
     }
