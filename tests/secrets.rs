@@ -248,12 +248,18 @@ async fn planted_secrets_reach_neither_the_store_nor_logs_nor_sse_nor_the_model(
     );
     // The redaction is real: each tool did print its secret's place.
     assert!(tool_results.contains("PLUGIN_SECRET=[redacted:MY_TOKEN]"));
-    assert!(tool_results.contains("PROXY=[redacted:PROXY_URL]"), "{tool_results}");
+    assert!(
+        tool_results.contains("PROXY=[redacted:PROXY_URL]"),
+        "{tool_results}"
+    );
     // What no tool was given, no tool has: tools start from an allow-list
     // of aurad's environment (tests/security_env.rs has the rest).
     assert!(tool_results.contains("hook= url="), "{tool_results}");
     for name in ["DATABASE_URL", "SLACK_WEBHOOK_URL", "GH_HOOK"] {
-        assert!(!tool_results.contains(&format!("{name}=")), "{tool_results}");
+        assert!(
+            !tool_results.contains(&format!("{name}=")),
+            "{tool_results}"
+        );
     }
 
     // The live stream, the stored replay and the run row.

@@ -244,6 +244,19 @@ pub fn parse_agent(
     }
     for (field, template) in [("system", &raw.system), ("prompt", &raw.prompt)] {
         if let Some(src) = template
+            && minijinja::Environment::new().template_from_str(src).is_ok()
+            && !super::bounds::template_renders_within_fuel(src)
+        {
+            diags.push(Diagnostic::warning(
+                path,
+                locate(text, &[field]),
+                format!(
+                    "`{field}` takes more than {} steps to render even with empty inputs (a loop over a large range?): every run of this agent would stop with an error; make the loop smaller",
+                    super::bounds::TEMPLATE_FUEL
+                ),
+            ));
+        }
+        if let Some(src) = template
             && let Err(e) = minijinja::Environment::new().template_from_str(src)
         {
             let (line, col) = locate(text, &[field]);

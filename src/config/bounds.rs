@@ -29,6 +29,25 @@ pub const MAX_FILE_BYTES: usize = 1024 * 1024;
 /// in YAML; `[`/`{` in JSON). Real files nest a few levels.
 pub const MAX_NESTING: usize = 64;
 
+/// The most steps (minijinja's fuel: about one per instruction) any
+/// template of a run may take to render: a loop a model or a file could
+/// make a billion times long stops here, with an error, in well under a
+/// second, instead of holding a thread of the daemon for hours. Real
+/// prompts take a few thousand.
+pub const TEMPLATE_FUEL: u64 = 1_000_000;
+
+/// Whether `template` (which parses) renders within [`TEMPLATE_FUEL`] with
+/// nothing given to it: a loop over a literal range that would stop every
+/// run shows here, where it is written.
+pub fn template_renders_within_fuel(template: &str) -> bool {
+    let mut env = minijinja::Environment::new();
+    env.set_fuel(Some(TEMPLATE_FUEL));
+    !matches!(
+        env.render_str(template, ()),
+        Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel
+    )
+}
+
 /// Which syntax a text is in, for [`check_text`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Syntax {

@@ -200,7 +200,8 @@ impl AgentTool {
         };
         let vars = caller.env.clone();
         let env: Env = Arc::new(move |name: &str| vars.get(name).cloned());
-        let mut job = Job::prepare(&caller.snapshot, request, &env)
+        let mut job = Job::prepare_blocking(caller.snapshot.clone(), request, env)
+            .await
             .map_err(|e| ToolError::Failed(format!("cannot start agent `{}`: {e}", self.agent)))?;
         // The sub-run spends from what its caller has left.
         if let Some(remaining) = remaining {

@@ -50,6 +50,21 @@ impl Job {
         prepare_shared(snapshot, request, &**env).map(|p| Job::Agent(Box::new(p)))
     }
 
+    /// [`Job::prepare`] on a blocking thread, for callers on the runtime:
+    /// rendering a run's templates is bounded
+    /// ([`TEMPLATE_FUEL`](crate::config::bounds::TEMPLATE_FUEL)) but still
+    /// work that must not hold a runtime worker other runs and the API
+    /// wait on.
+    pub async fn prepare_blocking(
+        snapshot: Arc<Snapshot>,
+        request: RunRequest,
+        env: Env,
+    ) -> Result<Job, String> {
+        tokio::task::spawn_blocking(move || Job::prepare(&snapshot, request, &env))
+            .await
+            .unwrap_or_else(|e| Err(format!("preparing the run failed on its thread: {e}")))
+    }
+
     /// The run's id.
     pub fn id(&self) -> &str {
         match self {

@@ -124,15 +124,30 @@ pub fn render(
     // there rather than an error.
     environment()
         .render_str(template, base_context(agent, now, input, request))
-        .map_err(|e| e.to_string())
+        .map_err(|e| render_error(&e))
 }
 
 /// The environment every run template is rendered in: mappings and lists
-/// print as JSON.
+/// print as JSON, and rendering stops after
+/// [`TEMPLATE_FUEL`](crate::config::bounds::TEMPLATE_FUEL) steps.
 pub fn environment() -> minijinja::Environment<'static> {
     let mut env = minijinja::Environment::new();
     env.set_formatter(json_formatter);
+    env.set_fuel(Some(crate::config::bounds::TEMPLATE_FUEL));
     env
+}
+
+/// What a render error says: a template stopped for its length says so
+/// and what to do.
+pub fn render_error(e: &minijinja::Error) -> String {
+    if e.kind() == minijinja::ErrorKind::OutOfFuel {
+        format!(
+            "it took more than {} steps to render and was stopped (a loop too large for its inputs?); make it smaller",
+            crate::config::bounds::TEMPLATE_FUEL
+        )
+    } else {
+        e.to_string()
+    }
 }
 
 /// What every template of a run sees: `agent`, `now`, `input`, `vars`,

@@ -280,34 +280,35 @@ impl Supervisor {
         let schedule = schedule_of(&request);
         let delivery = request.delivery.clone();
         let trigger_claim = request.claim.clone();
-        let prepared = match Job::prepare(&snapshot, request, &self.env) {
-            Ok(prepared) => prepared,
-            Err(message) if fire.is_some() => {
-                // A scheduled fire that cannot start is recorded, not lost.
-                let hash = snapshot
-                    .project
-                    .agents
-                    .get(&agent)
-                    .map(|a| a.hash.clone())
-                    .unwrap_or_default();
-                let run = NewRun {
-                    parent: None,
-                    id: crate::store::new_run_id(),
-                    agent,
-                    trigger,
-                    input: String::new(),
-                    model: String::new(),
-                    definition_hash: hash,
-                    owner: String::new(),
-                    fire,
-                    state: RunState::Queued,
-                    template_context: None,
-                };
-                let message = snapshot.redactor.redact(&message).into_owned();
-                return self.record_unrun(run, RunState::Failed, message).await;
-            }
-            Err(message) => return Err(SubmitError::Invalid(message)),
-        };
+        let prepared =
+            match Job::prepare_blocking(snapshot.clone(), request, self.env.clone()).await {
+                Ok(prepared) => prepared,
+                Err(message) if fire.is_some() => {
+                    // A scheduled fire that cannot start is recorded, not lost.
+                    let hash = snapshot
+                        .project
+                        .agents
+                        .get(&agent)
+                        .map(|a| a.hash.clone())
+                        .unwrap_or_default();
+                    let run = NewRun {
+                        parent: None,
+                        id: crate::store::new_run_id(),
+                        agent,
+                        trigger,
+                        input: String::new(),
+                        model: String::new(),
+                        definition_hash: hash,
+                        owner: String::new(),
+                        fire,
+                        state: RunState::Queued,
+                        template_context: None,
+                    };
+                    let message = snapshot.redactor.redact(&message).into_owned();
+                    return self.record_unrun(run, RunState::Failed, message).await;
+                }
+                Err(message) => return Err(SubmitError::Invalid(message)),
+            };
         let id = prepared.id().to_string();
         let hub = Arc::new(Hub::default());
         let elsewhere = self.elsewhere(&agent, schedule.as_ref(), overlap).await?;

@@ -25,7 +25,9 @@ impl Supervisor {
         }
         let context = self.store.queued_template_context(&queued.id).await?;
         let request = RunRequest::again(queued, context.as_deref());
-        let prepared = match Job::prepare(&snapshot, request, &self.env) {
+        let prepared = match Job::prepare_blocking(snapshot.clone(), request, self.env.clone())
+            .await
+        {
             Ok(prepared) => prepared,
             Err(message) => {
                 return self.interrupt(&queued.id, format!(
@@ -62,7 +64,9 @@ impl Supervisor {
     ) -> Result<RunState, SubmitError> {
         let run = &taken.run;
         let request = RunRequest::again(run, taken.template_context.as_deref());
-        let prepared = match Job::prepare(&snapshot, request, &self.env) {
+        let prepared = match Job::prepare_blocking(snapshot.clone(), request, self.env.clone())
+            .await
+        {
             Ok(prepared) => prepared,
             Err(message) => {
                 self.release_slot();

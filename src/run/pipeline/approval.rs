@@ -26,7 +26,7 @@ use crate::config::approval::{ApprovalConfig, NotifyEvent};
 use crate::config::steps::{Step, StepAction};
 use crate::run::approvals::Approvals;
 use crate::run::notify::{Notice, Notifier};
-use crate::run::template::environment;
+use crate::run::template::{environment, render_error};
 use crate::store::{Store, StoreError};
 use crate::types::RunEvent;
 use crate::types::approval::ApprovalRequest;
@@ -107,7 +107,7 @@ fn describe(ctx: &StepContext, step: &Step, steps: &Map<String, Json>) -> (Strin
     let context = ctx.context(steps, None);
     let render = |template: &str| {
         env.render_str(template, &context)
-            .map_err(|e| format!("cannot render a template: {e}"))
+            .map_err(|e| format!("cannot render a template: {}", render_error(&e)))
     };
     let (label, details) = match &step.action {
         StepAction::Tool { tool, args } => (

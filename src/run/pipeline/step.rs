@@ -17,7 +17,7 @@ use super::approval::{Gate, gate};
 use super::context::{StepContext, render_strings};
 use super::job::StepResult;
 use crate::config::steps::{Step, StepAction};
-use crate::run::template::environment;
+use crate::run::template::{environment, render_error};
 use crate::run::{Job, RunRequest, execute};
 use crate::store::{RunParent, StepEnd, StepRecord, StoreError};
 use crate::tools::sandbox::Sandbox;
@@ -218,7 +218,10 @@ pub(crate) async fn run_step(
         None => match environment().render_str(for_each, ctx.context(&steps, None)) {
             Ok(rendered) => split_items(&rendered),
             Err(e) => {
-                let done = Attempt::plain(Err(format!("cannot render `for_each`: {e}")));
+                let done = Attempt::plain(Err(format!(
+                    "cannot render `for_each`: {}",
+                    render_error(&e)
+                )));
                 ctx.finish(&step.id, None, 1, started, StepState::Failed, &done)
                     .await?;
                 return Ok(StepDone(failed(done)));
@@ -462,7 +465,7 @@ async fn attempt_once(
     let env = environment();
     let render = |template: &str| {
         env.render_str(template, &context)
-            .map_err(|e| format!("cannot render a template: {e}"))
+            .map_err(|e| format!("cannot render a template: {}", render_error(&e)))
     };
     match &step.action {
         StepAction::Template(template) => Attempt::plain(render(template)),
@@ -535,10 +538,11 @@ async fn run_agent(
         }),
         ..RunRequest::new(agent, Trigger::Pipeline)
     };
-    let child_job = match Job::prepare(&job.snapshot, request, &job.env) {
-        Ok(child_job) => child_job,
-        Err(e) => return Attempt::plain(Err(e)),
-    };
+    let child_job =
+        match Job::prepare_blocking(job.snapshot.clone(), request, job.env.clone()).await {
+            Ok(child_job) => child_job,
+            Err(e) => return Attempt::plain(Err(e)),
+        };
     let child = child_job.id().to_string();
     let outcome = execute(child_job, &ctx.store, cancel, |_| {}).await;
     let (output, usage, cost_usd) = match outcome {

@@ -1,0 +1,112 @@
+//! A template cannot freeze the daemon (issue "Hardening II", item 9): a
+//! `{% for %}` of 10^5 x 10^5 in an agent's `system` used to pass
+//! `aurad validate` and hold a thread of `aurad serve` for hours (SIGTERM
+//! ignored, `limits.timeout` not applied, since no run had started).
+//! Rendering now stops after a bounded number of steps and runs off the
+//! async workers: `validate` warns where the loop is written, the run of a
+//! real `aurad serve` fails at once saying why, `/healthz` answers all the
+//! while, and SIGTERM stops the daemon.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and what it prints helps read one"
+)]
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::serve::{Serve, aurad, free_port, http_get, http_post_json, poll, run_of, text};
+
+const BOMB: &str =
+    "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+
+fn project(root: &Path) {
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    std::fs::write(
+        root.join("agents/bomb.yaml"),
+        format!("model: test\nsystem: \"{BOMB}\"\nprompt: hi\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("agents/fine.yaml"),
+        "model: test\nsystem: \"{% for i in range(3) %}{{ i }}{% endfor %}\"\nprompt: hi\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn validate_warns_where_a_loop_too_long_to_render_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let out = aurad(dir.path()).arg("validate").output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(
+        out.status.success(),
+        "a warning keeps the exit code: {stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "agents/bomb.yaml:2:10: warning: `system` takes more than 1000000 steps to render even with empty inputs"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("agents/fine.yaml"), "{stderr}");
+}
+
+#[test]
+fn a_template_bomb_fails_its_run_and_the_daemon_stays_responsive() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = addr.to_string();
+    let mut serve = Serve::start(dir.path(), addr, &["--listen", &listen]);
+    let (status, body) = http_post_json(addr, "/v1/agents/bomb/runs", "{}").unwrap();
+    // Either the request is refused at once (the run cannot be prepared)
+    // or the run is recorded failed: both name the template and the bound.
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    if status == 202 {
+        let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let run = poll(
+            "the bomb's run to end",
+            || serve.log(),
+            || {
+                let asked = Instant::now();
+                let health = http_get(addr, "/healthz");
+                slowest = slowest.max(asked.elapsed());
+                assert!(matches!(health, Some((200, _))), "{health:?}");
+                run_of(&serve, &id).filter(|r| r["state"] != "queued" && r["state"] != "running")
+            },
+        );
+        assert_eq!(run["state"], "failed", "{run}");
+        assert!(
+            run["error"].as_str().unwrap().contains("steps to render"),
+            "{run}"
+        );
+    } else {
+        assert_eq!(status, 422, "{body}");
+        assert!(
+            body.contains("took more than 1000000 steps to render"),
+            "{body}"
+        );
+    }
+    // The daemon answered all the while, and still does.
+    let asked = Instant::now();
+    assert!(matches!(http_get(addr, "/healthz"), Some((200, _))));
+    slowest = slowest.max(asked.elapsed());
+    assert!(
+        slowest < Duration::from_secs(1),
+        "/healthz took {slowest:?} while the bomb was handled ({:?} in all)",
+        started.elapsed()
+    );
+    serve.signal(libc::SIGTERM);
+    assert!(serve.wait_exit().success(), "{}", serve.log());
+}
