@@ -110,3 +110,44 @@ fn a_template_bomb_fails_its_run_and_the_daemon_stays_responsive() {
     serve.signal(libc::SIGTERM);
     assert!(serve.wait_exit().success(), "{}", serve.log());
 }
+
+/// The daemon raises its soft open-file limit to the hard one at start: a
+/// soft limit of 256 (as a shell's `ulimit -Sn` leaves it) would let a few
+/// hundred idle connections take every descriptor.
+#[test]
+fn serve_raises_its_open_file_limit_to_the_hard_one() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let listen = format!("127.0.0.1:{}", free_port());
+    let child = std::process::Command::new("bash")
+        .args([
+            "-c",
+            "ulimit -Sn 256 && exec \"$0\" --dir \"$1\" serve --listen \"$2\"",
+            env!("CARGO_BIN_EXE_aurad"),
+        ])
+        .arg(dir.path())
+        .arg(&listen)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = support::serve::KillOnDrop(child);
+    let pid = child.0.id();
+    let addr = listen.parse().unwrap();
+    poll("aurad serve to answer", String::new, || {
+        http_get(addr, "/healthz").filter(|(status, _)| *status == 200)
+    });
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_string();
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers[0], numbers[1], "soft and hard differ: {line}");
+    assert_ne!(numbers[0], "256", "{line}");
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    assert!(child.0.wait().unwrap().success());
+}

@@ -16,6 +16,7 @@ use crate::daemon::{ServeOptions, serve as serve_daemon};
 /// otherwise.
 pub fn serve(root: &Path, listen: Option<SocketAddr>) -> Result<(), String> {
     limit_malloc_arenas();
+    raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("aurad")
@@ -34,6 +35,32 @@ pub fn serve(root: &Path, listen: Option<SocketAddr>) -> Result<(), String> {
     // A tool stuck in a blocking call must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
+}
+
+/// Raises the soft limit on open files to the hard one. The soft limit is
+/// often 1024: every API connection, SSE stream, tool pipe, MCP server
+/// and database file takes descriptors, and 1,100 idle connections once
+/// left the daemon unable to accept another or open its store. A failure
+/// is logged and the daemon goes on with the limit it has.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct given.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+            && (limit.rlim_cur >= limit.rlim_max || {
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+            })
+    };
+    if !raised {
+        tracing::warn!(
+            "cannot raise the open-file limit to its hard limit ({}); connections may be refused under load",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// Caps glibc's malloc arenas at two (its default is eight per core), unless
