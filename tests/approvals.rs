@@ -59,6 +59,19 @@ fn mock() -> MockLlm {
                     r#"{"expression":"6*7"}"#.into(),
                 ),
             ])
+        } else if first_user.contains("twice") && last["role"] != "tool" {
+            Reply::ToolCalls(vec![
+                (
+                    "call_1".into(),
+                    "bash".into(),
+                    r#"{"command":"echo one >> calls.txt"}"#.into(),
+                ),
+                (
+                    "call_2".into(),
+                    "bash".into(),
+                    r#"{"command":"echo two >> calls.txt"}"#.into(),
+                ),
+            ])
         } else if first_user.contains("gated") {
             Reply::tool_call("call_1", "bash", CALL)
         } else {
@@ -157,14 +170,14 @@ fn a_gated_call_waits_without_its_slot_and_runs_once_approved_by_the_cli() {
         "{metrics}"
     );
 
-    let (code, out, err) = approve(root, &[&id[..13]]);
+    let (code, out, err) = approve(root, &[&id[..13], "--call", "call_1"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("approved: bash"), "{out}");
     let run = wait_state(&serve, &id, "succeeded");
     assert_eq!(run["output"], "done: ran\n", "{run}");
     assert!(root.join("marker.txt").exists());
     // Decided once: a second decision is refused.
-    let (code, _, err) = approve(root, &[&id, "--deny", "too late"]);
+    let (code, _, err) = approve(root, &[&id, "--call", "call_1", "--deny", "too late"]);
     assert_ne!(code, 0);
     assert!(err.contains("not waiting for approval"), "{err}");
     let events = events(root, &id);
@@ -189,7 +202,8 @@ fn a_denial_through_the_api_reaches_the_model_and_the_run_goes_on() {
     let id = start_run(&serve, "gated", "gated: deploy");
     wait_state(&serve, &id, "waiting_approval");
     let path = format!("/v1/runs/{id}/approval");
-    let body = json!({ "approve": false, "reason": "not on a Friday" }).to_string();
+    let body =
+        json!({ "call_id": "call_1", "approve": false, "reason": "not on a Friday" }).to_string();
     // The guard: a web page cannot decide.
     let cross_site = http_post(
         addr,
@@ -267,7 +281,7 @@ fn a_waiting_run_survives_a_sigkill_and_completes_when_approved_after_restart() 
     let (status, body) = http_post_json(
         addr,
         &format!("/v1/runs/{id}/approval"),
-        &json!({ "approve": true }).to_string(),
+        &json!({ "call_id": "call_1", "approve": true }).to_string(),
     )
     .unwrap();
     assert_eq!(status, 200, "{body}\n{}", serve.log());
@@ -347,7 +361,11 @@ fn notify_tells_a_webhook_of_approvals_and_failures() {
     assert_eq!(message["state"], "waiting_approval");
     assert_eq!(message["tool"], "bash");
     assert_eq!(message["arguments"], CALL);
-    assert_eq!(message["decide"]["approve"], format!("aurad approve {id}"));
+    assert_eq!(
+        message["decide"]["approve"],
+        format!("aurad approve {id} --call call_1")
+    );
+    assert_eq!(message["decide"]["call_id"], "call_1");
     assert_eq!(
         message["decide"]["api"],
         format!("POST /v1/runs/{id}/approval")
@@ -422,7 +440,7 @@ fn calls_of_the_same_turn_that_need_no_approval_run_and_results_keep_call_order(
     let serve = Serve::start(root, addr, &[]);
     let id = start_run(&serve, "mixed", "mixed: both");
     wait_state(&serve, &id, "waiting_approval");
-    let (code, out, err) = approve(root, &[&id, "--deny", "no shell"]);
+    let (code, out, err) = approve(root, &[&id, "--call", "call_1", "--deny", "no shell"]);
     assert_eq!(code, 0, "{out}{err}");
     wait_state(&serve, &id, "succeeded");
     let last = mock.requests().last().cloned().expect("a model request");
@@ -453,4 +471,80 @@ fn calls_of_the_same_turn_that_need_no_approval_run_and_results_keep_call_order(
     let requested = of_type(&events, "approval_requested");
     assert_eq!(requested.len(), 1, "only bash waits: {events:?}");
     assert_eq!(requested[0]["name"], "bash");
+}
+
+/// A decision names the call it was shown. Two gated calls in one turn: the
+/// first approved, a second click on it (or on the dashboard's stale page)
+/// must not approve the next call, which nobody was shown; nor may a
+/// decision with no call named, or `aurad approve RUN` from a script.
+#[test]
+fn a_decision_reaches_only_the_call_it_names() {
+    let mock = mock();
+    let (dir, addr) = project(&mock, &[("gated", &gated(""))], "");
+    let root = dir.path();
+    let serve = Serve::start(root, addr, &[]);
+    let id = start_run(&serve, "gated", "gated twice");
+    wait_state(&serve, &id, "waiting_approval");
+    let path = format!("/v1/runs/{id}/approval");
+    let decide = |call: &str, approve: bool| {
+        http_post_json(
+            addr,
+            &path,
+            &json!({ "call_id": call, "approve": approve }).to_string(),
+        )
+        .unwrap()
+    };
+    let waiting = |call: &str| {
+        poll(
+            &format!("the run to wait on {call}"),
+            || serve.log(),
+            || {
+                let (status, body) = http_get(addr, "/v1/approvals")?;
+                let listed: Value = serde_json::from_str(&body).ok()?;
+                (status == 200
+                    && listed["approvals"]
+                        .as_array()?
+                        .iter()
+                        .any(|a| a["run_id"] == id.as_str() && a["call_id"] == call))
+                .then_some(listed)
+            },
+        )
+    };
+    let listed = waiting("call_1");
+    assert_eq!(listed["approvals"][0]["tool"], "bash", "{listed}");
+    // No call named: refused, saying what to send.
+    let (status, body) = http_post_json(addr, &path, r#"{"approve": true}"#).unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("call_id"), "{body}");
+    // The call shown, approved; the same click again, refused.
+    let (status, body) = decide("call_1", true);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = decide("call_1", true);
+    assert_eq!(status, 409, "{body}");
+    // The run goes on to the second call, which waits: a decision for the
+    // first still reaches nothing.
+    waiting("call_2");
+    let (status, body) = decide("call_1", true);
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("waits on call call_2"), "{body}");
+    let (code, _, err) = approve(root, &[&id]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "name the call you approve: aurad approve {id} --call call_2"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("calls.txt")).unwrap(),
+        "one\n",
+        "only the approved call ran"
+    );
+    let (status, body) = decide("call_2", false);
+    assert_eq!(status, 200, "{body}");
+    wait_state(&serve, &id, "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(root.join("calls.txt")).unwrap(),
+        "one\n"
+    );
 }

@@ -338,7 +338,7 @@ fn a_run_waiting_for_approval_on_a_killed_node_is_adopted_once() {
     let (status, body) = http_post_json(
         survivor,
         &format!("/v1/runs/{id}/approval"),
-        r#"{"approve": false, "reason": "not now"}"#,
+        r#"{"call_id": "call_test_1", "approve": false, "reason": "not now"}"#,
     )
     .unwrap();
     assert_eq!(status, 200, "{body}");

@@ -116,7 +116,7 @@ fn a_gated_step_waits_and_runs_once_approved_by_the_cli() {
     assert!(listed.contains("echo v42 > marker.txt"), "{listed}");
     assert_eq!(step_row(root, &id, "deploy"), None);
 
-    let (ok, out) = approve(root, &[&id]);
+    let (ok, out) = approve(root, &[&id, "--call", "deploy"]);
     assert!(ok, "{out}");
     let run = wait_state(&serve, &id, "succeeded");
     assert_eq!(run["output"], "report: deployed");
@@ -147,7 +147,7 @@ fn a_denial_through_the_api_fails_the_step_and_the_run_naming_both() {
     let (status, body) = http_post_json(
         addr,
         &format!("/v1/runs/{id}/approval"),
-        &json!({ "approve": false, "reason": "not on a Friday" }).to_string(),
+        &json!({ "call_id": "deploy", "approve": false, "reason": "not on a Friday" }).to_string(),
     )
     .unwrap();
     assert_eq!(status, 200, "{body}\n{}", serve.log());
@@ -191,7 +191,10 @@ fn nobody_deciding_denies_the_step_at_the_approval_timeout_and_notify_is_told() 
     assert_eq!(message["event"], "approval_requested", "{message}");
     assert_eq!(message["run_id"], id.as_str());
     assert_eq!(message["tool"], "step deploy: tool bash");
-    assert_eq!(message["decide"]["approve"], format!("aurad approve {id}"));
+    assert_eq!(
+        message["decide"]["approve"],
+        format!("aurad approve {id} --call deploy")
+    );
     assert!(!root.join("marker.txt").exists());
     assert_eq!(step_state(root, &id, "report"), "skipped");
 }
@@ -224,7 +227,7 @@ fn a_pipeline_waiting_at_a_step_survives_a_sigkill_with_the_same_request() {
     serve.kill_now();
     // Decided with no daemon up: the decision waits in the store and
     // applies when the pipeline is resumed.
-    let (ok, out) = approve(root, &[&id]);
+    let (ok, out) = approve(root, &[&id, "--call", "deploy"]);
     assert!(ok, "{out}");
     let serve = Serve::start(root, addr, &[]);
     let run = wait_state(&serve, &id, "succeeded");

@@ -216,7 +216,14 @@ fn under_serve_the_inbox_chain_and_approval_examples_work() {
         },
     );
     let out = aurad(root)
-        .args(["approve", &id, "--deny", "not during the release"])
+        .args([
+            "approve",
+            &id,
+            "--call",
+            "call_test_1",
+            "--deny",
+            "not during the release",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

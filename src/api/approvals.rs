@@ -1,8 +1,10 @@
 //! `POST /v1/runs/{id}/approval`: a person decides on the tool call a run
-//! waits on, `{"approve": true}` or `{"approve": false, "reason": "..."}`.
-//! 200 with the decided approval; 404 for no such run; 409 when the run is
-//! not waiting for approval or its call was decided already (a decision is
-//! made once). Guarded like every state-changing route (`guard`).
+//! waits on, naming it: `{"call_id": "c1", "approve": true}` or
+//! `{"call_id": "c1", "approve": false, "reason": "..."}`. 200 with the
+//! decided approval; 404 for no such run; 409 when the run does not wait on
+//! that call (not waiting, decided already: a decision is made once, or
+//! waiting on another call, which nobody was shown). Guarded like every
+//! state-changing route (`guard`).
 //!
 //! Depends on the `Backend` (`run`, `decide_approval`) and `store`
 //! (`StoreError`).
@@ -23,8 +25,32 @@ use crate::store::StoreError;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
+    /// The call decided: the `id` of the run's `approval_requested` event.
+    call_id: String,
     approve: bool,
     reason: Option<String>,
+}
+
+/// `GET /v1/approvals`: every run waiting for a person, with the call it
+/// waits on (what a decision names), oldest request first.
+pub(super) async fn waiting(State(api): State<Api>) -> Result<Response, ApiError> {
+    let waiting = api.daemon.waiting_approvals().await?;
+    let list: Vec<serde_json::Value> = waiting
+        .into_iter()
+        .filter(|w| w.approval.decision.is_none())
+        .map(|w| {
+            json!({
+                "run_id": w.run.id,
+                "agent": w.run.agent,
+                "call_id": w.approval.request.call_id,
+                "tool": w.approval.request.tool,
+                "arguments": w.approval.request.arguments,
+                "requested_at": w.approval.requested_at,
+                "timeout_at": w.approval.timeout_at,
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "approvals": list })).into_response())
 }
 
 pub(super) async fn decide(
@@ -37,7 +63,7 @@ pub(super) async fn decide(
     let run = find_run(&api, &id).await?;
     match api
         .daemon
-        .decide_approval(&run.id, body.approve, body.reason)
+        .decide_approval(&run.id, &body.call_id, body.approve, body.reason)
         .await
     {
         Ok(approval) => {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
-use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError};
+use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError, WaitingRun};
 use crate::types::approval::ApprovalRecord;
 use crate::types::memory::Memory;
 use crate::types::{RunEvent, ScheduleId, Trigger};
@@ -45,6 +45,9 @@ pub trait Backend: Send + Sync + 'static {
     /// newest fire first.
     fn fires<'a>(&'a self, page: &'a FirePage)
     -> BoxFuture<'a, Result<Vec<RunRecord>, StoreError>>;
+    /// The runs waiting for a person's approval, each with the call it
+    /// waits on, oldest request first.
+    fn waiting_approvals(&self) -> BoxFuture<'_, Result<Vec<WaitingRun>, StoreError>>;
     /// Every long-term memory namespace with its entry count.
     fn memory_namespaces(&self) -> BoxFuture<'_, Result<Vec<MemoryNamespace>, StoreError>>;
     /// The memories of `namespace`, most recently updated first (`limit`
@@ -64,11 +67,13 @@ pub trait Backend: Send + Sync + 'static {
         run_id: &'a str,
         after: i64,
     ) -> BoxFuture<'a, Result<BoxStream<'static, (i64, RunEvent)>, StoreError>>;
-    /// Decides the tool call run `run_id` (a whole id) waits on; `Conflict`
-    /// when it is not waiting or was decided already.
+    /// Decides call `call_id` of run `run_id` (a whole id); `Conflict` when
+    /// the run does not wait on that call (not waiting, decided already, or
+    /// waiting on another).
     fn decide_approval<'a>(
         &'a self,
         run_id: &'a str,
+        call_id: &'a str,
         approve: bool,
         reason: Option<String>,
     ) -> BoxFuture<'a, Result<ApprovalRecord, StoreError>>;

@@ -112,6 +112,7 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         .route("/v1/runs/{id}/events", get(sse::events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/approval", post(approvals::decide))
+        .route("/v1/approvals", get(approvals::waiting))
         .route("/v1/status", get(status::show))
         .route("/v1/fires", get(fires::list))
         .route("/v1/memory", get(memory::namespaces))

@@ -1,8 +1,10 @@
-//! `aurad approve [RUN] [--deny REASON]`: decides the tool call a run waits
-//! on (`approve:` in its agent file), or, with no run, lists the runs
-//! waiting with their calls. It writes to the store, the source of truth,
-//! so it works whether or not the daemon is up: a running daemon finds the
-//! decision within a moment (it looks every half second).
+//! `aurad approve [RUN [--call ID]] [--deny REASON]`: decides the tool call
+//! a run waits on (`approve:` in its agent file), or, with no run, lists the
+//! runs waiting with their calls. A decision names its call: `--call`, or,
+//! on a terminal, the call shown and confirmed; so a second decision can
+//! never approve a call nobody saw. It writes to the store, the source of
+//! truth, so it works whether or not the daemon is up: a running daemon
+//! finds the decision within a moment (it looks every half second).
 
 use std::path::Path;
 
@@ -17,6 +19,11 @@ pub struct ApproveArgs {
     /// The run (its id or a unique prefix, as `aurad runs` shows); none:
     /// list the runs waiting for approval.
     pub run_id: Option<String>,
+    /// The call decided (its id, as `aurad approve` lists it). Without it,
+    /// on a terminal, the call the run waits on is shown and confirmed;
+    /// elsewhere it is required.
+    #[arg(long, value_name = "ID")]
+    pub call: Option<String>,
     /// Deny the call instead, with this reason (the model gets
     /// "denied by a person: REASON" as the tool's result).
     #[arg(long, value_name = "REASON")]
@@ -37,7 +44,7 @@ pub fn run(root: &Path, args: ApproveArgs) -> i32 {
                 .to_string(),
         ),
         None => list(&store),
-        Some(id) => decide(&store, id, args.deny),
+        Some(id) => decide(&store, id, args.call, args.deny),
     };
     match result {
         Ok(()) => EXIT_OK,
@@ -66,13 +73,23 @@ fn list(store: &Store) -> Result<(), String> {
             ),
         };
         println!("{}  {}  {}", w.run.id, w.run.agent, state);
-        println!("    {} {}", call.tool, call.arguments);
+        println!(
+            "    call {}: {} {}",
+            call.call_id, call.tool, call.arguments
+        );
     }
-    println!("decide with: aurad approve RUN  or  aurad approve RUN --deny \"reason\"");
+    println!(
+        "decide with: aurad approve RUN --call ID  or  aurad approve RUN --call ID --deny \"reason\""
+    );
     Ok(())
 }
 
-fn decide(store: &Store, id: &str, deny: Option<String>) -> Result<(), String> {
+fn decide(
+    store: &Store,
+    id: &str,
+    call: Option<String>,
+    deny: Option<String>,
+) -> Result<(), String> {
     let run = match store.get_run_blocking(id) {
         Ok(Some(run)) => run,
         Ok(None) => {
@@ -82,13 +99,17 @@ fn decide(store: &Store, id: &str, deny: Option<String>) -> Result<(), String> {
         }
         Err(e) => return Err(e.to_string()),
     };
+    let call_id = match call {
+        Some(call) => call,
+        None => confirm_waiting_call(store, &run.id, deny.is_none())?,
+    };
     let decision = Decision {
         approved: deny.is_none(),
         reason: deny.filter(|r| !r.trim().is_empty()),
         by: DecidedBy::Cli,
         at: chrono::Utc::now(),
     };
-    match store.decide_approval_blocking(&run.id, decision) {
+    match store.decide_approval_blocking(&run.id, &call_id, decision) {
         Ok(approval) => {
             let verdict = match &approval.decision {
                 Some(d) if d.approved => "approved",
@@ -102,5 +123,47 @@ fn decide(store: &Store, id: &str, deny: Option<String>) -> Result<(), String> {
         }
         Err(StoreError::Conflict(message)) => Err(message),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The call run `run_id` waits on, once a person at the terminal confirmed
+/// deciding it (`approve` or deny); without a terminal, an error naming it
+/// so a script can decide it with `--call`.
+fn confirm_waiting_call(store: &Store, run_id: &str, approve: bool) -> Result<String, String> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let waiting = store.waiting_runs_blocking().map_err(|e| e.to_string())?;
+    let Some(call) = waiting
+        .into_iter()
+        .find(|w| w.run.id == run_id && w.approval.decision.is_none())
+        .map(|w| w.approval.request)
+    else {
+        return Err(format!(
+            "run {run_id} waits on no undecided call; `aurad approve` lists the waiting runs"
+        ));
+    };
+    let verb = if approve { "approve" } else { "deny" };
+    if !std::io::stdin().is_terminal() {
+        return Err(format!(
+            "run {run_id} waits on call {} (`{}` with {}); name the call you {verb}: aurad approve {run_id} --call {}",
+            call.call_id, call.tool, call.arguments, call.call_id
+        ));
+    }
+    print!(
+        "run {run_id} waits on call {}: `{}` with {}\n{verb} it? [y/N] ",
+        call.call_id, call.tool, call.arguments
+    );
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| e.to_string())?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(call.call_id)
+    } else {
+        Err(format!(
+            "not decided: the call waits on ({verb} it with aurad approve {run_id} --call {})",
+            call.call_id
+        ))
     }
 }

@@ -11,7 +11,7 @@ use super::Daemon;
 use crate::api::{AgentInfo, Backend, CancelAnswer, RunAsk, TriggerError};
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
-use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError};
+use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError, WaitingRun};
 use crate::types::RunEvent;
 use crate::types::approval::{ApprovalRecord, DecidedBy};
 use crate::types::memory::Memory;
@@ -64,6 +64,10 @@ impl Backend for Daemon {
         Box::pin(self.store().list_fires(page))
     }
 
+    fn waiting_approvals(&self) -> BoxFuture<'_, Result<Vec<WaitingRun>, StoreError>> {
+        Box::pin(self.store().waiting_runs())
+    }
+
     fn memory_namespaces(&self) -> BoxFuture<'_, Result<Vec<MemoryNamespace>, StoreError>> {
         Box::pin(self.store().memory_namespaces())
     }
@@ -91,14 +95,17 @@ impl Backend for Daemon {
     fn decide_approval<'a>(
         &'a self,
         run_id: &'a str,
+        call_id: &'a str,
         approve: bool,
         reason: Option<String>,
     ) -> BoxFuture<'a, Result<ApprovalRecord, StoreError>> {
-        Box::pin(
-            self.supervisor
-                .approvals()
-                .decide(run_id, approve, reason, DecidedBy::Api),
-        )
+        Box::pin(self.supervisor.approvals().decide(
+            run_id,
+            call_id,
+            approve,
+            reason,
+            DecidedBy::Api,
+        ))
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<CancelAnswer, StoreError>> {

@@ -101,7 +101,11 @@ impl Approvals {
             by: DecidedBy::Timeout,
             at: now,
         };
-        match self.store.decide_approval(run_id, decision.clone()).await {
+        match self
+            .store
+            .decide_approval(run_id, &stored.request.call_id, decision.clone())
+            .await
+        {
             Ok(_) => Ok(decision),
             Err(StoreError::Conflict(message)) => {
                 // Decided by a person meanwhile: theirs stands.
@@ -114,11 +118,13 @@ impl Approvals {
         }
     }
 
-    /// Records a decision on run `run_id` (a whole id) and wakes its
-    /// waiter. `NotFound` / `Conflict` as [`Store::decide_approval`].
+    /// Records a decision on call `call_id` of run `run_id` (a whole id)
+    /// and wakes its waiter. `NotFound` / `Conflict` as
+    /// [`Store::decide_approval`].
     pub async fn decide(
         &self,
         run_id: &str,
+        call_id: &str,
         approved: bool,
         reason: Option<String>,
         by: DecidedBy,
@@ -129,7 +135,10 @@ impl Approvals {
             by,
             at: Utc::now(),
         };
-        let record = self.store.decide_approval(run_id, decision).await?;
+        let record = self
+            .store
+            .decide_approval(run_id, call_id, decision)
+            .await?;
         self.decided.notify_waiters();
         Ok(record)
     }

@@ -43,14 +43,17 @@ pub struct Notice {
 pub struct HowToDecide {
     pub approve: String,
     pub deny: String,
-    /// `POST /v1/runs/{id}/approval` with `{"approve": true}` or
-    /// `{"approve": false, "reason": "..."}`.
+    /// `POST /v1/runs/{id}/approval` with `{"call_id": ..., "approve":
+    /// true}` or `{"call_id": ..., "approve": false, "reason": "..."}`.
     pub api: String,
+    /// The call decided, which the API's body names.
+    pub call_id: String,
 }
 
 impl Notice {
     /// A run waits for a person to decide on `approval`.
     pub fn approval(agent: &str, run_id: &str, approval: &ApprovalRecord) -> Notice {
+        let call = &approval.request.call_id;
         Notice {
             event: "approval_requested",
             agent: agent.to_string(),
@@ -64,9 +67,10 @@ impl Notice {
             arguments: Some(approval.request.arguments.clone()),
             timeout_at: Some(approval.timeout_at),
             decide: Some(HowToDecide {
-                approve: format!("aurad approve {run_id}"),
-                deny: format!("aurad approve {run_id} --deny \"reason\""),
+                approve: format!("aurad approve {run_id} --call {call}"),
+                deny: format!("aurad approve {run_id} --call {call} --deny \"reason\""),
                 api: format!("POST /v1/runs/{run_id}/approval"),
+                call_id: call.to_string(),
             }),
         }
     }

@@ -45,25 +45,29 @@ impl Store {
         route!(self.approval(run_id, call_id))
     }
 
-    /// Decides the pending approval of run `run_id` (a whole id), committed
-    /// with `synchronous=FULL`. `NotFound` when there is no such run;
-    /// `Conflict` when it is not waiting for approval or its call was
-    /// decided already (a decision is made once).
+    /// Decides call `call_id` of run `run_id` (a whole id), the call the
+    /// run waits on, committed with `synchronous=FULL`. `NotFound` when
+    /// there is no such run; `Conflict` when it is not waiting for
+    /// approval, its call was decided already (a decision is made once),
+    /// or it waits on another call: a decision names the call a person was
+    /// shown, so a second click cannot approve the next call unseen.
     pub async fn decide_approval(
         &self,
         run_id: &str,
+        call_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRecord, StoreError> {
-        route!(self.decide_approval(run_id, decision))
+        route!(self.decide_approval(run_id, call_id, decision))
     }
 
     /// [`Store::decide_approval`], blocking (for `aurad approve`).
     pub fn decide_approval_blocking(
         &self,
         run_id: &str,
+        call_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRecord, StoreError> {
-        route_blocking!(self.decide_approval_blocking / decide_approval(run_id, decision))
+        route_blocking!(self.decide_approval_blocking / decide_approval(run_id, call_id, decision))
     }
 
     /// A decided run goes on: `waiting_approval` becomes `running`, owned by
@@ -105,4 +109,13 @@ impl Store {
     pub fn waiting_runs_blocking(&self) -> Result<Vec<WaitingRun>, StoreError> {
         route_blocking!(self.waiting_runs_blocking / waiting_runs())
     }
+}
+
+/// The refusal of a decision on call `asked` of run `run_id`, which waits
+/// on `waiting`.
+pub(crate) fn other_call(run_id: &str, waiting: &ApprovalRecord, asked: &str) -> StoreError {
+    StoreError::Conflict(format!(
+        "run {run_id} waits on call {} (`{}` with {}), not on call {asked:?}, which was decided already or never asked; decide the call you were shown (`aurad approve` lists them)",
+        waiting.request.call_id, waiting.request.tool, waiting.request.arguments
+    ))
 }

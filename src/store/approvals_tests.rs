@@ -38,7 +38,7 @@ store_test! {
     async fn a_decision_is_made_once_and_only_while_the_run_waits(store) {
         let run = store.claim_run(new_run("a")).await.unwrap();
         let idle = store
-            .decide_approval(&run.id, decision(true, DecidedBy::Cli))
+            .decide_approval(&run.id, "call_1", decision(true, DecidedBy::Cli))
             .await
             .unwrap_err();
         assert!(
@@ -79,13 +79,22 @@ store_test! {
         assert_eq!(waiting[0].run.id, run.id);
         assert_eq!(waiting[0].approval, stored);
 
+        // A decision names the call it was shown: another is refused.
+        let other = store
+            .decide_approval(&run.id, "call_2", decision(true, DecidedBy::Api))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&other, StoreError::Conflict(m) if m.contains("waits on call call_1") && m.contains("not on call \"call_2\"")),
+            "{other}"
+        );
         let decided = store
-            .decide_approval(&run.id, decision(false, DecidedBy::Api))
+            .decide_approval(&run.id, "call_1", decision(false, DecidedBy::Api))
             .await
             .unwrap();
         assert_eq!(decided.decision.as_ref().unwrap().by, DecidedBy::Api);
         let twice = store
-            .decide_approval(&run.id, decision(true, DecidedBy::Cli))
+            .decide_approval(&run.id, "call_1", decision(true, DecidedBy::Cli))
             .await
             .unwrap_err();
         assert!(
@@ -108,7 +117,7 @@ store_test! {
         assert!(store.approval_checkpoint(&run.id).await.unwrap().is_none());
         assert!(store.waiting_runs().await.unwrap().is_empty());
         let missing = store
-            .decide_approval("0000000000000000-none", decision(true, DecidedBy::Cli))
+            .decide_approval("0000000000000000-none", "call_1", decision(true, DecidedBy::Cli))
             .await
             .unwrap_err();
         assert!(matches!(missing, StoreError::NotFound(_)), "{missing}");
@@ -129,7 +138,7 @@ store_test! {
         let id = run.id.clone();
         let (listed, decided) = tokio::task::spawn_blocking(move || {
             let listed = other.waiting_runs_blocking().unwrap();
-            let decided = other.decide_approval_blocking(&id, decision(true, DecidedBy::Cli));
+            let decided = other.decide_approval_blocking(&id, "call_1", decision(true, DecidedBy::Cli));
             other.close().unwrap();
             (listed, decided)
         })

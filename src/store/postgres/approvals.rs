@@ -18,6 +18,7 @@ use tokio_postgres::Row;
 
 use super::run_rows::{RUN_COLUMNS, millis, run_by_id, run_from_row};
 use super::{Postgres, pg};
+use crate::store::approvals::other_call;
 use crate::store::{StoreError, WaitingRun};
 use crate::types::RunState;
 use crate::types::approval::{ApprovalRecord, ApprovalRequest, DecidedBy, Decision};
@@ -105,9 +106,10 @@ impl Postgres {
     pub(crate) async fn decide_approval(
         &self,
         run_id: &str,
+        call_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRecord, StoreError> {
-        let run_id = run_id.to_owned();
+        let (run_id, call_id) = (run_id.to_owned(), call_id.to_owned());
         self.with_client(move |mut client| async move {
             let context = "recording an approval decision";
             let tx = client.transaction().await.map_err(pg(context))?;
@@ -150,6 +152,9 @@ impl Postgres {
                     "run {run_id} has no tool call waiting for approval"
                 )));
             };
+            if approval.request.call_id != call_id && approval.decision.is_none() {
+                return Err(other_call(&run_id, &approval, &call_id));
+            }
             if let Some(done) = &approval.decision {
                 return Err(already_decided(&run_id, &approval, done));
             }

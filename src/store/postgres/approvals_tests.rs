@@ -137,7 +137,8 @@ fn only_a_running_or_waiting_run_can_wait_and_an_unknown_run_is_not_found() {
     assert_eq!(run(&store, "done").unwrap().state, RunState::Cancelled);
     // A run waiting with no call recorded (written by hand) has nothing to decide.
     insert_run(&store, "bare", "a", RunState::WaitingApproval, None, now);
-    let bare = block_on(store.decide_approval("bare", decision(true, DecidedBy::Cli))).unwrap_err();
+    let bare =
+        block_on(store.decide_approval("bare", "c1", decision(true, DecidedBy::Cli))).unwrap_err();
     assert!(
         matches!(&bare, StoreError::Conflict(m) if m.contains("no tool call waiting")),
         "{bare}"
@@ -180,8 +181,15 @@ fn waiting_runs_lists_each_runs_latest_call_oldest_request_first() {
         listed,
         [("older".into(), "c1".into()), ("newer".into(), "c2".into())]
     );
-    // A decision on `newer` decides its latest call.
-    let decided = block_on(store.decide_approval("newer", decision(true, DecidedBy::Api))).unwrap();
+    // A decision on `newer` names its latest call; its earlier one is refused.
+    let earlier =
+        block_on(store.decide_approval("newer", "c1", decision(true, DecidedBy::Api))).unwrap_err();
+    assert!(
+        matches!(&earlier, StoreError::Conflict(m) if m.contains("waits on call c2")),
+        "{earlier}"
+    );
+    let decided =
+        block_on(store.decide_approval("newer", "c2", decision(true, DecidedBy::Api))).unwrap();
     assert_eq!(decided.request.call_id, "c2");
     // A row written wrong is an error naming the run, not a panic.
     exec(
@@ -224,7 +232,11 @@ fn two_nodes_deciding_one_approval_make_one_decision() {
                 let (store, barrier, id) = (Arc::clone(store), Arc::clone(&barrier), id.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
-                    block_on(store.decide_approval(&id, decision(by == DecidedBy::Cli, by)))
+                    block_on(store.decide_approval(
+                        &id,
+                        "call_1",
+                        decision(by == DecidedBy::Cli, by),
+                    ))
                 })
             })
             .collect();

@@ -11,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::run_reads::run_by_id;
 use super::{Sqlite, StoreError, sql, time_text};
 use crate::store::WaitingRun;
+use crate::store::approvals::other_call;
 use crate::types::RunState;
 use crate::types::approval::{ApprovalRecord, ApprovalRequest, DecidedBy, Decision};
 
@@ -81,20 +82,22 @@ impl Sqlite {
     pub async fn decide_approval(
         &self,
         run_id: &str,
+        call_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRecord, StoreError> {
-        let run_id = run_id.to_owned();
-        self.call_durable(move |conn| decide(conn, &run_id, &decision))
+        let (run_id, call_id) = (run_id.to_owned(), call_id.to_owned());
+        self.call_durable(move |conn| decide(conn, &run_id, &call_id, &decision))
             .await
     }
 
     pub fn decide_approval_blocking(
         &self,
         run_id: &str,
+        call_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRecord, StoreError> {
-        let run_id = run_id.to_owned();
-        self.call_blocking(move |conn| decide(conn, &run_id, &decision))
+        let (run_id, call_id) = (run_id.to_owned(), call_id.to_owned());
+        self.call_blocking(move |conn| decide(conn, &run_id, &call_id, &decision))
     }
 
     pub async fn resume_after_approval(
@@ -179,6 +182,7 @@ fn not_waiting(conn: &Connection, run_id: &str, what: &str) -> Result<StoreError
 fn decide(
     conn: &mut Connection,
     run_id: &str,
+    call_id: &str,
     decision: &Decision,
 ) -> Result<ApprovalRecord, StoreError> {
     let context = "recording an approval decision";
@@ -207,6 +211,9 @@ fn decide(
             "run {run_id} has no tool call waiting for approval"
         )));
     };
+    if approval.request.call_id != call_id && approval.decision.is_none() {
+        return Err(other_call(run_id, &approval, call_id));
+    }
     if let Some(done) = &approval.decision {
         return Err(StoreError::Conflict(format!(
             "the call to `{}` of run {run_id} was already {} by {} at {}; a decision is made once",

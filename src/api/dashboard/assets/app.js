@@ -246,7 +246,7 @@ function current(isCurrent, fn) {
 
 async function agentsView(root) {
   const [{ agents }, status, waiting] = await Promise.all([
-    api("/v1/agents"), api("/v1/status"), api("/v1/runs?state=waiting_approval&limit=50"),
+    api("/v1/agents"), api("/v1/status"), api("/v1/approvals"),
   ]);
   root.append(el("h2", {}, "Agents"));
   const stale = new Set((status.agents || []).filter((a) => a.stale).map((a) => a.name));
@@ -267,7 +267,7 @@ async function agentsView(root) {
   });
   root.append(table("Agents", ["Agent", "Description", "Status", "Last run", "Next fire", "Model"], rows));
   root.append(startForm(agents));
-  root.append(waitingSection(waiting.runs));
+  root.append(waitingSection(waiting.approvals));
   const skipped = status.skipped || [];
   root.append(section("Load errors",
     skipped.length
@@ -299,20 +299,30 @@ function startForm(agents) {
   return form;
 }
 
-function waitingSection(runs) {
+function waitingSection(approvals) {
   return section("Waiting for approval",
-    runs.length
-      ? el("ul", { class: "waiting" }, runs.map((run) => el("li", {},
-        runLink(run.id), " ", run.agent, " ", timeEl(run.created_at), " ", approvalButtons(run, route))))
+    approvals.length
+      ? el("ul", { class: "waiting" }, approvals.map((call) => el("li", {},
+        runLink(call.run_id), " ", call.agent, " ", timeEl(call.requested_at), " ",
+        callView(call), approvalButtons(call, route))))
       : el("p", {}, "No run waits for a person."));
 }
 
-// Approve and Deny for a run waiting for a person; `after` runs once the
-// decision is stored (the run view needs nothing: its event stream shows it).
-function approvalButtons(run, after) {
+// The call a decision is about: what the person approves is what they see.
+function callView(call) {
+  return el("span", { class: "call" }, el("code", {}, call.tool), " ",
+    el("pre", { class: "text" }, pretty(call.arguments)));
+}
+
+// Approve and Deny for the call `call` ({run_id, agent, call_id}) a run
+// waits on; the decision names the call, so it can never reach another.
+// `after` runs once the decision is stored (the run view needs nothing:
+// its event stream shows it).
+function approvalButtons(call, after) {
+  const run = { id: call.run_id, agent: call.agent };
   const buttons = [];
   const decide = async (approve) => {
-    const body = { approve };
+    const body = { call_id: call.call_id, approve };
     if (!approve) body.reason = "denied from the dashboard";
     buttons.forEach((b) => { b.disabled = true; });
     try {
@@ -411,8 +421,13 @@ async function runView(root, parts, _params, isCurrent) {
   fillSummary(run);
   root.append(summary);
   const approval = el("div", { class: "approval" });
+  // The call the run waits on, from its approval_requested event.
+  let pending = null;
   const showApproval = (r) => approval.replaceChildren(...(r.state === "waiting_approval"
-    ? [el("p", {}, "This run waits for a person's decision."), approvalButtons(r)] : []));
+    ? (pending
+      ? [el("p", {}, "This run waits for a person's decision on:"), callView(pending), approvalButtons(pending)]
+      : [el("p", {}, "This run waits for a person's decision (reading which call…).")])
+    : []));
   showApproval(run);
   root.append(approval);
   if (run.error) root.append(section("Error", el("pre", { class: "error" }, run.error)));
@@ -430,6 +445,9 @@ async function runView(root, parts, _params, isCurrent) {
     if (kind === "started") live.textContent = "Running…";
     if (kind === "approval_requested" || kind === "approval_decided") {
       run.state = kind === "approval_requested" ? "waiting_approval" : "running";
+      pending = kind === "approval_requested"
+        ? { run_id: run.id, agent: run.agent, call_id: data.id, tool: data.name, arguments: data.arguments }
+        : null;
       fillSummary(run);
       showApproval(run);
     }
