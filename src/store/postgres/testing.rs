@@ -2,8 +2,8 @@
 //! `AURAD_TEST_POSTGRES` names (default `postgres://postgres@127.0.0.1:5432/postgres`)
 //! and dropped when the test ends. When no server answers, [`TestDb::create`]
 //! returns `None` and the test says it skipped, unless `CI` is set: then it
-//! fails, so CI never passes without running them (`.ci/run` sets
-//! `AURAD_SKIP_POSTGRES` when it found no server, and says so).
+//! fails, so CI never passes without running them (`.ci/run` starts the
+//! local server when none answers, and never sets `AURAD_SKIP_POSTGRES`).
 
 use tokio_postgres::NoTls;
 
