@@ -547,12 +547,17 @@ async fn a_hanging_run_is_cancelled_live_and_then_cannot_be_cancelled_again() {
 async fn with_a_token_every_route_but_healthz_and_hooks_needs_it() {
     let mock = MockLlm::start().await;
     let dir = project_with_mock(&mock, AGENT_A);
-    let mut api = Api::start(dir.path(), &[("AURAD_TOKEN", "tok-123")]).await;
+    let mut api = Api::start(dir.path(), &[("AURAD_TOKEN", "tok-123-long-enough-0")]).await;
 
     let (status, _) = api.get_json("/healthz").await;
     assert_eq!(status, 200);
 
-    let bad_tokens = [None, Some("tok-12"), Some("tok-1234"), Some("TOK-123")];
+    let bad_tokens = [
+        None,
+        Some("tok-123-long-enough-"),
+        Some("tok-123-long-enough-00"),
+        Some("TOK-123-long-enough-0"),
+    ];
     for token in bad_tokens {
         api.token = token.map(str::to_string);
         for (method, path) in [
@@ -585,7 +590,7 @@ async fn with_a_token_every_route_but_healthz_and_hooks_needs_it() {
         .unwrap();
     assert_eq!(response.status(), 401);
 
-    api.token = Some("tok-123".into());
+    api.token = Some("tok-123-long-enough-0".into());
     let (status, agents) = api.get_json("/v1/agents").await;
     assert_eq!(status, 200);
     assert_eq!(agents["agents"][0]["name"], "a");
@@ -640,7 +645,10 @@ async fn webhooks_check_signatures_and_run_each_delivery_once() {
     );
     let api = Api::start(
         dir.path(),
-        &[("HOOK_SECRET", SECRET), ("AURAD_TOKEN", "tok")],
+        &[
+            ("HOOK_SECRET", SECRET),
+            ("AURAD_TOKEN", "tok-long-enough-000"),
+        ],
     )
     .await;
     let body = br#"{"action": "opened", "title": "Broken build", "number": 7}"#;
@@ -705,7 +713,7 @@ async fn webhooks_check_signatures_and_run_each_delivery_once() {
     assert_eq!(run["trigger"], "webhook");
     assert_eq!(run["input"], "Issue: Broken build");
     let mut api = api;
-    api.token = Some("tok".into());
+    api.token = Some("tok-long-enough-000".into());
     let done = api.wait_run(run["id"].as_str().unwrap()).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert!(request_text(&mock, 0).contains("Issue: Broken build"));
@@ -753,6 +761,7 @@ async fn shutdown_refuses_new_runs_and_ends_open_streams() {
     mock.wait_for_requests(1, WAIT).await;
 
     let client = api.client.clone();
+    let token = api.token.clone().unwrap_or_default();
     let quiet = api.url("/v1/agents/quiet/runs");
     let stopping = tokio::spawn(api.stop());
     // Until the shutdown begins `quiet` cannot run for want of input (422);
@@ -760,6 +769,7 @@ async fn shutdown_refuses_new_runs_and_ends_open_streams() {
     let error = eventually("runs to be refused with 503", WAIT, || async {
         let request = client
             .post(&quiet)
+            .bearer_auth(&token)
             .header("content-type", "application/json");
         let (status, body) = json_of(request.send().await.unwrap()).await;
         assert!(status == 422 || status == 503, "{status}: {body}");

@@ -187,9 +187,10 @@ async fn legitimate_clients_still_work() {
     let addr = api.daemon.addr;
 
     // curl -H 'Content-Type: application/json' -d '{"input": ...}'
+    let bearer = format!("Authorization: Bearer {}", api.daemon.token);
     let (status, answer) = raw(
         addr,
-        &format!("POST /v1/agents/a/runs HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nContent-Type: application/json"),
+        &format!("POST /v1/agents/a/runs HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nContent-Type: application/json\r\n{bearer}"),
         "{\"input\": \"from curl\"}",
     )
     .await;
@@ -198,14 +199,14 @@ async fn legitimate_clients_still_work() {
     // reverse proxy under an allowed name.
     let (status, answer) = raw(
         addr,
-        &format!("POST /v1/agents/a/runs HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/json; charset=utf-8\r\nOrigin: http://localhost:{}\r\nSec-Fetch-Site: same-origin", addr.port(), addr.port()),
+        &format!("POST /v1/agents/a/runs HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/json; charset=utf-8\r\nOrigin: http://localhost:{}\r\nSec-Fetch-Site: same-origin\r\n{bearer}", addr.port(), addr.port()),
         "{\"input\": \"same origin\"}",
     )
     .await;
     assert_eq!(status, 202, "{answer}");
     let (status, answer) = raw(
         addr,
-        "GET /v1/runs HTTP/1.1\r\nHost: aurad.example.com\r\nX-Forwarded-For: 10.0.0.9",
+        &format!("GET /v1/runs HTTP/1.1\r\nHost: aurad.example.com\r\nX-Forwarded-For: 10.0.0.9\r\n{bearer}"),
         "",
     )
     .await;

@@ -49,7 +49,8 @@ fn read_events(addr: SocketAddr, id: &str) -> String {
         .unwrap();
     write!(
         stream,
-        "GET /v1/runs/{id}/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
+        "GET /v1/runs/{id}/events HTTP/1.1\r\nHost: {addr}\r\n{}Accept: text/event-stream\r\nConnection: close\r\n\r\n",
+        support::serve::authorization(addr)
     )
     .unwrap();
     let mut text = String::new();

@@ -29,7 +29,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::Value;
 use support::serve::{Serve, poll};
 
-const TOKEN: &str = "dash-token-5b1e";
+const TOKEN: &str = "dash-token-5b1e-long-enough";
 
 /// A response: status, headers (names in lowercase), body.
 struct Answer {
@@ -64,6 +64,12 @@ fn request(
     let mut head = format!("{method} {path} HTTP/1.1\r\n");
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
         head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    if !headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+    {
+        head.push_str(&support::serve::authorization(addr));
     }
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -227,7 +233,8 @@ fn with_a_token_the_data_needs_it_and_the_files_do_not() {
         "/v1/memory/notes",
         "/v1/status",
     ] {
-        let refused = get(addr, path);
+        // An empty Authorization: the test's own token is not sent.
+        let refused = request(addr, "GET", path, &[("Authorization", "")], "");
         assert_eq!(refused.status, 401, "{path} answered without the token");
         assert_eq!(refused.header("www-authenticate"), "Bearer");
         let wrong = request(addr, "GET", path, &[("Authorization", "Bearer nope")], "");
@@ -241,7 +248,7 @@ fn with_a_token_the_data_needs_it_and_the_files_do_not() {
         addr,
         "POST",
         "/v1/agents/hello/runs",
-        &[("Content-Type", "application/json")],
+        &[("Content-Type", "application/json"), ("Authorization", "")],
         "{}",
     );
     assert_eq!(start.status, 401);
@@ -249,7 +256,7 @@ fn with_a_token_the_data_needs_it_and_the_files_do_not() {
         addr,
         "POST",
         "/v1/runs/whatever/approval",
-        &[("Content-Type", "application/json")],
+        &[("Content-Type", "application/json"), ("Authorization", "")],
         r#"{"approve": true}"#,
     );
     assert_eq!(approve.status, 401);

@@ -36,7 +36,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use support::serve::{KillOnDrop, Serve, free_port, poll};
 
-const TOKEN: &str = "browser-token-7c2d";
+const TOKEN: &str = "browser-token-7c2d-long-enough";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// How long the page may take for one step.

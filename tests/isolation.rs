@@ -85,7 +85,10 @@ fn names(list: &Value) -> Vec<&str> {
 }
 
 async fn metrics(daemon: &InProc) -> String {
-    reqwest::get(daemon.url("/metrics"))
+    daemon
+        .client()
+        .get(daemon.url("/metrics"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -95,7 +98,8 @@ async fn metrics(daemon: &InProc) -> String {
 
 /// Starts a run of `agent` through the API and waits for its final state.
 async fn api_run(daemon: &InProc, agent: &str) -> Value {
-    let response = reqwest::Client::new()
+    let response = daemon
+        .client()
         .post(daemon.url(&format!("/v1/agents/{agent}/runs")))
         .json(&serde_json::json!({ "input": "go" }))
         .send()

@@ -47,7 +47,8 @@ fn start_run(addr: SocketAddr, agent: &str) -> Option<String> {
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
         stream,
-        "POST /v1/agents/{agent}/runs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /v1/agents/{agent}/runs HTTP/1.1\r\nHost: {addr}\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        support::serve::authorization(addr),
         body.len()
     )
     .ok()?;

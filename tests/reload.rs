@@ -57,7 +57,10 @@ async fn agents_added_changed_rename_saved_and_deleted_are_picked_up() {
     })
     .await;
 
-    let metrics = reqwest::get(daemon.url("/metrics"))
+    let metrics = daemon
+        .client()
+        .get(daemon.url("/metrics"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -120,7 +123,10 @@ async fn a_broken_edit_keeps_the_last_good_version_serving_and_is_logged_with_it
     })
     .await;
     assert_eq!(hash(&daemon, "a").await.as_deref(), Some(good.as_str()));
-    let metrics = reqwest::get(daemon.url("/metrics"))
+    let metrics = daemon
+        .client()
+        .get(daemon.url("/metrics"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -154,7 +160,7 @@ async fn a_run_in_flight_finishes_on_the_definition_it_started_with() {
     mock.set_fallback(Reply::Text("done".into()));
     let daemon = start(root, watching()).await;
     let old_hash = hash(&daemon, "a").await.unwrap();
-    let client = reqwest::Client::new();
+    let client = daemon.client();
     let run = start_run(&client, &daemon, "go").await;
     let id = run["id"].as_str().unwrap().to_string();
     mock.wait_for_requests(1, WAIT).await;
@@ -196,7 +202,8 @@ async fn mcp_server_pid(daemon: &InProc, mock: &MockLlm) -> String {
     let before = mock.request_count();
     mock.push(Reply::tool_call("p", "t_pid", "{}"));
     mock.push(Reply::Text("noted".into()));
-    let response = reqwest::Client::new()
+    let response = daemon
+        .client()
         .post(daemon.url("/v1/agents/a/runs"))
         .json(&serde_json::json!({ "input": "pid?" }))
         .send()

@@ -461,7 +461,15 @@ async fn failures_back_off_the_schedule() {
     settled(&store, 1).await;
     let agent_url = daemon.url("/v1/agents/a");
     let agent: serde_json::Value = eventually("the failure counted", WAIT, || async {
-        let agent: serde_json::Value = reqwest::get(&agent_url).await.ok()?.json().await.ok()?;
+        let agent: serde_json::Value = daemon
+            .client()
+            .get(&agent_url)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
         (agent["consecutive_failures"] == 1).then_some(agent)
     })
     .await;
@@ -614,7 +622,7 @@ async fn overlap_replace_cancels_only_a_run_of_the_same_schedule() {
     let clock = ManualClock::new(at("2026-06-01T12:00:30Z"));
     let daemon = start_planned(dir.path(), &clock).await;
     let store = open_store(&dir);
-    let client = reqwest::Client::new();
+    let client = daemon.client();
     let api_run = support::inproc::start_run(&client, &daemon, "by hand").await;
     let api_id = api_run["id"].as_str().expect("a run id").to_string();
     mock.wait_for_requests(1, WAIT).await;

@@ -180,6 +180,10 @@ async fn planted_secrets_reach_neither_the_store_nor_logs_nor_sse_nor_the_model(
         answer.status().is_success().then_some(())
     })
     .await;
+    // The daemon's token, as it wrote it for the person.
+    let client = support::inproc::client_with(
+        &support::inproc::api_token(root, port).expect("the daemon's token"),
+    );
 
     // The model asks for every way of printing a secret, then quotes two.
     mock.push(Reply::ToolCalls(vec![

@@ -54,7 +54,10 @@ async fn start(
     std::fs::write(dir.path().join("agents").join(format!("{name}.yaml")), yaml).unwrap();
     let api = Api::start(
         dir.path(),
-        &[("SECRET_VAR", secret), ("AURAD_TOKEN", "tok")],
+        &[
+            ("SECRET_VAR", secret),
+            ("AURAD_TOKEN", "tok-long-enough-000"),
+        ],
     )
     .await;
     (mock, dir, api)
@@ -82,7 +85,7 @@ fn headers_of(delivery: &Delivery) -> Vec<(String, String)> {
 
 /// Waits for run `id` to end (with a token, as the runs API needs one).
 async fn finished(api: &mut Api, id: &Value) -> Value {
-    api.token = Some("tok".into());
+    api.token = Some("tok-long-enough-000".into());
     let run = api.wait_run(id.as_str().unwrap()).await;
     api.token = None;
     run

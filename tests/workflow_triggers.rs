@@ -98,7 +98,7 @@ async fn a_chain_runs_on_success_only_and_a_failure_starts_its_own_follow_up() {
     );
     let daemon = start(root, Default::default()).await;
     let store = Store::open(&root.join("aurad.db")).unwrap();
-    let client = reqwest::Client::new();
+    let client = daemon.client();
     let submit = |input: &'static str| {
         let client = client.clone();
         let url = daemon.url("/v1/agents/a/runs");

@@ -23,7 +23,7 @@ pub trait Backend: Send + Sync + 'static {
     /// The address the API was asked to listen on.
     fn listen(&self) -> SocketAddr;
     /// `AURAD_TOKEN`, required as a bearer token when not on loopback.
-    fn token(&self) -> Option<&str>;
+    fn token(&self) -> &str;
     /// The names besides its own the API answers to (`allowed_hosts`).
     fn allowed_hosts(&self) -> Vec<AllowedHost>;
     /// The metrics in the Prometheus text format.

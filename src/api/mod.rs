@@ -186,12 +186,12 @@ async fn log_request(request: Request, next: Next) -> Response {
     response
 }
 
-/// Requires `Authorization: Bearer <AURAD_TOKEN>` when the daemon has a
-/// token.
+/// Requires `Authorization: Bearer <token>`: `AURAD_TOKEN`, or the one
+/// the daemon made and wrote for the person's CLI (`aurad dashboard` opens
+/// the dashboard with it). A request is not trusted for coming from
+/// loopback: a tool the model drives runs on this machine too.
 async fn require_token(State(api): State<Api>, request: Request, next: Next) -> Response {
-    let Some(expected) = api.daemon.token() else {
-        return next.run(request).await;
-    };
+    let expected = api.daemon.token();
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -200,10 +200,10 @@ async fn require_token(State(api): State<Api>, request: Request, next: Next) -> 
     match presented {
         Some(token) if token_matches(token, expected) => next.run(request).await,
         Some(_) => unauthorized(
-            "the bearer token is wrong: send `Authorization: Bearer <AURAD_TOKEN>` with the daemon's token",
+            "the bearer token is wrong: send `Authorization: Bearer <token>` with the daemon's token (AURAD_TOKEN, or the one `aurad dashboard --print-token` shows)",
         ),
         None => unauthorized(
-            "this API needs a bearer token: send `Authorization: Bearer <AURAD_TOKEN>`",
+            "this API needs a bearer token: send `Authorization: Bearer <token>` (AURAD_TOKEN, or the one `aurad dashboard --print-token` shows); `aurad trigger` and `aurad dashboard` send it for you",
         ),
     }
 }

@@ -23,7 +23,9 @@ pub use crate::api::AgentInfo;
 pub use crate::store::{
     NodeRecord, PruneScope, Pruned, RunFilter, RunRecord, StepRecord, Store, StoreError,
 };
-pub use project::{ForAgent, OpenError, concerns, for_agent, interruptible, open_store, runtime};
+pub use project::{
+    ForAgent, OpenError, api_access, concerns, for_agent, interruptible, open_store, runtime,
+};
 
 /// What `aurad memory` reads and writes: memories, their defaults, and the
 /// formats `aurad memory import` takes.

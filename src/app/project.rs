@@ -36,6 +36,13 @@ pub fn open_store(root: &Path) -> Result<Store, OpenError> {
     Store::connect(database).map_err(|e| OpenError::Database(format!("database {database}: {e}")))
 }
 
+/// Where the project's running `aurad serve` listens and its API token, as
+/// it wrote them for the person (`config::private`); an error when no
+/// daemon of this project runs (or it could not write them).
+pub fn api_access(root: &Path) -> std::io::Result<crate::config::private::ApiAccess> {
+    crate::config::private::running_api(root, &config::process_env)
+}
+
 /// The single-threaded runtime a command needs for async work.
 pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()

@@ -11,6 +11,7 @@
 mod agents;
 mod approve;
 mod completions;
+mod dashboard;
 mod follow;
 mod mcp;
 mod memory;
@@ -132,6 +133,8 @@ pub enum Command {
     Skills(skills::SkillsArgs),
     /// Where the store is and, on PostgreSQL, the nodes sharing it.
     Status(status::StatusArgs),
+    /// The dashboard's address with the token that lets the browser in.
+    Dashboard(dashboard::DashboardArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(completions::CompletionsArgs),
 }
@@ -221,6 +224,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Memory(args) => memory::run(&root, args),
         Command::Skills(args) => skills::run(&root, args),
         Command::Status(args) => status::run(&root, args),
+        Command::Dashboard(args) => dashboard::run(&root, args),
         Command::Completions(_) => unreachable!("answered before the project is read"),
     }
 }

@@ -12,6 +12,7 @@ use reqwest::{StatusCode, Url, header};
 
 use super::render::Renderer;
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, read_input};
+use crate::app;
 use crate::config;
 use crate::types::{RunEvent, RunState};
 
@@ -33,14 +34,22 @@ pub struct TriggerArgs {
     /// Stream the run's events until it ends; exit 0 only if it succeeded.
     #[arg(long, short = 'f')]
     pub follow: bool,
-    /// The daemon's address. Default: `http://` + `listen` of aurad.yaml
+    /// The daemon's address. Default: where the project's running
+    /// `aurad serve` listens, else `http://` + `listen` of aurad.yaml
     /// (127.0.0.1:7777).
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
 }
 
 pub fn run(root: &Path, args: TriggerArgs) -> i32 {
-    let base = match base_url(root, args.url.as_deref()) {
+    // The project's running daemon says where it is and its token, to the
+    // person only (`app::api_access`).
+    let access = app::api_access(root).ok();
+    let url = args
+        .url
+        .clone()
+        .or_else(|| access.as_ref().map(|a| format!("http://{}", a.listen)));
+    let base = match base_url(root, url.as_deref()) {
         Ok(url) => url,
         Err(code) => return code,
     };
@@ -72,7 +81,10 @@ pub fn run(root: &Path, args: TriggerArgs) -> i32 {
     };
     let request = Request {
         base,
-        token: std::env::var("AURAD_TOKEN").ok().filter(|t| !t.is_empty()),
+        token: std::env::var("AURAD_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| access.map(|a| a.token)),
     };
     let code = runtime.block_on(trigger(
         &request,
@@ -265,7 +277,9 @@ async fn report_error(response: reqwest::Response) -> i32 {
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
         && std::env::var_os("AURAD_TOKEN").is_none()
     {
-        eprintln!("(set AURAD_TOKEN to the daemon's token)");
+        eprintln!(
+            "(a daemon started elsewhere: set AURAD_TOKEN to its token, or pass --url where it listens)"
+        );
     }
     match status {
         StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::UNPROCESSABLE_ENTITY => {

@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod otel;
 pub mod plugins;
 mod prices;
+pub mod private;
 mod schema;
 pub mod settings;
 pub mod steps;

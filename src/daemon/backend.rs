@@ -21,7 +21,7 @@ impl Backend for Daemon {
         Daemon::listen(self)
     }
 
-    fn token(&self) -> Option<&str> {
+    fn token(&self) -> &str {
         Daemon::token(self)
     }
 

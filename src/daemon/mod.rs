@@ -61,7 +61,7 @@ pub struct Daemon {
     env: Env,
     snapshot: tokio::sync::watch::Sender<Arc<Snapshot>>,
     listen: SocketAddr,
-    token: Option<String>,
+    token: String,
     mcp_states: Mutex<Vec<(String, McpState)>>,
     /// The cluster's nodes as the last heartbeat read them (PostgreSQL).
     nodes: Mutex<Vec<crate::store::NodeRecord>>,
@@ -137,9 +137,11 @@ impl Daemon {
         self.listen
     }
 
-    /// `AURAD_TOKEN`, required as a bearer token when not on loopback.
-    pub fn token(&self) -> Option<&str> {
-        self.token.as_deref()
+    /// The bearer token every API request but `/healthz`, the dashboard's
+    /// files and the signed webhooks carries: `AURAD_TOKEN`, or one made at
+    /// start and written where only the person's CLI can read it.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {

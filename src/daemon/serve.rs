@@ -134,19 +134,57 @@ pub async fn serve(
         }
     }
     let listen = options.listen.unwrap_or(settings.listen);
-    let token = (options.env)("AURAD_TOKEN").filter(|t| !t.is_empty());
-    if !listen.ip().is_loopback() && token.is_none() {
+    let given = (options.env)("AURAD_TOKEN").filter(|t| !t.is_empty());
+    if let Some(short) = given
+        .as_ref()
+        .filter(|t| t.chars().count() < MIN_TOKEN_CHARS)
+    {
         reloader.shutdown().await;
         return Err(format!(
-            "listening on {listen} (not loopback) needs a bearer token: set AURAD_TOKEN, or listen on 127.0.0.1"
+            "AURAD_TOKEN is {} character(s) long, which can be guessed: use at least {MIN_TOKEN_CHARS} random characters (e.g. the output of `openssl rand -hex 16`), or unset it and aurad makes one",
+            short.chars().count()
         ));
     }
+    if !listen.ip().is_loopback() && given.is_none() {
+        reloader.shutdown().await;
+        return Err(format!(
+            "listening on {listen} (not loopback) needs a bearer token its clients know: set AURAD_TOKEN, or listen on 127.0.0.1"
+        ));
+    }
+    let token = given.clone().unwrap_or_else(new_token);
+    crate::redact::add_to_logs(&crate::redact::Redactor::new([(
+        "AURAD_TOKEN".to_string(),
+        token.clone(),
+    )]));
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}; choose another address with --listen or `listen:` in aurad.yaml"))?;
     let bound = listener
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    // Where the person's CLI and dashboard find the API and its token; no
+    // tool can read it (config::private).
+    // The process's own environment, as the CLI reading it uses.
+    let api_file =
+        crate::config::private::api_file(&root, bound.port(), &crate::config::process_env);
+    let access = crate::config::private::ApiAccess {
+        listen: bound,
+        token: token.clone(),
+        pid: std::process::id(),
+    };
+    if let Err(e) = crate::config::private::write_api_file(&api_file, &access) {
+        let message = format!(
+            "cannot write the API's credential to {}: {e}",
+            api_file.display()
+        );
+        if given.is_none() {
+            reloader.shutdown().await;
+            return Err(format!(
+                "{message}; the CLI and the dashboard would have no way in: fix the folder's permissions, or set AURAD_TOKEN"
+            ));
+        }
+        tracing::warn!("{message}; clients must be given AURAD_TOKEN");
+    }
     let (snapshot_tx, snapshot_rx) = watch::channel(snapshot.clone());
     supervisor.follow(Box::new(super::follow_ups::FollowUps {
         snapshots: snapshot_rx.clone(),
@@ -271,6 +309,10 @@ pub async fn serve(
         reloader.shutdown().await;
     }
     drop(daemon);
+    // The credential of this process only: a newer daemon's stays.
+    if crate::config::private::read_api_file(&api_file).is_ok_and(|a| a.pid == std::process::id()) {
+        let _ = std::fs::remove_file(&api_file);
+    }
     if store.is_shared()
         && let Err(e) = store.node_stopped(&node.id).await
     {
@@ -429,4 +471,15 @@ fn log_diagnostics(diagnostics: &[Diagnostic]) {
             tracing::warn!("{d}");
         }
     }
+}
+
+/// The fewest characters an `AURAD_TOKEN` may have: a one-character token
+/// was accepted before, and is guessed in a few requests.
+const MIN_TOKEN_CHARS: usize = 16;
+
+/// A new random API token: 32 bytes from the system's generator, in hex.
+fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+    hex::encode(bytes)
 }

@@ -141,7 +141,11 @@ fn prepare_with(
     let sub_agents = (!agent.agents.is_empty())
         .then(|| SubAgents::resolve(&shared(), agent, depth, env))
         .flatten();
-    let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id).passing(&agent.pass_env);
+    let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id)
+        .passing(&agent.pass_env)
+        .hiding(&crate::config::private::state_dir(
+            &crate::config::process_env,
+        ));
     let spec = RunSpec {
         run_id,
         agent: agent.name.clone(),

@@ -21,8 +21,11 @@
 //! `/` to the project root, symbolic links excepted, and a few devices), and
 //! `workdir` only beneath the run's scratch directory
 //! `<root>/.aurad/work/<run id>` (and the same devices). No mode may make
-//! device nodes. Reading is never restricted. The ruleset is built once per run in the daemon and only
-//! enforced in the child (`landlock_restrict_self` on its file descriptor);
+//! device nodes. Reading is restricted in one place only: the files
+//! beneath the folder [`Sandbox::hiding`] names (aurad's private state: a
+//! running daemon's API credential) cannot be read. The ruleset is built
+//! once per run in the daemon and only enforced in the child
+//! (`landlock_restrict_self` on its file descriptor);
 //! when the kernel cannot enforce it, the call is refused, never run
 //! unconfined. Depends on `types`, `landlock` and `libc`.
 
@@ -67,6 +70,8 @@ pub struct Sandbox {
     /// Variables of aurad's environment its processes get beside the
     /// allow-listed ones (the agent's `pass_env`).
     pass_env: Arc<[String]>,
+    /// A folder whose files its processes cannot read.
+    hidden: Option<PathBuf>,
 }
 
 impl Sandbox {
@@ -87,7 +92,16 @@ impl Sandbox {
             scratch,
             ruleset: Arc::default(),
             pass_env: Arc::from([]),
+            hidden: None,
         }
+    }
+
+    /// The same sandbox, whose processes cannot read the files beneath
+    /// `dir` (aurad's private state: `config::private`). Only a Landlock
+    /// sandbox can keep it: `sandbox: none` has the user's power.
+    pub fn hiding(mut self, dir: &Path) -> Self {
+        self.hidden = Some(dir.to_path_buf());
+        self
     }
 
     /// The same sandbox, whose processes also get the variables `names` of
@@ -142,16 +156,21 @@ impl Sandbox {
         })
     }
 
-    /// The paths that stay writable, then a Landlock ruleset granting
-    /// write rights beneath them only.
+    /// The paths that stay writable and, with a hidden folder, those that
+    /// stay readable; then a Landlock ruleset granting write rights (and
+    /// reading files) beneath them only.
     fn build_ruleset(&self) -> Result<OwnedFd, String> {
         let mut writable = match self.mode {
             SandboxMode::None => return Err("no sandbox asked for".into()),
-            SandboxMode::ReadOnlyProject => paths_outside(&self.root)?,
+            SandboxMode::ReadOnlyProject => all_except(std::slice::from_ref(&self.root), true)?,
             SandboxMode::Workdir => self.scratch.iter().cloned().collect(),
         };
         writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
-        landlock_ruleset(self.mode, &writable)
+        let readable = match &self.hidden {
+            Some(hidden) => Some(all_except(std::slice::from_ref(hidden), false)?),
+            None => None,
+        };
+        landlock_ruleset(self.mode, &writable, readable.as_deref())
     }
 }
 
@@ -160,13 +179,19 @@ pub fn check_available(mode: SandboxMode) -> Result<(), String> {
     if mode == SandboxMode::None {
         return Ok(());
     }
-    landlock_ruleset(mode, &[]).map(drop)
+    landlock_ruleset(mode, &[], Some(&[])).map(drop)
 }
 
 /// A ruleset handling every write right of [`LANDLOCK_ABI`], granting them
-/// (but making device nodes) beneath `writable` (paths that do not exist
-/// are left out). Refuses a kernel that cannot enforce all of it.
-fn landlock_ruleset(mode: SandboxMode, writable: &[PathBuf]) -> Result<OwnedFd, String> {
+/// (but making device nodes) beneath `writable`, and, with `readable`,
+/// handling the reading of files too, granted beneath `readable` (paths
+/// that do not exist are left out). Refuses a kernel that cannot enforce
+/// all of it.
+fn landlock_ruleset(
+    mode: SandboxMode,
+    writable: &[PathBuf],
+    readable: Option<&[PathBuf]>,
+) -> Result<OwnedFd, String> {
     use landlock::{
         AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
         path_beneath_rules,
@@ -183,44 +208,89 @@ fn landlock_ruleset(mode: SandboxMode, writable: &[PathBuf]) -> Result<OwnedFd, 
     // Device nodes are never made: a root process could make one for the
     // disk under the project and write the project's files through it.
     let granted = write & !(AccessFs::MakeBlock | AccessFs::MakeChar);
+    let handled = match readable {
+        Some(_) => write | AccessFs::ReadFile,
+        None => write,
+    };
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(write)
+        .handle_access(handled)
         .map_err(|e| unavailable(&e))?
         .create()
         .map_err(|e| unavailable(&e))?
         .add_rules(path_beneath_rules(writable, granted))
+        .and_then(|r| {
+            r.add_rules(path_beneath_rules(
+                readable.unwrap_or_default(),
+                AccessFs::ReadFile,
+            ))
+        })
         .map_err(|e| format!("cannot build the sandbox's rules: {e}"))?;
     let fd: Option<OwnedFd> = ruleset.into();
     fd.ok_or_else(|| unavailable(&"no Landlock ruleset was created"))
 }
 
-/// Every path outside the canonical `root`: the entries of each directory
-/// from the root's parent up to `/`, except the one leading to the root,
-/// symbolic links (which may point back inside) and `/dev` (its devices
-/// are granted one by one).
-fn paths_outside(root: &Path) -> Result<Vec<PathBuf>, String> {
-    let root = root.canonicalize().map_err(|e| {
-        format!(
-            "cannot resolve the project root {} for the sandbox: {e}",
-            root.display()
-        )
-    })?;
-    let mut outside = Vec::new();
-    let mut inner = root.as_path();
-    while let Some(dir) = inner.parent() {
-        let entries = std::fs::read_dir(dir)
-            .map_err(|e| format!("cannot list {} for the sandbox: {e}", dir.display()))?;
+/// Every path but the `excluded` ones and what is beneath them: the
+/// entries of each directory from `/` down to each excluded path, except
+/// those leading to (or being) one, symbolic links (which may point back
+/// in) and, with `skip_dev`, `/dev` (whose devices are granted one by
+/// one). An excluded path that does not exist yet is excluded as it will
+/// be: its existing ancestors are listed.
+fn all_except(excluded: &[PathBuf], skip_dev: bool) -> Result<Vec<PathBuf>, String> {
+    let excluded: Vec<PathBuf> = excluded
+        .iter()
+        .map(|p| resolved(p))
+        .collect::<Result<_, _>>()?;
+    let mut ancestors: std::collections::BTreeSet<&Path> = std::collections::BTreeSet::new();
+    for path in &excluded {
+        ancestors.extend(path.ancestors().skip(1));
+    }
+    let mut granted = Vec::new();
+    for dir in &ancestors {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            // Not there yet (the excluded path's own folders).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot list {} for the sandbox: {e}",
+                    dir.display()
+                ));
+            }
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
-            if path != inner && !is_link && path != Path::new("/dev") {
-                outside.push(path);
+            let on_the_way = ancestors.contains(path.as_path()) || excluded.contains(&path);
+            let skipped = on_the_way || is_link || skip_dev && path == Path::new("/dev");
+            if !skipped {
+                granted.push(path);
             }
         }
-        inner = dir;
     }
-    Ok(outside)
+    Ok(granted)
+}
+
+/// `path` with symbolic links resolved in the part of it that exists.
+fn resolved(path: &Path) -> Result<PathBuf, String> {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    loop {
+        match existing.canonicalize() {
+            Ok(real) => {
+                return Ok(missing.iter().rev().fold(real, |p, part| p.join(part)));
+            }
+            Err(_) => match (existing.parent(), existing.file_name()) {
+                (Some(parent), Some(name)) => {
+                    missing.push(name.to_os_string());
+                    existing = parent;
+                }
+                _ => {
+                    return Err(format!("cannot resolve {} for the sandbox", path.display()));
+                }
+            },
+        }
+    }
 }
 
 /// What [`Sandbox::confinement`] prepared for one child process.
@@ -414,19 +484,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_outside_skip_the_way_to_the_root_and_links() {
+    fn all_but_the_excluded_skips_the_way_to_each_and_links() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().canonicalize().unwrap();
         let root = base.join("proj");
         std::fs::create_dir_all(root.join("agents")).unwrap();
         std::fs::create_dir(base.join("sibling")).unwrap();
         std::os::unix::fs::symlink(&root, base.join("link-in")).unwrap();
-        let outside = paths_outside(&root).unwrap();
+        let outside = all_except(std::slice::from_ref(&root), true).unwrap();
         assert!(outside.contains(&base.join("sibling")));
         assert!(!outside.iter().any(|p| root.starts_with(p)), "{outside:?}");
         assert!(!outside.contains(&base.join("link-in")));
         assert!(!outside.contains(&PathBuf::from("/dev")));
         assert!(outside.contains(&PathBuf::from("/usr")) || !Path::new("/usr").exists());
+        // Two excluded paths, one not there yet: the way to each is left
+        // out, the rest of their folders granted.
+        let private = base.join("state/aurad/abc");
+        std::fs::create_dir_all(base.join("state/other")).unwrap();
+        let both = all_except(&[root.clone(), private.clone()], false).unwrap();
+        assert!(both.contains(&base.join("state/other")), "{both:?}");
+        assert!(both.contains(&base.join("sibling")));
+        assert!(
+            !both
+                .iter()
+                .any(|p| private.starts_with(p) || root.starts_with(p)),
+            "{both:?}"
+        );
+        assert!(both.contains(&PathBuf::from("/dev")));
     }
 
     #[test]

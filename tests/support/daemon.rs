@@ -44,9 +44,9 @@ impl Api {
         )
         .await;
         Api {
+            token: Some(daemon.token.clone()),
             daemon,
             client: reqwest::Client::new(),
-            token: None,
         }
     }
 

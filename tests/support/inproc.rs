@@ -16,6 +16,8 @@ use aurad::store::{RunFilter, RunRecord, Store};
 pub struct InProc {
     pub addr: SocketAddr,
     pub root: PathBuf,
+    /// The API's token, as the daemon wrote it for the person.
+    pub token: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), String>>>,
 }
@@ -62,6 +64,7 @@ pub async fn try_start(root: &Path, options: Start) -> Result<InProc, String> {
         Ok(addr) => Ok(InProc {
             addr,
             root: root.to_path_buf(),
+            token: api_token(root, addr.port()).expect("the daemon wrote its API credential"),
             stop: Some(stop_tx),
             task: Some(task),
         }),
@@ -74,7 +77,39 @@ pub async fn try_start(root: &Path, options: Start) -> Result<InProc, String> {
     }
 }
 
+/// The token the daemon of `root` listening on `port` wrote for the
+/// person's CLI.
+pub fn api_token(root: &Path, port: u16) -> Option<String> {
+    let path = aurad::config::private::api_file(root, port, &|name| std::env::var(name).ok());
+    aurad::config::private::read_api_file(&path)
+        .ok()
+        .map(|a| a.token)
+}
+
+/// A client whose every request carries `token` (an API's bearer token).
+pub fn client_with(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
 impl InProc {
+    /// A client whose every request carries the daemon's token.
+    pub fn client(&self) -> reqwest::Client {
+        client_with(&self.token)
+    }
+
+    /// `request` with the daemon's token.
+    pub fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.bearer_auth(&self.token)
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -151,7 +186,11 @@ pub fn write(root: &Path, file: &str, text: &str) {
 
 /// `GET path`: the status and the JSON body (`null` when there is none).
 pub async fn get(daemon: &InProc, path: &str) -> (u16, serde_json::Value) {
-    let response = reqwest::get(daemon.url(path)).await.expect("API answers");
+    let response = daemon
+        .authorized(reqwest::Client::new().get(daemon.url(path)))
+        .send()
+        .await
+        .expect("API answers");
     let status = response.status().as_u16();
     (
         status,
@@ -161,7 +200,9 @@ pub async fn get(daemon: &InProc, path: &str) -> (u16, serde_json::Value) {
 
 /// The daemon's `GET /metrics` text.
 pub async fn metrics_text(daemon: &InProc) -> String {
-    let response = reqwest::get(daemon.url("/metrics"))
+    let response = daemon
+        .authorized(reqwest::Client::new().get(daemon.url("/metrics")))
+        .send()
         .await
         .expect("API answers");
     response.text().await.expect("a text body")
@@ -188,8 +229,8 @@ pub async fn start_run(
     daemon: &InProc,
     input: &str,
 ) -> serde_json::Value {
-    client
-        .post(daemon.url("/v1/agents/a/runs"))
+    daemon
+        .authorized(client.post(daemon.url("/v1/agents/a/runs")))
         .json(&serde_json::json!({ "input": input }))
         .send()
         .await

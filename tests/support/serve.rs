@@ -83,14 +83,40 @@ pub fn poll<T>(what: &str, context: impl Fn() -> String, mut f: impl FnMut() -> 
     }
 }
 
-/// `GET path` on `addr`: the status and body, or `None` when nothing
-/// answers.
+/// The project a test's `aurad serve` listening on each address runs, so
+/// the requests below carry its token (the one it wrote for the person).
+static PROJECTS: std::sync::Mutex<Vec<(SocketAddr, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+/// Remembers that the daemon of `root` listens on `addr`.
+pub fn remember(addr: SocketAddr, root: &Path) {
+    let mut projects = PROJECTS.lock().unwrap();
+    projects.retain(|(a, _)| *a != addr);
+    projects.push((addr, root.to_path_buf()));
+}
+
+/// The token of the daemon listening on `addr`, read now (a restarted
+/// daemon has a new one): an `Authorization` header line, or nothing.
+pub fn authorization(addr: SocketAddr) -> String {
+    let root = PROJECTS
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(a, _)| *a == addr)
+        .map(|(_, root)| root.clone());
+    root.and_then(|root| super::inproc::api_token(&root, addr.port()))
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default()
+}
+
+/// `GET path` on `addr` (with its daemon's token): the status and body, or
+/// `None` when nothing answers.
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let authorization = authorization(addr);
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut response = Vec::new();
@@ -118,10 +144,13 @@ pub fn http_post(
 ) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let headers: String = headers
+    let mut headers: String = headers
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
+    if !headers.to_ascii_lowercase().contains("authorization:") {
+        headers.push_str(&authorization(addr));
+    }
     write!(
         stream,
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}\
@@ -182,6 +211,7 @@ impl Serve {
         env: &[(&str, &str)],
     ) -> Serve {
         let log = tempfile::NamedTempFile::new().unwrap();
+        remember(addr, root);
         let child = aurad(root)
             .envs(env.iter().copied())
             .arg("serve")

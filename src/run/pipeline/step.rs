@@ -498,10 +498,13 @@ async fn call_tool(
         return Err(format!("agent `{}` is gone from the project", job.agent));
     };
     let root = job.snapshot.project.root.clone();
-    let tools =
-        job.snapshot.tools.select(&agent.tools).with_sandbox(
-            Sandbox::for_run(agent.sandbox, &root, &ctx.run_id).passing(&agent.pass_env),
-        );
+    let tools = job.snapshot.tools.select(&agent.tools).with_sandbox(
+        Sandbox::for_run(agent.sandbox, &root, &ctx.run_id)
+            .passing(&agent.pass_env)
+            .hiding(&crate::config::private::state_dir(
+                &crate::config::process_env,
+            )),
+    );
     let call = ToolCall {
         id: step.id.clone(),
         name: tool.to_string(),

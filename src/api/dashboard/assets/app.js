@@ -619,7 +619,17 @@ async function memoryView(root, parts) {
 
 // ---------- start ----------
 
+// `aurad dashboard` opens `/#token=...`: the token is kept for this tab
+// and taken out of the address (and so out of the history).
+function tokenFromAddress() {
+  const match = /^#token=([^&]+)$/.exec(location.hash);
+  if (!match) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+  history.replaceState(null, "", location.pathname + "#/");
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  tokenFromAddress();
   setupToken();
   window.addEventListener("hashchange", route);
   route();
