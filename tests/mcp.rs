@@ -31,7 +31,8 @@ fn stdio(name: &str, args: &[&str]) -> McpServerConfig {
             command: support::mcp_test_server().to_string_lossy().into_owned(),
             args: args.iter().map(|a| a.to_string()).collect(),
             env: BTreeMap::new(),
-            cwd: None,
+            cwd: std::env::temp_dir(),
+            env_file: None,
         },
         startup_timeout: Duration::from_secs(10),
         call_timeout: Duration::from_secs(10),
@@ -369,7 +370,8 @@ async fn startup_failures_have_clear_reasons_and_do_not_block_others() {
         command: "aurad-no-such-command".into(),
         args: vec![],
         env: BTreeMap::new(),
-        cwd: None,
+        cwd: std::env::temp_dir(),
+        env_file: None,
     };
     let refusing = stdio("refusing", &["--exit", "1"]);
     let started = Instant::now();
@@ -561,7 +563,7 @@ fn load_mcp_reports_every_problem_with_its_place() {
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(servers.len(), 2);
     assert!(matches!(&servers[0].transport,
-        McpTransport::Stdio { env, cwd: Some(cwd), .. } if env["LOG_LEVEL"] == "info" && cwd.ends_with("good_list/work")));
+        McpTransport::Stdio { env, cwd, .. } if env["LOG_LEVEL"] == "info" && cwd.ends_with("good_list/work")));
     assert_eq!(servers[0].call_timeout, Duration::from_secs(30));
     assert!(matches!(&servers[1].transport,
         McpTransport::Http { headers, .. } if headers["Authorization"] == "Bearer tok"));

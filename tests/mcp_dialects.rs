@@ -296,7 +296,7 @@ fn stdio_details_of_cursor_and_vscode() {
     let McpTransport::Stdio { env, cwd, .. } = &servers[0].transport else {
         panic!("stdio expected");
     };
-    assert_eq!(cwd.as_deref(), Some(root));
+    assert_eq!(cwd, root);
     let want: BTreeMap<String, String> = [
         ("FROM_FILE", "yes".to_string()),
         ("MEMORY_FILE", format!("{}/memory.json", root.display())),

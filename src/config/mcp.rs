@@ -65,8 +65,13 @@ pub enum McpTransport {
         args: Vec<String>,
         /// `envFile`'s variables, overridden by `env`'s.
         env: BTreeMap<String, String>,
-        /// Resolved against the project root.
-        cwd: Option<PathBuf>,
+        /// Where it runs: `cwd` resolved against the project root, or the
+        /// project root.
+        cwd: PathBuf,
+        /// The `envFile` its variables were read from (resolved against
+        /// the project root): a file the daemon reads as configuration,
+        /// which tools may not change.
+        env_file: Option<PathBuf>,
     },
     Http {
         url: String,

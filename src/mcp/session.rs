@@ -103,13 +103,12 @@ pub(crate) async fn connect(
             args,
             env,
             cwd,
+            ..
         } => {
-            if let Some(dir) = cwd
-                && !dir.is_dir()
-            {
+            if !cwd.is_dir() {
                 return Err(format!(
                     "working directory `{}` does not exist; fix `cwd` in mcp.json",
-                    dir.display()
+                    cwd.display()
                 ));
             }
             let mut cmd = tokio::process::Command::new(command);
@@ -126,9 +125,7 @@ pub(crate) async fn connect(
                 .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
-            if let Some(dir) = cwd {
-                cmd.current_dir(dir);
-            }
+            cmd.current_dir(cwd);
             // Like tool processes, a server cannot read the daemon's memory
             // or environment (no sandbox: servers are shared by agents).
             crate::tools::sandbox::Confinement::default().install(&mut cmd);

@@ -7,6 +7,7 @@
 //! ([`skipped`]); an agent that needs a left-out item is left out too.
 //! May depend on `config`, `llm`, `tools`, `mcp`, `skills`.
 
+mod executed;
 mod pipelines;
 pub mod secrets;
 pub mod skipped;
@@ -97,7 +98,8 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     let protected = match project.settings.database.sqlite_path() {
         Some(database) => ProtectedPaths::new(database, lock_file),
         None => ProtectedPaths::lock_only(lock_file),
-    };
+    }
+    .executing(executed::executed_files(&project));
     let mut tools = ToolRegistry::builtin(protected);
     for plugin in &project.plugins {
         let tool = PluginTool::new(plugin.clone(), &project.root);

@@ -5,7 +5,7 @@
 //! place.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::dialect::{HTTP_FIELDS, STDIO_FIELDS};
@@ -74,9 +74,12 @@ impl Parser<'_> {
             None => Some(Vec::new()),
             Some(m) => self.string_list(m),
         };
-        let mut env = match fields.get("envFile") {
-            None => Some(BTreeMap::new()),
-            Some(m) => self.env_file(m),
+        let (mut env, env_file) = match fields.get("envFile") {
+            None => (Some(BTreeMap::new()), None),
+            Some(m) => match self.env_file(m) {
+                Some((path, vars)) => (Some(vars), Some(path)),
+                None => (None, None),
+            },
         };
         match zed_env.or_else(|| fields.get("env").copied()) {
             None => {}
@@ -85,17 +88,19 @@ impl Parser<'_> {
                 _ => env = None,
             },
         }
+        // Without `cwd`, the server runs in the project root (as editors
+        // run a project's `.mcp.json` servers), so relative paths in `args`
+        // mean the same whatever folder `aurad` was started from.
         let cwd = match fields.get("cwd") {
-            None => Some(None),
-            Some(m) => self
-                .expanded_string(m)
-                .map(|(c, _)| Some(self.root.join(c))),
+            None => Some(self.root.to_path_buf()),
+            Some(m) => self.expanded_string(m).map(|(c, _)| self.root.join(c)),
         };
         Some(McpTransport::Stdio {
             command: command?,
             args: args?,
             env: env?,
             cwd: cwd?,
+            env_file,
         })
     }
 
@@ -152,10 +157,12 @@ impl Parser<'_> {
     }
 
     /// `envFile`: read relative to the project root.
-    fn env_file(&mut self, m: &Member) -> Option<BTreeMap<String, String>> {
+    /// The `envFile` (resolved) and its variables.
+    fn env_file(&mut self, m: &Member) -> Option<(PathBuf, BTreeMap<String, String>)> {
         let (shown, _) = self.expanded_string(m)?;
-        match super::envfile::read_env_file(&self.root.join(&shown), &shown) {
-            Ok(vars) => Some(vars),
+        let path = self.root.join(&shown);
+        match super::envfile::read_env_file(&path, &shown) {
+            Ok(vars) => Some((path, vars)),
             Err(message) => {
                 self.error(m.value.offset, message);
                 None

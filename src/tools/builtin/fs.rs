@@ -157,6 +157,7 @@ fn read_lines(
     offset: u64,
     limit: Option<u64>,
     cap: usize,
+    check: &dyn Fn(&fs::File) -> Result<(), ToolError>,
 ) -> Result<String, ToolError> {
     let meta = fs::metadata(file).map_err(|e| io_err("read", shown, e))?;
     if meta.is_dir() {
@@ -172,6 +173,7 @@ fn read_lines(
     }
     let size = meta.len();
     let opened = open_without_links(file, libc::O_RDONLY).map_err(|e| io_err("open", shown, e))?;
+    check(&opened)?;
     let mut reader = BufReader::new(opened);
     let mut sample = Vec::new();
     (&mut reader)
@@ -379,7 +381,9 @@ impl Tool for ReadFileTool {
             let protected = self.protected.clone();
             blocking(move || {
                 let file = resolve_checked(&root, &path, true, &protected, Access::Read)?;
-                read_lines(&file, &path, offset, limit, cap)
+                let check =
+                    |opened: &fs::File| protected.check_open(&root, opened, Access::Read, &path);
+                read_lines(&file, &path, offset, limit, cap, &check)
             })
             .await
         })
@@ -414,13 +418,15 @@ impl Tool for WriteFileTool {
                     fs::create_dir_all(parent)
                         .map_err(|e| io_err("create the directories of", &path, e))?;
                 }
-                let mode = if append {
-                    libc::O_APPEND
-                } else {
-                    libc::O_TRUNC
-                };
+                // Opened without truncating: the file is looked at first
+                // (its names, what it is), then emptied.
+                let mode = if append { libc::O_APPEND } else { 0 };
                 let mut file = open_without_links(&target, libc::O_WRONLY | libc::O_CREAT | mode)
                     .map_err(|e| io_err("open", &path, e))?;
+                protected.check_open(&root, &file, Access::Write, &path)?;
+                if !append {
+                    file.set_len(0).map_err(|e| io_err("empty", &path, e))?;
+                }
                 file.write_all(content.as_bytes())
                     .map_err(|e| io_err("write", &path, e))?;
                 let verb = if append { "appended" } else { "wrote" };

@@ -14,7 +14,19 @@
 //! refused like `agents/` itself. The file is then opened with
 //! [`open_without_links`], so a directory swapped for a link between the
 //! check and the open (by a `bash` call of the same turn) cannot redirect
-//! it. Depends on std, libc and `tools` only.
+//! it.
+//!
+//! Paths are not enough: a hard link elsewhere in the project is the same
+//! file as `agents/a.yaml` (or `.env`) under another name, and a control
+//! file may be a symbolic link to a file outside the control directories.
+//! So once a file is open, [`ProtectedPaths::check_open`] looks at the
+//! file itself: a file with several names (hard links) is neither read nor
+//! written by a tool, and no file the daemon loads or runs is written,
+//! whatever the name it is reached by: the files of the control trees and
+//! what their links point to, and the programs and scripts a `tools.d`
+//! command or an MCP server runs, with an MCP server's `envFile`
+//! ([`ProtectedPaths::executing`]), compared by device and inode.
+//! Depends on std, libc and `tools` only.
 
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -55,6 +67,10 @@ pub struct ProtectedPaths {
     /// `None` on PostgreSQL: no database file in the project.
     database: Option<PathBuf>,
     lock_file: PathBuf,
+    /// What the daemon runs or reads as configuration besides the control
+    /// trees (absolute): `tools.d` programs and scripts, MCP servers'
+    /// commands, scripts and `envFile`s.
+    executed: Vec<PathBuf>,
 }
 
 impl ProtectedPaths {
@@ -65,7 +81,15 @@ impl ProtectedPaths {
         ProtectedPaths {
             database: Some(database.into()),
             lock_file: lock_file.into(),
+            executed: Vec::new(),
         }
+    }
+
+    /// The same, with `paths` (the programs, scripts and `envFile`s the
+    /// daemon runs or reads) protected too.
+    pub fn executing(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.executed.extend(paths);
+        self
     }
 
     /// The daemon's lock file alone, for a project whose store is not a
@@ -74,6 +98,7 @@ impl ProtectedPaths {
         ProtectedPaths {
             database: None,
             lock_file: lock_file.into(),
+            executed: Vec::new(),
         }
     }
 
@@ -140,6 +165,90 @@ impl ProtectedPaths {
             );
         }
         None
+    }
+}
+
+impl ProtectedPaths {
+    /// Checks the file `file`, just opened at `shown` for `access`, by what
+    /// it is rather than its name: see the module docs.
+    pub fn check_open(
+        &self,
+        root: &Path,
+        file: &File,
+        access: Access,
+        shown: &str,
+    ) -> Result<(), ToolError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file
+            .metadata()
+            .map_err(|e| ToolError::Failed(format!("cannot look at {shown:?}: {e}")))?;
+        if !meta.is_file() {
+            return Ok(());
+        }
+        if meta.nlink() > 1 {
+            return Err(ToolError::Failed(format!(
+                "{shown:?} has {} names (hard links), and one of them may be a file tools may not touch; tools {} files with one name only. Use another file",
+                meta.nlink(),
+                match access {
+                    Access::Read => "read",
+                    Access::Write => "write",
+                }
+            )));
+        }
+        if access == Access::Write && self.identities(root).contains(&(meta.dev(), meta.ino())) {
+            return Err(ToolError::Failed(format!(
+                "{shown:?} is a file the daemon loads or runs (a control file, or a program, script or envFile of tools.d or mcp.json, reached under another name); tools may not change it. Choose another path"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Device and inode of every file the daemon loads or runs: the
+    /// control trees' and root files (their links followed) and
+    /// [`ProtectedPaths::executing`]'s (a folder's files included).
+    fn identities(&self, root: &Path) -> std::collections::HashSet<(u64, u64)> {
+        let mut found = std::collections::HashSet::new();
+        let mut budget = MAX_PROTECTED_FILES;
+        let mut starts: Vec<PathBuf> = PROTECTED_TREES
+            .iter()
+            .map(|tree| tree.iter().fold(root.to_path_buf(), |p, part| p.join(part)))
+            .collect();
+        starts.extend(PROTECTED_ROOT_FILES.iter().map(|name| root.join(name)));
+        starts.extend(self.executed.iter().cloned());
+        for start in starts {
+            collect_identities(&start, 0, &mut budget, &mut found);
+        }
+        found
+    }
+}
+
+/// The most files [`ProtectedPaths::identities`] looks at: control trees
+/// are small; a bigger one is cut rather than stall a tool call.
+const MAX_PROTECTED_FILES: usize = 20_000;
+
+/// Adds the identity of `path` (its link followed) and, for a folder, of
+/// everything beneath it (links followed, loops cut by depth).
+fn collect_identities(
+    path: &Path,
+    depth: usize,
+    budget: &mut usize,
+    found: &mut std::collections::HashSet<(u64, u64)>,
+) {
+    use std::os::unix::fs::MetadataExt;
+    if *budget == 0 || depth > 16 {
+        return;
+    }
+    *budget -= 1;
+    let Ok(meta) = fs::metadata(path) else {
+        return;
+    };
+    found.insert((meta.dev(), meta.ino()));
+    if meta.is_dir()
+        && let Ok(entries) = fs::read_dir(path)
+    {
+        for entry in entries.flatten() {
+            collect_identities(&entry.path(), depth + 1, budget, found);
+        }
     }
 }
 
