@@ -276,8 +276,12 @@ impl std::fmt::Display for StepState {
 }
 
 /// `sandbox:` of an agent: what the processes started for its tools
-/// (`bash`, `tools.d` commands) may write.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// (`bash`, `tools.d` commands) may write. Ordered from the loosest to the
+/// strictest (each mode allows a subset of the writes of the one before),
+/// so the strictest of two is their `max`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     /// No restriction: the daemon user's full power.

@@ -7,6 +7,7 @@
 //! ([`skipped`]); an agent that needs a left-out item is left out too.
 //! May depend on `config`, `llm`, `tools`, `mcp`, `skills`.
 
+pub mod ceiling;
 mod executed;
 mod pipelines;
 pub mod secrets;

@@ -1,7 +1,9 @@
 //! The cross-checks of a pipeline (`steps:`) that need more than its own
 //! file: each agent step names an agent of the project that is not a
 //! pipeline itself, and each tool step calls a known tool its `tools:`
-//! allows. May depend on `config` and `tools`.
+//! allows. An agent step that runs with less than its own file says (the
+//! pipeline's limits, [`super::ceiling`]) gets a warning saying what.
+//! May depend on `config` and `tools`.
 
 use std::collections::BTreeMap;
 
@@ -49,7 +51,20 @@ pub fn check_pipeline(
                     step.id
                 ),
             )),
-            Some(_) => {}
+            Some(callee) => {
+                let lost = super::ceiling::tightened(agent, callee, tools);
+                if !lost.is_empty() {
+                    diags.push(Diagnostic::warning(
+                        &agent.path,
+                        step_place(&agent.text, &step.id, Some("agent")),
+                        format!(
+                            "step `{}`: `{name}` runs under the pipeline's limits too: {}; a step never gets more than its pipeline allows",
+                            step.id,
+                            lost.join("; ")
+                        ),
+                    ));
+                }
+            }
         }
     }
     for (step, tool) in pipeline.tools() {

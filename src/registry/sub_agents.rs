@@ -3,7 +3,9 @@
 //! `agents:` (a static cycle), and the tool an entry becomes
 //! (`agent_<name>`) must not collide with a tool the caller already allows.
 //! An agent that fails one of them is left out, and so, in turn, is an
-//! agent that calls a left-out one; the others load.
+//! agent that calls a left-out one; the others load. A callee that runs
+//! with less than its own file says (the caller's limits,
+//! [`super::ceiling`]) gets a warning saying what it loses.
 //! May depend on `config` and `tools`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -105,6 +107,24 @@ pub fn check_sub_agents(
     }
     for name in &out {
         agents.remove(name);
+    }
+    for agent in agents.values() {
+        for sub in &agent.agents {
+            let Some(callee) = agents.get(sub) else {
+                continue;
+            };
+            let lost = super::ceiling::tightened(agent, callee, tools);
+            if !lost.is_empty() {
+                diags.push(Diagnostic::warning(
+                    &agent.path,
+                    locate_item(&agent.text, &["agents"], sub),
+                    format!(
+                        "agents: `{sub}` runs here under this agent's limits too: {}; a call never gets more than its caller allows",
+                        lost.join("; ")
+                    ),
+                ));
+            }
+        }
     }
     diags
 }

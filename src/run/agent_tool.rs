@@ -8,7 +8,9 @@
 //! engine's [`SharedSpend`]), and its token budget is at most what the
 //! caller has left. It runs beside the caller's supervisor slot, not in a
 //! slot of its own: a caller waiting for its sub-runs never waits for a
-//! slot it holds itself.
+//! slot it holds itself. It runs under the strictest of its caller's
+//! limits and its own (sandbox, approval gates, allow-list, `pass_env`:
+//! [`Ceiling`]), so an injected caller gains nothing by calling it.
 //!
 //! May depend on `registry`, `engine`, `store`, `tools`.
 
@@ -22,6 +24,7 @@ use super::{Env, Job, RunRequest, execute};
 use crate::config::{Agent, EnvLookup, Settings};
 use crate::engine::{SharedSpend, SubRunSpend};
 use crate::registry::Snapshot;
+use crate::registry::ceiling::Ceiling;
 use crate::registry::sub_agents::agent_tool_name;
 use crate::store::{RunParent, Store};
 use crate::tools::{Tool, ToolContext, ToolError};
@@ -43,16 +46,19 @@ pub struct SubAgents {
     depth: u32,
     /// The caller's `limits.max_tokens_per_run`.
     max_tokens: Option<u64>,
+    /// What the caller allows its sub-runs: its limits and those above it.
+    ceiling: Ceiling,
 }
 
 impl SubAgents {
-    /// The sub-agents of `agent` (run at `depth`), or `None` when it has
-    /// none.
+    /// The sub-agents of `agent` (run at `depth`, under `above` if another
+    /// run started it), or `None` when it has none.
     pub fn resolve(
         snapshot: &Arc<Snapshot>,
         agent: &Agent,
         depth: u32,
         env: EnvLookup,
+        above: &Option<Ceiling>,
     ) -> Option<SubAgents> {
         if agent.agents.is_empty() {
             return None;
@@ -63,6 +69,7 @@ impl SubAgents {
             names: agent.agents.clone(),
             depth,
             max_tokens: agent.limits.max_tokens_per_run,
+            ceiling: Ceiling::under(agent, above.as_ref()),
         })
     }
 
@@ -75,6 +82,7 @@ impl SubAgents {
             run_id: run_id.to_string(),
             depth: self.depth,
             max_tokens: self.max_tokens,
+            ceiling: self.ceiling,
             store: store.clone(),
             spend: spend.clone(),
         });
@@ -135,6 +143,7 @@ struct Caller {
     run_id: String,
     depth: u32,
     max_tokens: Option<u64>,
+    ceiling: Ceiling,
     store: Store,
     spend: SharedSpend,
 }
@@ -196,6 +205,7 @@ impl AgentTool {
                 run_id: caller.run_id.clone(),
                 depth,
             }),
+            ceiling: Some(caller.ceiling.clone()),
             ..RunRequest::new(&self.agent, Trigger::Agent)
         };
         let vars = caller.env.clone();

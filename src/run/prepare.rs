@@ -138,11 +138,14 @@ fn prepare_with(
         (!vars.is_empty()).then(|| snapshot.redactor.redact(&vars.to_stored()).into_owned());
     let run_id = request.run_id.unwrap_or_else(new_run_id);
     let depth = request.parent.as_ref().map_or(0, |p| p.depth);
+    // A run started by another runs under the strictest of its callers'
+    // limits and its own.
+    let ceiling = request.ceiling.clone().unwrap_or_default();
     let sub_agents = (!agent.agents.is_empty())
-        .then(|| SubAgents::resolve(&shared(), agent, depth, env))
+        .then(|| SubAgents::resolve(&shared(), agent, depth, env, &request.ceiling))
         .flatten();
-    let sandbox = Sandbox::for_run(agent.sandbox, &project.root, &run_id)
-        .passing(&agent.pass_env)
+    let sandbox = Sandbox::for_run(ceiling.sandbox(agent.sandbox), &project.root, &run_id)
+        .passing(&ceiling.pass_env(&agent.pass_env))
         .hiding(&crate::config::private::state_dir(
             &crate::config::process_env,
         ));
@@ -175,11 +178,15 @@ fn prepare_with(
         memory: agent.memory.clone(),
         spec,
         provider,
-        tools: snapshot.tools.select(&agent.tools).with_sandbox(sandbox),
+        tools: snapshot
+            .tools
+            .select(&agent.tools)
+            .retain(|tool| ceiling.allows(tool))
+            .with_sandbox(sandbox),
         retry: RetryPolicy::default(),
         redactor: snapshot.redactor.clone(),
         template_context,
-        approval: agent.approval.clone(),
+        approval: ceiling.approval(&agent.approval),
         origin: request.origin,
         parent: request.parent,
         sub_agents,

@@ -2,6 +2,7 @@
 //! schedule, the API, a webhook, another run's end, a file, a calling
 //! agent or a pipeline step), before it is resolved against a snapshot.
 
+use crate::registry::ceiling::Ceiling;
 use crate::store::{Fire, RunParent, RunRecord, TriggerClaim};
 use crate::types::{ScheduleId, Trigger};
 
@@ -51,6 +52,10 @@ pub struct RunRequest {
     /// The run that starts this one (an agent called as a tool, a pipeline
     /// step) and the new run's depth; `None` for a run started by a trigger.
     pub parent: Option<RunParent>,
+    /// The limits of the runs above this one (its caller's, and theirs):
+    /// it runs under the strictest of these and its own. `None` for a run
+    /// started by a trigger.
+    pub ceiling: Option<Ceiling>,
 }
 
 impl RunRequest {
@@ -73,6 +78,7 @@ impl RunRequest {
             origin: None,
             claim: None,
             parent: None,
+            ceiling: None,
         }
     }
 

@@ -300,6 +300,13 @@ impl ToolSet {
         self
     }
 
+    /// The tools whose name `keep` accepts (the caller's allow-lists of a
+    /// sub-run).
+    pub fn retain(mut self, keep: impl Fn(&str) -> bool) -> Self {
+        self.entries.retain(|e| keep(&e.tool.spec().name));
+        self
+    }
+
     /// The same tools, each call told to `observer`.
     pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
         self.observer = Some(observer);

@@ -1,6 +1,7 @@
 //! [`PipelineJob`]: a pipeline run resolved from a request and ready to
 //! run (or resume), and [`StepResult`], what one of its steps came to.
 
+use crate::registry::ceiling::Ceiling;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,9 @@ pub struct PipelineJob {
     /// waiting and the run stays `waiting_approval` in the store, to be
     /// resumed by the next daemon (the supervisor's; `aurad run` has none).
     pub closing: Option<CancellationToken>,
+    /// The limits of the runs above this one, if another run started it:
+    /// its tool steps and agent steps run under them too.
+    pub ceiling: Option<Ceiling>,
 }
 
 impl PipelineJob {
@@ -49,6 +53,7 @@ impl PipelineJob {
     ) -> Option<Result<PipelineJob, String>> {
         let agent = snapshot.project.agents.get(&request.agent)?;
         let pipeline = agent.steps.clone()?;
+        let ceiling = request.ceiling;
         let request_vars = RequestVars {
             vars: request.vars,
             payload: request.payload,
@@ -92,6 +97,7 @@ impl PipelineJob {
             redactor: snapshot.redactor.clone(),
             resumed: false,
             closing: None,
+            ceiling,
         }))
     }
 

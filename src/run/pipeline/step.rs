@@ -17,6 +17,7 @@ use super::approval::{Gate, gate};
 use super::context::{StepContext, render_strings};
 use super::job::StepResult;
 use crate::config::steps::{Step, StepAction};
+use crate::registry::ceiling::Ceiling;
 use crate::run::template::{environment, render_error};
 use crate::run::{Job, RunRequest, execute};
 use crate::store::{RunParent, StepEnd, StepRecord, StoreError};
@@ -498,13 +499,19 @@ async fn call_tool(
         return Err(format!("agent `{}` is gone from the project", job.agent));
     };
     let root = job.snapshot.project.root.clone();
-    let tools = job.snapshot.tools.select(&agent.tools).with_sandbox(
-        Sandbox::for_run(agent.sandbox, &root, &ctx.run_id)
-            .passing(&agent.pass_env)
-            .hiding(&crate::config::private::state_dir(
-                &crate::config::process_env,
-            )),
-    );
+    let ceiling = job.ceiling.clone().unwrap_or_default();
+    let tools = job
+        .snapshot
+        .tools
+        .select(&agent.tools)
+        .retain(|tool| ceiling.allows(tool))
+        .with_sandbox(
+            Sandbox::for_run(ceiling.sandbox(agent.sandbox), &root, &ctx.run_id)
+                .passing(&ceiling.pass_env(&agent.pass_env))
+                .hiding(&crate::config::private::state_dir(
+                    &crate::config::process_env,
+                )),
+        );
     let call = ToolCall {
         id: step.id.clone(),
         name: tool.to_string(),
@@ -532,6 +539,12 @@ async fn run_agent(
     cancel: CancellationToken,
 ) -> Attempt {
     let job = &ctx.job;
+    let Some(pipeline) = job.snapshot.project.agents.get(&job.agent) else {
+        return Attempt::plain(Err(format!(
+            "agent `{}` is gone from the project",
+            job.agent
+        )));
+    };
     let request = RunRequest {
         input: Some(input),
         vars: job.request.vars.clone(),
@@ -539,6 +552,8 @@ async fn run_agent(
             run_id: job.run_id.clone(),
             depth: 1,
         }),
+        // The step runs under the pipeline's limits (and those above it).
+        ceiling: Some(Ceiling::under(pipeline, job.ceiling.as_ref())),
         ..RunRequest::new(agent, Trigger::Pipeline)
     };
     let child_job =
