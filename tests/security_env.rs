@@ -239,3 +239,50 @@ fn a_bad_or_forbidden_pass_env_name_is_located() {
         "{stderr}"
     );
 }
+
+/// Issue #32 item 7: commands that print configuration printed the value
+/// of a `${VAR}` interpolated into it (a type error quoting the value, an
+/// MCP server's `args` and `url`).
+#[test]
+fn commands_that_print_configuration_redact_interpolated_secrets() {
+    const SECRET: &str = "ghp_planted0secret0value0123456";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "agents/a.yaml",
+        "model: test\nprompt: go\ntemperature: ${GITHUB_TOKEN}\n",
+    );
+    write(
+        root,
+        "mcp.json",
+        r#"{"mcpServers": {"s": {"command": "aurad-no-such-server", "args": ["--token", "${GITHUB_TOKEN}"]},
+            "h": {"url": "http://127.0.0.1:9/mcp?key=${GITHUB_TOKEN}"}}}"#,
+    );
+    for args in [
+        &["validate"][..],
+        &["mcp"],
+        &["mcp", "--json"],
+        &["tools"],
+        &["agents"],
+    ] {
+        let out = aurad(root)
+            .args(args)
+            .env("GITHUB_TOKEN", SECRET)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !text.contains(SECRET),
+            "`aurad {args:?}` printed it:\n{text}"
+        );
+        assert!(
+            text.contains("[redacted:GITHUB_TOKEN]"),
+            "`aurad {args:?}` shows no trace of the value:\n{text}"
+        );
+    }
+}

@@ -23,18 +23,18 @@ pub fn run(root: &Path, args: AgentsArgs) -> i32 {
     print_diagnostics(&listing.diagnostics);
     let broken = listing.diagnostics.iter().any(|d| d.is_error());
     if let Some(message) = &listing.history_error {
-        eprintln!("error: {message}");
+        say_err!("error: {message}");
         return EXIT_FAILED;
     }
     let infos = &listing.agents;
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(infos).unwrap_or_default()
         );
     } else if infos.is_empty() {
         if !broken {
-            eprintln!(
+            say_err!(
                 "no agents in {}; create agents/NAME.yaml",
                 root.join("agents").display()
             );
@@ -48,10 +48,10 @@ pub fn run(root: &Path, args: AgentsArgs) -> i32 {
         );
     }
     if listing.settings_broken {
-        eprintln!("aurad.yaml has errors, so the runs in the database are not shown");
+        say_err!("aurad.yaml has errors, so the runs in the database are not shown");
     }
     if broken {
-        eprintln!(
+        say_err!(
             "some files have errors and their agents are left out; fix them (see above), or run `aurad validate`"
         );
         return EXIT_CONFIG;
@@ -148,9 +148,9 @@ fn print_table(
         }
         out.trim_end().to_string()
     };
-    println!("{}", line(header));
+    say!("{}", line(header));
     for row in &rows {
-        println!("{}", line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
+        say!("{}", line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
     }
 }
 

@@ -27,7 +27,7 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
     }
     if servers.is_empty() {
         let file = config::mcp::mcp_file(root).unwrap_or(config::mcp::MCP_FILES[0]);
-        eprintln!("no MCP servers: add them to {}", root.join(file).display());
+        say_err!("no MCP servers: add them to {}", root.join(file).display());
         return EXIT_OK;
     }
     say_mcp_file(root, servers.len());
@@ -37,17 +37,17 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
     } = match inspect::check_mcp(servers) {
         Ok(Some(checked)) => checked,
         Ok(None) => {
-            eprintln!("interrupted; the MCP servers were stopped");
+            say_err!("interrupted; the MCP servers were stopped");
             return EXIT_CANCELLED;
         }
         Err(message) => {
-            eprintln!("error: {message}");
+            say_err!("error: {message}");
             return EXIT_FAILED;
         }
     };
     let file = config::mcp::mcp_file(root).unwrap_or(config::mcp::MCP_FILES[0]);
     for c in &conflicts {
-        eprintln!("{file}: {c}");
+        say_err!("{file}: {c}");
     }
     let all_up = status.iter().all(|s| s.state.kind() == McpState::Connected);
     if args.json {
@@ -67,16 +67,16 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
                 })
             })
             .collect();
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&list).unwrap_or_default()
         );
     } else {
         for s in &status {
-            println!("{}  {}", s.name, s.state);
-            println!("  transport: {}", s.transport);
+            say!("{}  {}", s.name, s.state);
+            say!("  transport: {}", s.transport);
             if let Some(v) = &s.protocol_version {
-                println!(
+                say!(
                     "  protocol:  {v}{}",
                     s.server_info
                         .as_ref()
@@ -85,7 +85,7 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
                 );
             }
             for (name, spec) in &s.tools {
-                println!("  - {name}: {}", one_line(&spec.description, 100));
+                say!("  - {name}: {}", one_line(&spec.description, 100));
             }
         }
     }
@@ -99,6 +99,6 @@ pub fn mcp(root: &Path, args: McpArgs) -> i32 {
 /// Says (on stderr) which MCP file the servers come from.
 pub(super) fn say_mcp_file(root: &Path, servers: usize) {
     if let Some(file) = config::mcp::mcp_file(root) {
-        eprintln!("MCP servers: {servers} from {file}");
+        say_err!("MCP servers: {servers} from {file}");
     }
 }

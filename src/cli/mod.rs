@@ -8,6 +8,23 @@
     reason = "the command line is the one module that prints"
 )]
 
+/// `println!` with every secret the process knows redacted
+/// ([`crate::redact::for_logs`]: the environment's credentials and what
+/// the loaded configuration substituted): for commands that print
+/// configuration, whose values may hold an interpolated `${VAR}`.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", crate::redact::for_logs().redact(&format!($($arg)*)))
+    };
+}
+
+/// `eprintln!` with the known secrets redacted, as [`say!`].
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        eprintln!("{}", crate::redact::for_logs().redact(&format!($($arg)*)))
+    };
+}
+
 mod agents;
 mod approve;
 mod completions;
@@ -262,7 +279,7 @@ fn print_diagnostics(diagnostics: &[Diagnostic]) {
     let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
     sorted.sort_by(|a, b| (&a.path, a.line, a.column).cmp(&(&b.path, b.line, b.column)));
     for d in sorted {
-        eprintln!("{d}");
+        say_err!("{d}");
     }
 }
 

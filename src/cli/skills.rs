@@ -98,7 +98,7 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
                 Ok(selected) => selected,
                 Err(message) => {
                     let label = agent_label.as_deref().unwrap_or("the agent");
-                    eprintln!("error: {label}: `skills:` names {message}");
+                    say_err!("error: {label}: `skills:` names {message}");
                     return EXIT_CONFIG;
                 }
             };
@@ -119,7 +119,7 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
         }
     };
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&rows).unwrap_or_default()
         );
@@ -127,10 +127,10 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
         print_table(&rows);
     }
     if let Some(note) = note {
-        eprintln!("{note}");
+        say_err!("{note}");
     }
     if broken {
-        eprintln!(
+        say_err!(
             "some skills have errors and are left out; fix them (see above), or run `aurad validate`"
         );
         return EXIT_CONFIG;
@@ -152,10 +152,10 @@ fn agent_choice(root: &Path, name: &str) -> Result<SkillsChoice, i32> {
         .collect();
     if agent_diags.iter().any(|d| d.is_error()) {
         print_diagnostics(&agent_diags);
-        eprintln!("error: agent `{name}` has errors; fix them first");
+        say_err!("error: agent `{name}` has errors; fix them first");
     } else {
         let names = config::agent_names(root);
-        eprintln!(
+        say_err!(
             "error: no agent named `{name}` (agents: {})",
             if names.is_empty() {
                 "none; create agents/NAME.yaml".to_string()
@@ -196,7 +196,7 @@ fn print_table(rows: &[Row]) {
         "{:<width$}  {:<6}  {:<60}  PATH",
         "NAME", "HIDDEN", "DESCRIPTION"
     ));
-    println!("{}", header.trim_end());
+    say!("{}", header.trim_end());
     for r in rows {
         let mut line = String::new();
         if scored {
@@ -212,7 +212,7 @@ fn print_table(rows: &[Row]) {
             pad(&one_line(r.description, 60), 60),
             r.path
         ));
-        println!("{line}");
+        say!("{line}");
     }
 }
 
@@ -246,7 +246,7 @@ fn show(root: &Path, name: &str, json: bool) -> i32 {
             .collect();
         print_diagnostics(&folder_diags);
         let known: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-        eprintln!(
+        say_err!(
             "error: no skill named `{name}` was loaded{} (skills: {})",
             if folder_diags.is_empty() {
                 ""
@@ -283,16 +283,16 @@ fn show(root: &Path, name: &str, json: bool) -> i32 {
         body: &skill.body,
     };
     if json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&shown).unwrap_or_default()
         );
         return EXIT_OK;
     }
     for w in &shown.warnings {
-        eprintln!("{w}");
+        say_err!("{w}");
     }
-    let field = |label: &str, value: &str| println!("{label:<15} {value}");
+    let field = |label: &str, value: &str| say!("{label:<15} {value}");
     field("name:", shown.name);
     if let Some(declared) = shown.declared_name.filter(|d| *d != shown.name) {
         field("declared name:", declared);
@@ -317,17 +317,17 @@ fn show(root: &Path, name: &str, json: bool) -> i32 {
         field("allowed-tools:", &shown.allowed_tools.join(" "));
     }
     if !shown.metadata.is_empty() {
-        println!("metadata:");
+        say!("metadata:");
         for (k, v) in shown.metadata {
-            println!("  {k}: {v}");
+            say!("  {k}: {v}");
         }
     }
     if !shown.unused_fields.is_empty() {
         field("not used:", &shown.unused_fields.join(", "));
     }
-    println!("body:           {} characters", shown.body.chars().count());
+    say!("body:           {} characters", shown.body.chars().count());
     if !shown.body.is_empty() {
-        println!("\n{}", shown.body);
+        say!("\n{}", shown.body);
     }
     EXIT_OK
 }

@@ -45,7 +45,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
         Some(name) => match view.allow_list(name) {
             Some(patterns) => Some(patterns),
             None => {
-                eprintln!("error: no agent named `{name}`");
+                say_err!("error: no agent named `{name}`");
                 return EXIT_CONFIG;
             }
         },
@@ -57,16 +57,16 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
         let connected = match view.connect(patterns.as_deref()) {
             Ok(Some(connected)) => connected,
             Ok(None) => {
-                eprintln!("interrupted; the MCP servers were stopped");
+                say_err!("interrupted; the MCP servers were stopped");
                 return EXIT_CANCELLED;
             }
             Err(message) => {
-                eprintln!("error: {message}");
+                say_err!("error: {message}");
                 return EXIT_FAILED;
             }
         };
         for (name, state) in &connected.down {
-            eprintln!("mcp server `{name}` is {state}; its tools are not listed");
+            say_err!("mcp server `{name}` is {state}; its tools are not listed");
         }
         print_diagnostics(&connected.diagnostics);
         failed = !connected.diagnostics.is_empty();
@@ -76,7 +76,7 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
     if let Some(name) = &args.agent {
         match view.memory_tools(root, name) {
             Ok(memory) => tools.extend(memory),
-            Err(e) => eprintln!("warning: cannot list the memory tools: {e}"),
+            Err(e) => say_err!("warning: cannot list the memory tools: {e}"),
         }
     }
     if args.json {
@@ -86,21 +86,21 @@ pub fn tools(root: &Path, args: ToolsArgs) -> i32 {
                 serde_json::json!({"name": t.name, "source": t.source, "description": t.description, "parameters": t.parameters})
             })
             .collect();
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&list).unwrap_or_default()
         );
     } else {
         for t in &tools {
-            println!("{}  [{}]", t.name, t.source);
-            println!("  {}", one_line(&t.description, 160));
-            println!(
+            say!("{}  [{}]", t.name, t.source);
+            say!("  {}", one_line(&t.description, 160));
+            say!(
                 "  schema: {}",
                 serde_json::to_string(&t.parameters).unwrap_or_default()
             );
         }
         if tools.is_empty() {
-            eprintln!("no tools");
+            say_err!("no tools");
         }
     }
     if failed {

@@ -16,7 +16,7 @@ pub fn run(root: &Path) -> i32 {
     let agents = found.agents;
     // What each schedule means, so a wrong expression shows before it fires.
     for s in &found.schedules {
-        println!(
+        say!(
             "{} schedule[{}] `{}`: {}; next fire {}",
             s.agent,
             s.index,
@@ -27,10 +27,10 @@ pub fn run(root: &Path) -> i32 {
     }
     super::mcp::say_mcp_file(root, found.mcp_servers);
     if errors > 0 {
-        eprintln!("{errors} error(s), {warnings} warning(s); {agents} agent(s) valid");
+        say_err!("{errors} error(s), {warnings} warning(s); {agents} agent(s) valid");
         EXIT_CONFIG
     } else {
-        eprintln!("ok: {agents} agent(s), {warnings} warning(s)");
+        say_err!("ok: {agents} agent(s), {warnings} warning(s)");
         EXIT_OK
     }
 }
