@@ -102,6 +102,9 @@ pub(super) fn trigger_error(e: TriggerError) -> ApiError {
             | SubmitError::DuplicateDelivery
             | SubmitError::AlreadyTriggered),
         ) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+        TriggerError::Submit(SubmitError::Store(e @ crate::store::StoreError::Lost(_))) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
         TriggerError::Submit(SubmitError::Store(e)) => {
             ApiError::internal(format!("cannot record the run: {e}"))
         }

@@ -138,8 +138,16 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         .with_state(api)
 }
 
+/// 200 with the summary; 503 when the daemon cannot do its work (its
+/// store is gone), so a supervisor's health check sees it.
 async fn healthz(State(api): State<Api>) -> Response {
-    axum::Json(api.daemon.health()).into_response()
+    let health = api.daemon.health();
+    let status = if health["status"] == "ok" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(health)).into_response()
 }
 
 async fn metrics(State(api): State<Api>) -> Response {

@@ -356,8 +356,10 @@ impl Daemon {
             .iter()
             .map(|(name, state)| serde_json::json!({ "name": name, "state": state }))
             .collect();
+        let store = self.store.intact().err().map(|e| e.to_string());
         serde_json::json!({
-            "status": "ok",
+            "status": if store.is_some() { "failing" } else { "ok" },
+            "store_error": store,
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
             "started_at": self.started_at,

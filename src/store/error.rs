@@ -49,6 +49,10 @@ pub enum StoreError {
         schedule_id: crate::types::ScheduleId,
         scheduled_for: String,
     },
+    /// The database's file was deleted or replaced while it was open
+    /// (`sqlite::file_guard`): nothing more is written to it.
+    #[error("{0}")]
+    Lost(String),
     /// The caller asked for something the store cannot do.
     #[error("{0}")]
     Invalid(String),

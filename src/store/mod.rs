@@ -150,6 +150,16 @@ impl Store {
         }
     }
 
+    /// `Err(StoreError::Lost)` once the SQLite file (or its `-wal`, `-shm`)
+    /// was deleted or replaced under this store: writes are refused from
+    /// then on. Always `Ok` on PostgreSQL, whose server reports its own.
+    pub fn intact(&self) -> Result<(), StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.intact(),
+            Backend::Postgres(_) => Ok(()),
+        }
+    }
+
     /// The SQLite file, or `None` on PostgreSQL.
     pub fn path(&self) -> Option<&Path> {
         match &*self.backend {

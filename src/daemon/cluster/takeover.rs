@@ -125,6 +125,11 @@ pub(crate) async fn sweep_dead_owners(store: Store, stop: CancellationToken) {
             _ = ticks.tick() => {}
             () = stop.cancelled() => return,
         }
+        // A deleted database is noticed here within a sweep even when
+        // nothing writes (the store logs it once, then refuses writes).
+        if store.intact().is_err() {
+            continue;
+        }
         match store
             .interrupt_dead_running_runs(|o| alive.is_alive(o))
             .await

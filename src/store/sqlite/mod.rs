@@ -33,6 +33,8 @@
 //! the database file ([`settle_wal`]).
 
 mod approvals;
+mod file_guard;
+use file_guard::FileGuard;
 mod fires;
 #[cfg(test)]
 mod fires_tests;
@@ -143,6 +145,7 @@ struct Shared {
     writer: Worker,
     reader: Worker,
     path: PathBuf,
+    guard: Arc<FileGuard>,
 }
 
 impl std::fmt::Debug for Sqlite {
@@ -184,13 +187,15 @@ impl Sqlite {
         )
         .map_err(sql("cannot open the database for reading"))?;
         configure_reader(&reader)?;
-        let writer = Worker::start(Role::Writer, conn)?;
-        let reader = Worker::start(Role::Reader, reader)?;
+        let guard = Arc::new(FileGuard::new(path));
+        let writer = Worker::start(Role::Writer, conn, Some(guard.clone()))?;
+        let reader = Worker::start(Role::Reader, reader, None)?;
         Ok(Sqlite {
             shared: Arc::new(Shared {
                 writer,
                 reader,
                 path: path.to_path_buf(),
+                guard,
             }),
         })
     }
@@ -198,6 +203,12 @@ impl Sqlite {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// `Err(StoreError::Lost)` once the database's files were deleted or
+    /// replaced under this store ([`file_guard`]).
+    pub fn intact(&self) -> Result<(), StoreError> {
+        self.shared.guard.check()
     }
 
     /// Finishes the work already sent (by any clone), closes both

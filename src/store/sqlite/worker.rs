@@ -22,11 +22,12 @@
 
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 
 use rusqlite::Connection;
 
+use super::file_guard::FileGuard;
 use super::{Durability, StoreError, load_schema, set_durability, settle_wal};
 
 /// The most jobs one writer transaction takes.
@@ -133,12 +134,18 @@ pub(super) struct Worker {
 
 impl Worker {
     /// Starts the thread `aurad-store-<role>` running jobs on `conn`.
-    pub(super) fn start(role: Role, conn: Connection) -> Result<Worker, StoreError> {
+    /// The writer's writes are refused once `guard` says the database's
+    /// files are gone.
+    pub(super) fn start(
+        role: Role,
+        conn: Connection,
+        guard: Option<Arc<FileGuard>>,
+    ) -> Result<Worker, StoreError> {
         let (tx, rx) = mpsc::channel();
         let name = role.name();
         let thread = thread::Builder::new()
             .name(format!("aurad-store-{name}"))
-            .spawn(move || run(conn, rx, role))
+            .spawn(move || run(conn, rx, role, guard))
             .map_err(|e| StoreError::Io(format!("cannot start the store {name} thread: {e}")))?;
         Ok(Worker {
             tx: Some(tx),
@@ -221,14 +228,22 @@ fn guarded<R>(
 
 /// The thread: runs jobs in order until `Shutdown` or until every handle is
 /// gone, then closes the connection.
-fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, role: Role) -> Result<(), StoreError> {
+fn run(
+    mut conn: Connection,
+    rx: mpsc::Receiver<Msg>,
+    role: Role,
+    guard: Option<Arc<FileGuard>>,
+) -> Result<(), StoreError> {
     if role == Role::Reader {
         // The writer read the schema at open; the reader reads it while its
         // caller goes on (a one-shot run: while the claim commits), not in
         // its first read. A failure here shows again in that read.
         let _ = load_schema(&conn);
     }
-    let mut group = Group::default();
+    let mut group = Group {
+        synchronous: None,
+        guard,
+    };
     while let Ok(msg) = rx.recv() {
         let Msg::Job(first) = msg else { break };
         if role == Role::Reader {
@@ -276,9 +291,10 @@ impl Done {
 
 /// The writer's group commit; remembers the connection's `synchronous`
 /// setting so it is switched only when a group needs another one.
-#[derive(Default)]
 struct Group {
     synchronous: Option<Durability>,
+    /// The writer's: checked before and after each transaction.
+    guard: Option<Arc<FileGuard>>,
 }
 
 impl Group {
@@ -289,6 +305,10 @@ impl Group {
         } else {
             Durability::Normal
         };
+        let intact = || self.guard.as_ref().map_or(Ok(()), |g| g.check());
+        if let Err(e) = intact() {
+            return jobs.into_iter().for_each(|j| j.refuse(e.clone()));
+        }
         if let Err(e) = self.set(conn, durability) {
             return jobs.into_iter().for_each(|j| j.refuse(e.clone()));
         }
@@ -334,7 +354,9 @@ impl Group {
         } else {
             exec(conn, "COMMIT")
         }
-        .map_err(|e| StoreError::sqlite("committing", e));
+        .map_err(|e| StoreError::sqlite("committing", e))
+        // Committed into a file that was deleted meanwhile is not stored.
+        .and_then(|()| self.guard.as_ref().map_or(Ok(()), |g| g.check()));
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
