@@ -269,3 +269,50 @@ async fn legitimate_clients_still_work() {
     }
     api.stop().await;
 }
+
+/// The head of the answer to `GET path` (with the token), lowercased.
+async fn head_of(addr: SocketAddr, token: &str, path: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut response))
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    let text = String::from_utf8_lossy(&response).to_lowercase();
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(h, _)| h.to_string())
+}
+
+/// Issue #32 item 11: the README said every answer carries `nosniff` and a
+/// Content-Security-Policy; `/v1/*` answers carried neither.
+#[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let mock = MockLlm::start().await;
+    let (_dir, api) = start(&mock, "").await;
+    let addr = api.daemon.addr;
+    let token = api.daemon.token.clone();
+    for path in [
+        "/v1/runs",
+        "/v1/agents",
+        "/healthz",
+        "/metrics",
+        "/v1/nope",
+        "/",
+    ] {
+        let head = head_of(addr, &token, path).await;
+        for want in [
+            "x-content-type-options: nosniff",
+            "x-frame-options: deny",
+            "referrer-policy: no-referrer",
+            "content-security-policy: default-src",
+        ] {
+            assert!(head.contains(want), "{path}: no `{want}` in\n{head}");
+        }
+        let api_policy = "content-security-policy: default-src 'none'; frame-ancestors 'none'";
+        assert_eq!(head.contains(api_policy), path != "/", "{path}:\n{head}");
+    }
+}

@@ -490,3 +490,38 @@ fn bad_files_written_under_a_live_serve_leave_the_previous_version_serving() {
     }
     serve.wait_healthy();
 }
+
+/// Issue #32 item 11: a FIFO, a symbolic link loop, a dangling link and a
+/// directory named like an agent were skipped silently (a FIFO, if read,
+/// would hang the load). Each is now a located error; the real agent loads.
+#[test]
+fn entries_of_agents_that_are_not_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("agents/dir.yaml")).unwrap();
+    std::fs::write(root.join("agents/ok.yaml"), "model: test\nprompt: hi\n").unwrap();
+    let fifo = std::ffi::CString::new(root.join("agents/pipe.yaml").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink("loop.yaml", root.join("agents/loop.yaml")).unwrap();
+    std::os::unix::fs::symlink("nowhere.yaml", root.join("agents/dangling.yaml")).unwrap();
+    let loaded = config::load(root, &|_| None);
+    let shown: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .map(Diagnostic::to_string)
+        .collect();
+    for (file, what) in [
+        ("dangling", "a symbolic link to a missing file"),
+        ("dir", "a directory"),
+        ("loop", "a symbolic link that loops"),
+        ("pipe", "a named pipe (FIFO)"),
+    ] {
+        let want = format!("agents/{file}.yaml: this is {what}");
+        assert!(
+            shown.iter().any(|d| d.starts_with(&want)),
+            "{want} in {shown:#?}"
+        );
+    }
+    assert!(loaded.project.agents.contains_key("ok"));
+}

@@ -151,3 +151,68 @@ fn serve_raises_its_open_file_limit_to_the_hard_one() {
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     assert!(child.0.wait().unwrap().success());
 }
+
+/// Raises this process's soft open-file limit to its hard one (the test
+/// opens 1,100 sockets).
+fn raise_own_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write one rlimit we own.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+}
+
+/// 1,100 connections that send nothing once took the API down. Now
+/// `/healthz` answers while they are open, and the server closes an idle
+/// connection (and one trickling its headers) after its header timeout
+/// instead of holding it forever.
+#[test]
+fn idle_and_trickling_connections_neither_take_the_api_down_nor_stay_open() {
+    use std::io::{Read, Write};
+    raise_own_file_limit();
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = addr.to_string();
+    let serve = Serve::start(dir.path(), addr, &["--listen", &listen]);
+    let idle: Vec<std::net::TcpStream> = (0..1100)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let mut trickle = std::net::TcpStream::connect(addr).unwrap();
+    trickle.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+    let asked = Instant::now();
+    let answer = http_get(addr, "/healthz");
+    let took = asked.elapsed();
+    assert!(
+        matches!(answer, Some((200, _))),
+        "{answer:?} with 1,100 idle connections open\n{}",
+        serve.log()
+    );
+    assert!(took < Duration::from_secs(1), "/healthz took {took:?}");
+    // The server closes them: a read sees the end (or a reset) before the
+    // deadline, and never a response for the trickled request.
+    let started = Instant::now();
+    for mut stream in idle.into_iter().take(5).chain([trickle]) {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => {}
+            Ok(n) => {
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                // hyper answers a header timeout with 408 before closing.
+                assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+            }
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the idle connections stayed open"
+    );
+}

@@ -28,6 +28,7 @@ mod memory;
 #[doc(hidden)]
 pub use hooks::check_request as check_webhook_request;
 mod runs;
+pub mod server;
 mod signatures;
 mod sse;
 mod status;
@@ -48,7 +49,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -80,18 +80,8 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let app = app(daemon, stop.clone());
-    // Without TCP_NODELAY, Nagle's algorithm holds back a small write while
-    // an earlier one is unacknowledged: the last chunk of an event stream
-    // (and the end of a chunked body) then waits for the client's delayed
-    // ACK, about 40 ms on Linux, before the client sees the stream end.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY on an accepted connection: {e}");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
+    server::serve(listener, app, stop).await;
+    Ok(())
 }
 
 /// The API's routes on `daemon`. Its event streams end only with their runs
@@ -134,8 +124,30 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::map_response(secure_headers))
         .layer(middleware::from_fn(log_request))
         .with_state(api)
+}
+
+/// What every answer carries unless its handler set its own (the
+/// dashboard's pages set a policy that lets them load their script): no
+/// content-type sniffing, nothing loaded or framed from a JSON or text
+/// answer opened in a browser, no referrer.
+const API_CONTENT_SECURITY_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
+
+async fn secure_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CONTENT_SECURITY_POLICY, API_CONTENT_SECURITY_POLICY),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ] {
+        if !headers.contains_key(&name) {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+    response
 }
 
 /// 200 with the summary; 503 when the daemon cannot do its work (its

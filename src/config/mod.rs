@@ -191,7 +191,21 @@ pub(crate) fn yaml_files(
     let mut files: Vec<PathBuf> = match std::fs::read_dir(root.join(dir)) {
         Ok(entries) => entries
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file())
+            .filter(|p| match not_a_file(p) {
+                None => true,
+                Some(what) => {
+                    if yaml_stem(p).is_some() {
+                        diagnostics.push(Diagnostic::error(
+                            &relative(root, p),
+                            (0, 0),
+                            format!(
+                                "this is {what}, not a file, so it is skipped; make it a regular YAML file or remove it"
+                            ),
+                        ));
+                    }
+                    false
+                }
+            })
             .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => {
@@ -230,6 +244,37 @@ pub(crate) fn yaml_files(
         named.push((name, file));
     }
     named
+}
+
+/// What `path` is when it is no regular file (its links followed), as a
+/// phrase; `None` for a regular file.
+fn not_a_file(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            let kind = meta.file_type();
+            if kind.is_file() {
+                None
+            } else if kind.is_dir() {
+                Some("a directory")
+            } else if kind.is_fifo() {
+                Some("a named pipe (FIFO)")
+            } else if kind.is_block_device() || kind.is_char_device() {
+                Some("a device")
+            } else if kind.is_socket() {
+                Some("a socket")
+            } else {
+                Some("something other than a regular file")
+            }
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            Some("a symbolic link that loops (it leads back to itself)")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some("a symbolic link to a missing file")
+        }
+        Err(_) => Some("unreadable (its type cannot be read)"),
+    }
 }
 
 fn yaml_stem(file: &Path) -> Option<String> {
