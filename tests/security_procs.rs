@@ -207,3 +207,33 @@ fn a_killed_aurad_run_leaves_nothing_to_the_next_start() {
     assert!(out.status.success(), "{}", show(&out));
     assert_all_end(&pids, || show(&out));
 }
+
+#[test]
+fn a_second_sigterm_leaves_no_detached_process_behind() {
+    let mock = MockLlm::start_in_thread();
+    mock.set_fallback(Reply::Text("done".into()));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let addr = support::serve::write_settings(root, &mock);
+    write(
+        root,
+        "agents/free.yaml",
+        "model: mock/m\nsystem: s\ntools: [bash]\nsandbox: none\n",
+    );
+    let mut serve = Serve::start(root, addr, &[]);
+    let pids_dir = tempfile::tempdir().unwrap();
+    let path = pids_dir.path().display().to_string();
+    // The shell ignores SIGTERM, so the graceful shutdown waits on it.
+    bash_call(&mock, &detach(&path, "trap '' TERM; sleep 300"), None);
+    start_run(&serve, "free");
+    let pids = detached(pids_dir.path(), || serve.log());
+    serve.signal(libc::SIGTERM);
+    poll(
+        "the first SIGTERM to be taken",
+        || serve.log(),
+        || serve.log().contains("SIGTERM received").then_some(()),
+    );
+    serve.signal(libc::SIGTERM);
+    serve.wait_exit();
+    assert_all_end(&pids, || serve.log());
+}

@@ -85,20 +85,30 @@ pub fn start(key: &str, records: &Path) -> Started {
 }
 
 /// The cgroups beneath ours of dead aurad processes of project `key`
-/// (their records may be lost): killed and removed.
+/// (their records may be lost): killed and removed. Those of other
+/// projects' dead aurad processes are removed when empty (a `kill -9`
+/// leaves the folder), never killed.
 fn reap_dead_cgroups(key: &str, reap: bool) -> usize {
     let Some(own) = cgroup::own_cgroup() else {
         return 0;
     };
-    cgroup::children(&own)
-        .into_iter()
-        .filter(|path| {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            name.and_then(|n| records::owner_of(&n, key))
-                .is_some_and(|(pid, start)| !procfs::is_alive(pid, start))
-        })
-        .map(|path| records::reap_cgroup(&path, reap))
-        .sum()
+    let mut killed = 0;
+    for path in cgroup::children(&own) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let Some((owner_key, pid, start)) = name.as_deref().and_then(records::parse_instance)
+        else {
+            continue;
+        };
+        if procfs::is_alive(pid, start) {
+            continue;
+        }
+        if owner_key == key {
+            killed += records::reap_cgroup(&path, reap);
+        } else if cgroup::members_beneath(&path).is_empty() {
+            let _ = cgroup::remove(&path);
+        }
+    }
+    killed
 }
 
 fn make_instance(key: &str, records: Option<&Path>, subreaper: bool) -> Instance {

@@ -33,6 +33,14 @@ pub fn owner_of(name: &str, key: &str) -> Option<(i32, u64)> {
     Some((pid.parse().ok()?, start.parse().ok()?))
 }
 
+/// The project key, pid and start time any instance name carries.
+pub fn parse_instance(name: &str) -> Option<(&str, i32, u64)> {
+    let rest = name.strip_prefix("aurad-")?;
+    let (rest, start) = rest.rsplit_once('.')?;
+    let (key, pid) = rest.rsplit_once('.')?;
+    Some((key, pid.parse().ok()?, start.parse().ok()?))
+}
+
 /// Writes `content` to `path`, readable by the user only.
 pub fn write(path: &Path, content: &str) -> std::io::Result<()> {
     use std::io::Write;

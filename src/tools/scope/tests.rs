@@ -173,4 +173,8 @@ fn stat_reads_fields_after_the_command_name() {
         Some((12, 34))
     );
     assert_eq!(records::owner_of("aurad-k.12.34", "other"), None);
+    assert_eq!(
+        records::parse_instance("aurad-ab.c.12.34"),
+        Some(("ab.c", 12, 34))
+    );
 }
