@@ -58,8 +58,20 @@ pub struct Loaded {
     name: String,
 }
 
-/// Loads agent `name` of the project at `root` and what it needs.
+/// Loads agent `name` of the project at `root` and what it needs. Every
+/// process its tools and MCP servers start is scoped (`tools::scope`):
+/// it ends with them, with this process, or at the next start of `aurad
+/// run` or `aurad serve` if this one is killed.
 pub fn load(root: &Path, name: &str) -> (LoadReport, Result<Loaded, NotLoaded>) {
+    super::project::scope_processes(root);
+    let (report, loaded) = load_agent(root, name);
+    if loaded.is_err() {
+        crate::tools::scope::finish();
+    }
+    (report, loaded)
+}
+
+fn load_agent(root: &Path, name: &str) -> (LoadReport, Result<Loaded, NotLoaded>) {
     let mut report = LoadReport::default();
     let loaded = config::load_one(root, name, &config::process_env);
     let own_errors = loaded
@@ -186,6 +198,7 @@ impl Loaded {
             Ok(job) => job,
             Err(message) => {
                 self.stop_mcp();
+                crate::tools::scope::finish();
                 return Err(RunError::Request(message));
             }
         };
@@ -200,6 +213,7 @@ impl Loaded {
             Ok(store) => store,
             Err(e) => {
                 self.stop_mcp();
+                crate::tools::scope::finish();
                 return Err(RunError::Store(format!("database {}: {e}", self.database)));
             }
         };
@@ -230,6 +244,7 @@ impl Loaded {
         crate::telemetry::shutdown(Duration::from_secs(5));
         // A tool stuck in a blocking call must not keep the process alive.
         self.runtime.shutdown_timeout(Duration::from_millis(500));
+        crate::tools::scope::finish();
         let closed = store.close();
         let outcome = result.map_err(|e| RunError::Record {
             run_id: run_id.clone(),

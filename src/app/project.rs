@@ -43,6 +43,26 @@ pub fn api_access(root: &Path) -> std::io::Result<crate::config::private::ApiAcc
     crate::config::private::running_api(root, &config::process_env)
 }
 
+/// Sets up this process to end every process its tools and MCP servers
+/// start (`tools::scope`): first thing in `aurad serve` and `aurad run`,
+/// before any child exists. Ends what a killed aurad of the project left;
+/// records its own in the project's private folder (`config::private`).
+pub fn scope_processes(root: &Path) {
+    let dir = crate::config::private::project_dir(root, &config::process_env);
+    let key = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let started = crate::tools::scope::start(&key, &dir.join("procs"));
+    if started.reaped > 0 {
+        tracing::warn!(
+            processes = started.reaped,
+            "ended the tool and MCP server processes a killed aurad of this project left"
+        );
+    }
+    tracing::debug!(cgroup = ?started.cgroup, subreaper = started.subreaper, "tool processes scoped");
+}
+
 /// The single-threaded runtime a command needs for async work.
 pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()

@@ -1,6 +1,8 @@
 //! `aurad serve`, composed: the daemon on a multi-thread runtime until the
 //! first SIGINT or SIGTERM, then a graceful shutdown; a second signal
-//! kills every tool and MCP server process group and exits at once.
+//! kills every tool and MCP server process group and exits at once. Every
+//! process a tool or server starts is scoped first (`tools::scope`), so it
+//! ends with its call, with the daemon, or at the next start after a crash.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -15,6 +17,7 @@ use crate::daemon::{ServeOptions, serve as serve_daemon};
 /// `aurad.yaml` says) until a signal stops it. `Err` says why it stopped
 /// otherwise.
 pub fn serve(root: &Path, listen: Option<SocketAddr>) -> Result<(), String> {
+    super::project::scope_processes(root);
     limit_malloc_arenas();
     raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -34,6 +37,7 @@ pub fn serve(root: &Path, listen: Option<SocketAddr>) -> Result<(), String> {
     });
     // A tool stuck in a blocking call must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_secs(1));
+    crate::tools::scope::finish();
     result
 }
 

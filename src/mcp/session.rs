@@ -1,5 +1,7 @@
 //! One live connection to one MCP server: spawning a stdio server in its own
-//! process group (stderr forwarded to `tracing`), or opening a streamable
+//! process group and its own `tools::scope::Scope` (so what it starts ends
+//! with it, even if detached, and a restarted aurad ends what a killed one
+//! left; stderr forwarded to `tracing`), or opening a streamable
 //! HTTP session; the MCP handshake and tool listing under the startup
 //! timeout; passing on the server's `tools/list_changed` notifications;
 //! noticing when the server goes away; closing it so that nothing is left
@@ -28,6 +30,7 @@ use super::errors::{describe_init_error, describe_service_error};
 use crate::config::duration::format_duration;
 use crate::config::mcp::{McpServerConfig, McpTransport};
 use crate::tools::process::{GroupSignal, signal_group};
+use crate::tools::scope::Scope;
 
 /// How long a closing server gets to exit on its own before its process
 /// group is killed.
@@ -58,6 +61,9 @@ struct ChildProc {
     pgid: i32,
     tail: Arc<Mutex<Vec<String>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
+    /// Every process the server started; closed once it is killed (or
+    /// when dropped).
+    scope: Option<Scope>,
 }
 
 /// aurad's side of a session: introduces itself, and passes on the
@@ -128,9 +134,15 @@ pub(crate) async fn connect(
             cmd.current_dir(cwd);
             // Like tool processes, a server cannot read the daemon's memory
             // or environment (no sandbox: servers are shared by agents).
+            let scope = Scope::open();
+            scope
+                .prepare(&mut cmd)
+                .map_err(|e| spawn_error(command, &e))?;
             crate::tools::sandbox::Confinement::default().install(&mut cmd);
-            let child = cmd.spawn().map_err(|e| spawn_error(command, &e))?;
-            connect_stdio(config, child, pgid_slot, deadline).await
+            let child = scope
+                .spawn(&mut cmd)
+                .map_err(|e| spawn_error(command, &e))?;
+            connect_stdio(config, child, scope, pgid_slot, deadline).await
         }
         McpTransport::Http { url, headers } => {
             let mut custom = HashMap::new();
@@ -181,6 +193,7 @@ fn handshake_timeout(config: &McpServerConfig) -> String {
 async fn connect_stdio(
     config: &McpServerConfig,
     mut child: Child,
+    scope: Scope,
     pgid_slot: &Arc<AtomicI32>,
     deadline: Instant,
 ) -> Result<Session, String> {
@@ -197,6 +210,7 @@ async fn connect_stdio(
         pgid,
         tail,
         stderr_task,
+        scope: Some(scope),
     };
     let (Some(stdout), Some(stdin)) = pipes else {
         proc.kill(pgid_slot).await;
@@ -382,6 +396,10 @@ impl ChildProc {
         signal_group(self.pgid, GroupSignal::Kill);
         let _ = pgid_slot.compare_exchange(self.pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
         let _ = timeout(GRACE, self.child.wait()).await;
+        if let Some(scope) = self.scope.take() {
+            // What left the group ends too.
+            let _ = tokio::task::spawn_blocking(move || scope.close()).await;
+        }
         if let Some(task) = self.stderr_task.take() {
             // A grandchild that escaped the group could hold stderr open.
             let _ = timeout(Duration::from_millis(300), task).await;

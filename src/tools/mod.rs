@@ -8,6 +8,7 @@ pub mod plugin;
 pub mod process;
 pub mod program_path;
 pub mod sandbox;
+pub mod scope;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,15 +4,17 @@
 //! are drained concurrently into bounded buffers (a chatty program can
 //! neither block on a full pipe nor fill memory). When the direct child
 //! exits, times out or the run is cancelled, the whole group is killed with
-//! SIGKILL, so background processes (`sleep 100 &`) can neither outlive the
-//! call nor keep it waiting on their open pipes; a drop guard does the same
-//! if the call's future is dropped. Every live group is also known to a
-//! process-wide registry ([`kill_every_group`]), so a forced exit (a second
-//! SIGTERM) can kill them all without waiting for anything. The child is
-//! confined by the call's [`Sandbox`] before it executes the program, which
-//! is found on `PATH` by [`program_path`].
-//! Depends on tokio, tokio-util, libc, `tools::sandbox` and
-//! `tools::program_path`.
+//! SIGKILL, then the call's [`Scope`] is closed: every process the call
+//! started that left the group (`setsid`, a double fork) is killed too, so
+//! none can outlive the call or keep it waiting on its open pipes; a drop
+//! guard and the scope's own drop do the same if the call's future is
+//! dropped. Every live group is also known to a process-wide registry
+//! ([`kill_every_group`]), so a forced exit (a second SIGTERM) can kill
+//! them all, and every open scope, without waiting for anything. The child
+//! is confined by the call's [`Sandbox`] before it executes the program,
+//! which is found on `PATH` by [`program_path`].
+//! Depends on tokio, tokio-util, libc, `tools::sandbox`, `tools::scope`
+//! and `tools::program_path`.
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -29,6 +31,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::program_path;
 use super::sandbox::Sandbox;
+use super::scope::{self, Scope};
 
 /// How long the pipes may stay open once the group was killed (a process
 /// that left the group can hold them); then reading stops.
@@ -258,13 +261,17 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // The scope's hook first: the child joins its cgroup before a Landlock
+    // domain could forbid writing it.
+    let scope = Scope::open();
+    scope.prepare(&mut command).map_err(ProcessError::Spawn)?;
     confinement.install(&mut command);
     let slot = Arc::new(AtomicI32::new(0));
     let mut child = {
         // Spawned under the registry's lock: a forced exit cannot come
         // between the fork and the registration.
         let mut groups = live_groups();
-        let child = command.spawn().map_err(ProcessError::Spawn)?;
+        let child = scope.spawn(&mut command).map_err(ProcessError::Spawn)?;
         if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
             slot.store(pid, Ordering::SeqCst);
             groups.retain(|g| g.strong_count() > 0);
@@ -326,6 +333,11 @@ pub async fn run(spec: ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     guard.kill();
     if !matches!(ended, Ended::Exited(_)) {
         let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
+    }
+    // What left the group ends now too, and with it the pipes it held.
+    let closing = tokio::task::spawn_blocking(move || scope.close());
+    if let Err(e) = closing.await {
+        tracing::warn!(error = %e, "could not end a tool call's detached processes");
     }
 
     let (stdout, stderr) = match read {
@@ -446,17 +458,22 @@ pub fn track_group(slot: &Arc<AtomicI32>) {
 }
 
 /// SIGKILLs every tracked process group still alive (tool calls in
-/// flight, MCP servers) and returns how many were signalled. For a process
+/// flight, MCP servers), closes every open [`Scope`] (the processes that
+/// left them) and returns how many groups were signalled. For a process
 /// about to exit without unwinding (the forced exit of a second signal):
 /// no tool process outlives it.
 pub fn kill_every_group() -> usize {
-    let groups = live_groups();
     let mut killed = 0;
-    for slot in groups.iter().filter_map(Weak::upgrade) {
-        if kill_group_in(&slot) {
-            killed += 1;
+    {
+        let groups = live_groups();
+        for slot in groups.iter().filter_map(Weak::upgrade) {
+            if kill_group_in(&slot) {
+                killed += 1;
+            }
         }
     }
+    // And what left those groups.
+    scope::kill_all();
     killed
 }
 

@@ -9,9 +9,10 @@
 //! process can then no longer read `/proc/<daemon pid>/environ` or the
 //! daemon's memory. The `aurad` binary drops them from itself at start,
 //! before any thread exists ([`drop_memory_reading_caps`]), so its children
-//! are born without them and need no hook between fork and exec: std then
-//! starts them with `posix_spawn` (a `vfork`-style clone) instead of
-//! copying the daemon's page tables with `fork`. A process that still holds
+//! are born without them and need no hook between fork and exec for it
+//! (std starts a child without hooks with `posix_spawn`, a `vfork`-style
+//! clone; the hook of `tools::scope` that joins a call's cgroup, installed
+//! before this one, makes it a `fork` where cgroups are used). A process that still holds
 //! them (the library used by another program, the tests) drops them in each
 //! child instead.
 //!
