@@ -523,3 +523,35 @@ async fn a_file_written_in_the_root_runs_once() {
     daemon.stop().await.unwrap();
     assert_eq!(runs.len(), 1, "one run for the file: {runs:?}");
 }
+
+/// Issue #32 item 11: `watch: "**/*.txt"` saw only the root's own files,
+/// though `**` crosses folders. Files in a folder there at the start, deep
+/// in one, and in a folder created later each run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_star_glob_at_the_root_sees_every_folder() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(&mock, &reader_agent("**/*.txt", "20ms"));
+    let root = dir.path();
+    write(root, "old/a.txt", "there before the start");
+    std::fs::create_dir_all(root.join("sub/deep")).unwrap();
+    let daemon = start(root, Default::default()).await;
+    let store = Store::open(&root.join("aurad.db")).unwrap();
+    ended(
+        &store,
+        "Read old/a.txt",
+        "the file there at the start to run",
+    )
+    .await;
+    write(root, "sub/deep/b.txt", "deep");
+    ended(&store, "Read sub/deep/b.txt", "the deep file to run").await;
+    write(root, "new/c.txt", "in a new folder");
+    ended(
+        &store,
+        "Read new/c.txt",
+        "the file in the new folder to run",
+    )
+    .await;
+    write(root, "top.txt", "at the root");
+    ended(&store, "Read top.txt", "the root's own file to run").await;
+    daemon.stop().await.unwrap();
+}

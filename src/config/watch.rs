@@ -87,6 +87,16 @@ impl WatchTrigger {
         self.matcher.is_match(relative)
     }
 
+    /// Whether a glob that starts with a wildcard (`**/*.txt`, `*/in/*`)
+    /// can match below the root's own files: its folders must then be
+    /// watched too, not only the root.
+    pub fn reaches_below_root(&self) -> bool {
+        self.paths.iter().any(|p| {
+            p.split_once('/')
+                .is_some_and(|(first, _)| first.contains(['*', '?', '[', '{', '\\']))
+        })
+    }
+
     /// The directories (relative to the root) under which matching files
     /// can be: the literal part of each glob before its first wildcard.
     pub fn base_dirs(&self) -> Vec<PathBuf> {

@@ -37,6 +37,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::WatchTrigger;
+use crate::config::watch::CONTROL_DIRS;
 use crate::daemon::supervisor::{SubmitError, Supervisor};
 use crate::registry::Snapshot;
 use crate::run::RunRequest;
@@ -111,10 +112,14 @@ pub async fn run(
                 // A glob's folder (or a folder above it) created since:
                 // watch it and look inside. Other events at the root (the
                 // database's journal, say) cost nothing more.
-                let missing: Vec<PathBuf> = base_dirs(&sets)
-                    .into_iter()
-                    .filter(|d| !watching.watched.dirs.contains(&canonical.join(d)))
-                    .collect();
+                let (root_now, sets_now) = (canonical.clone(), sets.clone());
+                let missing: Vec<PathBuf> =
+                    blocking("listing the folders", move || base_dirs(&root_now, &sets_now))
+                        .await
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|d| !watching.watched.dirs.contains(&canonical.join(d)))
+                        .collect();
                 let appeared = paths.iter().any(|p| {
                     p.strip_prefix(&canonical).is_ok_and(|rel| {
                         !rel.as_os_str().is_empty() && missing.iter().any(|d| d.starts_with(rel))
@@ -158,9 +163,28 @@ pub async fn run(
     }
 }
 
-/// Every folder the globs of `sets` start from.
-fn base_dirs(sets: &WatchSets) -> Vec<PathBuf> {
+/// Every folder the globs of `sets` start from. A glob starting with a
+/// wildcard that reaches below the root (`**/*.txt`) starts from the root
+/// and from each of its folders as they are now (a folder created later is
+/// seen by the root's watch and added then), except the hidden ones and
+/// the project's own: watching the whole root recursively would follow
+/// `agents/`, `.git/` and the database's journal.
+fn base_dirs(root: &Path, sets: &WatchSets) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = sets.values().flat_map(WatchTrigger::base_dirs).collect();
+    if sets.values().any(WatchTrigger::reaches_below_root)
+        && let Ok(entries) = std::fs::read_dir(root)
+    {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let text = name.to_string_lossy();
+            if entry.file_type().is_ok_and(|t| t.is_dir())
+                && !text.starts_with('.')
+                && !CONTROL_DIRS.contains(&text.as_ref())
+            {
+                dirs.push(PathBuf::from(name));
+            }
+        }
+    }
     dirs.sort();
     dirs.dedup();
     dirs
@@ -293,7 +317,7 @@ const MAX_REWATCH: usize = 8;
 /// For each folder the globs of `sets` start from, the deepest part of it
 /// that exists.
 fn existing(root: &Path, sets: &WatchSets) -> Vec<PathBuf> {
-    base_dirs(sets)
+    base_dirs(root, sets)
         .iter()
         .filter_map(|dir| {
             root.join(dir)
@@ -319,7 +343,7 @@ fn watch_once(
         watched.root = None;
         return;
     }
-    for dir in base_dirs(sets) {
+    for dir in base_dirs(root, sets) {
         let full = root.join(&dir);
         if dir.as_os_str().is_empty() {
             continue;
@@ -349,7 +373,10 @@ fn watch_once(
     // a folder, its files. Those are followed by `notify`, which also sees
     // writes to a file still open, so a file being written runs once it is
     // quiet; otherwise the root's own watch, which stays on across passes.
-    if base_dirs(sets).iter().any(|d| d.as_os_str().is_empty()) {
+    if base_dirs(root, sets)
+        .iter()
+        .any(|d| d.as_os_str().is_empty())
+    {
         watched.root = None;
         match watcher.watch(root, RecursiveMode::NonRecursive) {
             Ok(()) => watched.dirs.push(root.to_path_buf()),
@@ -442,10 +469,10 @@ impl Files {
     /// of those not processed yet.
     async fn scan(&mut self, sets: &WatchSets) {
         let root = self.snapshot.project.root.clone();
-        let dirs = base_dirs(sets);
+        let sets_now = sets.clone();
         let found = blocking("scanning the folders", move || {
             let mut found = Vec::new();
-            for dir in dirs {
+            for dir in base_dirs(&root, &sets_now) {
                 let depth = if dir.as_os_str().is_empty() {
                     1
                 } else {
