@@ -2,6 +2,7 @@
 //! `[a-z0-9]` in the lowercased text, and each CJK ideograph on its own, so
 //! Chinese, English and mixed text match each other without a dictionary
 //! (the query `Python programming` finds `用户喜欢使用 Python 编程`).
+//! And [`inert`]: text made safe to print on a terminal.
 //! Pure functions; depends on nothing.
 
 /// Is `c` a CJK ideograph (unified ideographs and their extensions, and the
@@ -57,5 +58,48 @@ mod tests {
         assert_eq!(tokenize("GPT-4o用法"), ["gpt", "4o", "用", "法"]);
         assert!(tokenize("— ... ¿? ").is_empty());
         assert_eq!(tokenize("Ünïcode café"), ["n", "code", "caf"]);
+    }
+}
+
+/// `text` safe to print on a person's terminal: every control character
+/// but newline and tab (ESC, which starts the sequences that set a
+/// window's title, write the clipboard or move the cursor; a carriage
+/// return that overwrites a line; BEL), the C1 controls and the
+/// bidirectional overrides that reorder what is shown are written as
+/// visible escapes (`\x1b`, `\u{202e}`). Text from a model or a tool then
+/// cannot drive the terminal of whoever reads it.
+pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+    fn unsafe_char(c: char) -> bool {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c as u32, 0x202A..=0x202E | 0x2066..=0x2069 | 0x200E | 0x200F | 0x061C)
+    }
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !unsafe_char(c) {
+            out.push(c);
+        } else if (c as u32) < 0x80 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod inert_tests {
+    use super::inert;
+
+    #[test]
+    fn terminal_sequences_become_visible_and_plain_text_stays() {
+        assert_eq!(inert("a\tb\nc é 中"), "a\tb\nc é 中");
+        assert_eq!(
+            inert("\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07ok\r"),
+            "\\x1b]0;pwned\\x07\\x1b]52;c;ZXZpbA==\\x07ok\\x0d"
+        );
+        assert_eq!(inert("\u{9b}31m \u{202e}txt"), "\\u{9b}31m \\u{202e}txt");
     }
 }

@@ -583,3 +583,45 @@ fn logs_of_an_agent_name_show_its_newest_run_and_empty_listings_say_why() {
         .code(0)
         .stderr(predicate::str::contains("no failed runs of agent `a`;"));
 }
+
+/// Issue #32 item 11: `aurad run` and `aurad logs` printed a model's
+/// terminal escape sequences raw: a window title, the clipboard (OSC 52),
+/// a carriage return that hides a line. They are shown as visible escapes.
+#[test]
+fn terminal_escapes_from_a_model_are_printed_inert() {
+    let mock = MockLlm::start_in_thread();
+    mock.set_fallback(Reply::Text(
+        "hi\u{1b}]0;pwned\u{7}\u{1b}]52;c;ZXZpbA==\u{7} \u{202e}txt.exe\rhidden".into(),
+    ));
+    let dir = project_with_mock(&mock, "model: mock/m\nprompt: go\n");
+    let run = cargo_bin_cmd!("aurad")
+        .args(["run", "a", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let logs = cargo_bin_cmd!("aurad")
+        .args(["logs", "a", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    for (what, out) in [("run", &run), ("logs", &logs)] {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "aurad {what}: {text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\r'),
+            "aurad {what} printed a raw control character: {text:?}"
+        );
+        assert!(
+            text.contains("\\x1b]52;c;ZXZpbA==\\x07"),
+            "aurad {what}: {text:?}"
+        );
+        assert!(
+            text.contains("\\u{202e}txt.exe\\x0dhidden"),
+            "aurad {what}: {text:?}"
+        );
+    }
+}

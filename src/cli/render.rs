@@ -7,6 +7,33 @@ use std::io::{IsTerminal, Write};
 
 use crate::types::{RunEvent, RunState, StepState, Usage};
 
+/// `event` with every text in it made [`crate::text::inert`]: what a
+/// model or a tool wrote (answers, reasoning, tool results, errors) cannot
+/// set the terminal's title, write its clipboard or move its cursor.
+fn inert_event(event: &RunEvent) -> RunEvent {
+    fn walk(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => {
+                if let std::borrow::Cow::Owned(safe) = crate::text::inert(text) {
+                    *text = safe;
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let Ok(mut value) = serde_json::to_value(event) else {
+        return event.clone();
+    };
+    walk(&mut value);
+    // Our own event serialised a moment ago: it reads back. Were it not to,
+    // the event is shown as a note rather than raw.
+    serde_json::from_value(value).unwrap_or_else(|e| RunEvent::TextDelta {
+        text: format!("\n(an event could not be shown safely: {e})\n"),
+    })
+}
+
 pub struct Renderer {
     color: bool,
     /// Whether stdout's last character was a newline (or nothing was written).
@@ -56,6 +83,7 @@ impl Renderer {
     }
 
     pub fn event(&mut self, event: &RunEvent) {
+        let event = &inert_event(event);
         match event {
             RunEvent::Started {
                 run_id,
@@ -233,7 +261,7 @@ impl Renderer {
     ) {
         let mut line = format!("run {run_id} {state}");
         if let Some(reason) = reason {
-            line.push_str(&format!(": {reason}"));
+            line.push_str(&format!(": {}", crate::text::inert(reason)));
         }
         if let Some(tokens) = format_usage(usage) {
             line.push_str(&format!(" · {tokens} · {}", format_cost(cost_usd)));

@@ -107,7 +107,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
         if finished.pipeline
             && let Some(output) = &outcome.output
         {
-            println!("{output}");
+            println!("{}", crate::text::inert(output));
         }
         renderer.finish(
             &finished.run_id,
