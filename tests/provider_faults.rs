@@ -569,3 +569,28 @@ fn aurad_run_says_the_partial_answer_is_discarded() {
         "{stderr}"
     );
 }
+
+/// Issue #32 item 9: a provider that hangs was never retried when its idle
+/// cut (5 minutes) was longer than the run's budget: the run timed out. Now
+/// an attempt without progress for half the time left is cut and retried,
+/// and the run succeeds within its timeout.
+#[tokio::test]
+async fn a_hung_call_is_cut_within_the_runs_time_and_retried() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Hang);
+    mock.push(Reply::Text(ANSWER.into()));
+    let dir = project(
+        &mock,
+        "openai",
+        "model: mock/m\nsystem: s\nlimits: { timeout: 6s }\n",
+    );
+    let store = Store::open(&dir.path().join("aurad.db")).unwrap();
+    let (outcome, events, _) = run(prepare_agent(dir.path(), "x"), &store).await;
+    assert_eq!(outcome.state, RunState::Succeeded, "{:?}", outcome.reason);
+    assert_eq!(outcome.output.as_deref(), Some(ANSWER));
+    let told = retries(&events);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].0, RetryReason::Idle, "{told:?}");
+    assert!(told[0].2.contains("half the run's time left"), "{told:?}");
+    assert_eq!(mock.request_count(), 2);
+}

@@ -9,7 +9,10 @@
 //! a deadline: a retry whose wait does not fit before it is not made, and
 //! the call fails at once with the provider's last error saying why. A
 //! `Retry-After` (seconds or an HTTP date) is waited for when it fits, and
-//! makes the call fail at once when it does not.
+//! makes the call fail at once when it does not. With a deadline, an
+//! attempt that shows no progress (no delta) for half the time left is cut
+//! as idle and retried ([`patience`]): the provider's own idle timeout (5
+//! minutes) can outlast the whole run, which then timed out instead.
 //!
 //! A cut stream is retried even when some of its text was already streamed
 //! to the caller: the whole call is re-sent, the caller is told the output
@@ -32,14 +35,14 @@
 //! `types` only.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{Retryable, Sleeper};
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::{ChatRequest, Delta, ModelTurn, Provider, ProviderError};
+use super::{ChatRequest, CutKind, Delta, ModelTurn, Provider, ProviderError};
 use crate::types::RetryReason;
 
 /// The longest `Retry-After` waited for when a call has no deadline; a
@@ -213,6 +216,47 @@ pub async fn stream_with_retry_until(
     .await
 }
 
+/// How long an attempt may go without progress (the answer's head or a
+/// delta) when `left` is the run's time left: half of it, so that a call
+/// that hangs is cut while a retry still fits (the provider's own idle
+/// timeout, 5 minutes by default, can be longer than a whole run).
+fn patience(left: Duration) -> Duration {
+    left / 2
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Runs `call`, cutting it as [`CutKind::Idle`] once `patience` passes
+/// without progress (`progress`: ms after `started` of the last delta).
+async fn cut_when_stalled(
+    call: impl std::future::Future<Output = Result<ModelTurn, ProviderError>>,
+    started: Instant,
+    progress: &AtomicU64,
+    patience: Duration,
+) -> Result<ModelTurn, ProviderError> {
+    let mut call = std::pin::pin!(call);
+    loop {
+        let last = started + Duration::from_millis(progress.load(Ordering::SeqCst));
+        tokio::select! {
+            result = call.as_mut() => return result,
+            () = tokio::time::sleep_until(last + patience) => {
+                let now = started + Duration::from_millis(progress.load(Ordering::SeqCst));
+                if now == last {
+                    return Err(ProviderError::Cut {
+                        kind: CutKind::Idle,
+                        detail: format!(
+                            "nothing arrived for {:.1}s, half the run's time left; the call is cut so a retry fits",
+                            patience.as_secs_f64()
+                        ),
+                    });
+                }
+            }
+        }
+    }
+}
+
 /// [`stream_with_retry_until`] with the waiting supplied, so tests need not
 /// wait.
 async fn retry_with_sleep(
@@ -235,11 +279,19 @@ async fn retry_with_sleep(
         attempts.fetch_add(1, Ordering::SeqCst);
         delivered.store(false, Ordering::SeqCst);
         let mut on_delta = on_delta.lock().await;
+        let started = Instant::now();
+        // When the attempt last showed progress (ms after `started`).
+        let progress = AtomicU64::new(0);
         let mut tracking = |d: Delta| {
             delivered.store(true, Ordering::SeqCst);
+            progress.store(millis(started.elapsed()), Ordering::SeqCst);
             on_delta(d);
         };
-        provider.stream(request, &mut tracking).await
+        let call = provider.stream(request, &mut tracking);
+        match deadline.map(|d| patience(d.saturating_duration_since(Instant::now()))) {
+            None => call.await,
+            Some(patience) => cut_when_stalled(call, started, &progress, patience).await,
+        }
     };
     // Full jitter: the n-th wait is drawn from `[0, backoff_cap(n)]`.
     let full_jitter = (1..).map(|n| policy.backoff(n));
