@@ -49,6 +49,10 @@ pub struct Snapshot {
     pub skipped: Vec<SkippedItem>,
     /// When the files were read.
     pub loaded_at: chrono::DateTime<chrono::Utc>,
+    /// The files sandboxed tool processes may not write wherever they are:
+    /// the SQLite store and what `tools.d` and `mcp.json` run
+    /// (`tools::sandbox::Sandbox::protecting`).
+    pub protected_files: Arc<[std::path::PathBuf]>,
 }
 
 /// HTTP clients for the model providers, each made on first use and then
@@ -96,11 +100,26 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
         mut diagnostics,
     } = loaded;
     let lock_file = project.root.join(crate::config::settings::LOCK_FILE);
-    let protected = match project.settings.database.sqlite_path() {
+    let executed = executed::executed_files(&project);
+    let database = project.settings.database.sqlite_path();
+    // What sandboxed processes may not write wherever it is: the store
+    // (with its journal files) and what the daemon runs.
+    let protected_files: Arc<[std::path::PathBuf]> = database
+        .into_iter()
+        .flat_map(|db| {
+            ["", "-wal", "-shm", "-journal"].map(|suffix| {
+                let mut name = db.as_os_str().to_owned();
+                name.push(suffix);
+                std::path::PathBuf::from(name)
+            })
+        })
+        .chain(executed.iter().cloned())
+        .collect();
+    let protected = match database {
         Some(database) => ProtectedPaths::new(database, lock_file),
         None => ProtectedPaths::lock_only(lock_file),
     }
-    .executing(executed::executed_files(&project));
+    .executing(executed);
     let mut tools = ToolRegistry::builtin(protected);
     for plugin in &project.plugins {
         let tool = PluginTool::new(plugin.clone(), &project.root);
@@ -150,6 +169,7 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
             redactor: Arc::new(redactor),
             skipped,
             loaded_at,
+            protected_files,
         },
         diagnostics,
     )

@@ -146,6 +146,7 @@ fn prepare_with(
         .flatten();
     let sandbox = Sandbox::for_run(ceiling.sandbox(agent.sandbox), &project.root, &run_id)
         .passing(&ceiling.pass_env(&agent.pass_env))
+        .protecting(&snapshot.protected_files)
         .hiding(&crate::config::private::state_dir(
             &crate::config::process_env,
         ));

@@ -508,6 +508,7 @@ async fn call_tool(
         .with_sandbox(
             Sandbox::for_run(ceiling.sandbox(agent.sandbox), &root, &ctx.run_id)
                 .passing(&ceiling.pass_env(&agent.pass_env))
+                .protecting(&job.snapshot.protected_files)
                 .hiding(&crate::config::private::state_dir(
                     &crate::config::process_env,
                 )),

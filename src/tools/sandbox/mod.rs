@@ -22,7 +22,11 @@
 //! `/` to the project root, symbolic links excepted, and a few devices), and
 //! `workdir` only beneath the run's scratch directory
 //! `<root>/.aurad/work/<run id>` (and the same devices). No mode may make
-//! device nodes. Reading is restricted in one place only: the files
+//! device nodes. Where the kernel has Landlock's scopes (Linux 6.12), a
+//! sandboxed process cannot signal a process outside its domain (`kill
+//! -STOP` of the daemon or an MCP server) nor reach their abstract Unix
+//! sockets; Landlock also keeps it from ptrace-reading them (their
+//! `/proc/PID/environ`) and from mounting. Reading is restricted in one place only: the files
 //! beneath the folder [`Sandbox::hiding`] names (aurad's private state: a
 //! running daemon's API credential) cannot be read. The ruleset is built
 //! once per run in the daemon and only enforced in the child
@@ -37,6 +41,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 pub use crate::types::SandboxMode;
+
+mod mounts;
 
 /// The environment variable naming a `workdir` run's scratch directory.
 pub const WORKDIR_ENV: &str = "AURAD_WORKDIR";
@@ -71,8 +77,10 @@ pub struct Sandbox {
     /// Variables of aurad's environment its processes get beside the
     /// allow-listed ones (the agent's `pass_env`).
     pass_env: Arc<[String]>,
-    /// A folder whose files its processes cannot read.
+    /// A folder whose files its processes can neither read nor write.
     hidden: Option<PathBuf>,
+    /// Files outside the project its processes cannot write.
+    protected: Arc<[PathBuf]>,
 }
 
 impl Sandbox {
@@ -94,7 +102,19 @@ impl Sandbox {
             ruleset: Arc::default(),
             pass_env: Arc::from([]),
             hidden: None,
+            protected: Arc::from([]),
         }
+    }
+
+    /// The same sandbox, whose processes cannot write `files` wherever they
+    /// are (nor create, remove or rename anything beside them): what the
+    /// daemon runs or reads as configuration outside the project (a
+    /// plugin's or MCP server's script) and its database. `workdir` writes
+    /// only its scratch directory anyway; this matters for
+    /// `read-only-project`, which grants the rest of the file system.
+    pub fn protecting(mut self, files: &[PathBuf]) -> Self {
+        self.protected = files.into();
+        self
     }
 
     /// The same sandbox, whose processes cannot read the files beneath
@@ -163,7 +183,15 @@ impl Sandbox {
     fn build_ruleset(&self) -> Result<OwnedFd, String> {
         let mut writable = match self.mode {
             SandboxMode::None => return Err("no sandbox asked for".into()),
-            SandboxMode::ReadOnlyProject => all_except(std::slice::from_ref(&self.root), true)?,
+            SandboxMode::ReadOnlyProject => {
+                // The project, aurad's private state (a forged record there
+                // would be acted on by the next aurad) and the protected
+                // files.
+                let mut excluded = vec![self.root.clone()];
+                excluded.extend(self.hidden.iter().cloned());
+                excluded.extend(self.protected.iter().cloned());
+                all_except(&excluded, true)?
+            }
             SandboxMode::Workdir => self.scratch.iter().cloned().collect(),
         };
         writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
@@ -194,7 +222,7 @@ fn landlock_ruleset(
     readable: Option<&[PathBuf]>,
 ) -> Result<OwnedFd, String> {
     use landlock::{
-        AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
         path_beneath_rules,
     };
     let unavailable = |e: &dyn std::fmt::Display| {
@@ -217,6 +245,12 @@ fn landlock_ruleset(
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(handled)
         .map_err(|e| unavailable(&e))?
+        // Where the kernel has it (Landlock ABI 6, Linux 6.12): no signal
+        // to a process outside the domain (the daemon, its MCP servers, the
+        // person's shell) and no connection to their abstract sockets.
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
+        .map_err(|e| unavailable(&e))?
         .create()
         .map_err(|e| unavailable(&e))?
         .add_rules(path_beneath_rules(writable, granted))
@@ -238,10 +272,27 @@ fn landlock_ruleset(
 /// one). An excluded path that does not exist yet is excluded as it will
 /// be: its existing ancestors are listed.
 fn all_except(excluded: &[PathBuf], skip_dev: bool) -> Result<Vec<PathBuf>, String> {
-    let excluded: Vec<PathBuf> = excluded
+    let mut excluded: Vec<PathBuf> = excluded
         .iter()
         .map(|p| resolved(p))
         .collect::<Result<_, _>>()?;
+    // The same files seen through another mount (a bind mount of the
+    // project, or of a folder above it, elsewhere) are excluded too:
+    // Landlock follows the path, so a grant on that mount's parent would
+    // reach them.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let aliases: Vec<PathBuf> = excluded
+        .iter()
+        .flat_map(|path| mounts::aliases(&mounts, path))
+        .collect();
+    excluded.extend(aliases);
+    // A path beneath another excluded one is excluded with it; listing it
+    // would make that one an ancestor, whose other entries would be granted.
+    let all = excluded.clone();
+    excluded.retain(|path| {
+        !all.iter()
+            .any(|other| other != path && path.starts_with(other))
+    });
     let mut ancestors: std::collections::BTreeSet<&Path> = std::collections::BTreeSet::new();
     for path in &excluded {
         ancestors.extend(path.ancestors().skip(1));
