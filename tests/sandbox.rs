@@ -61,7 +61,10 @@ fn agent(tools: &str, sandbox: &str) -> String {
 }
 
 fn denied(result: &(String, bool)) -> bool {
-    result.1 && result.0.contains("Permission denied")
+    // Landlock says "Permission denied"; where the project is also mounted
+    // read-only in the process's namespace, that comes first.
+    result.1
+        && (result.0.contains("Permission denied") || result.0.contains("Read-only file system"))
 }
 
 /// The attacks of a model with `bash` on the control files.
@@ -123,7 +126,8 @@ async fn read_only_project_keeps_bash_from_writing_the_project_but_not_elsewhere
     // The model is told: the refusal is in the request after the calls.
     let told = mock.requests().last().unwrap().body.to_string();
     assert!(
-        told.contains("agents/evil.yaml: Permission denied"),
+        told.contains("agents/evil.yaml: Permission denied")
+            || told.contains("agents/evil.yaml: Read-only file system"),
         "{told}"
     );
     assert!(

@@ -195,3 +195,63 @@ async fn the_project_seen_through_a_bind_mount_stays_read_only() {
     );
     assert!(!root.join("agents/evil.yaml").exists());
 }
+
+/// Whether this machine lets a process have a user namespace (the
+/// read-only project mount needs one).
+fn user_namespaces() -> bool {
+    std::process::Command::new("unshare")
+        .args(["-U", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[tokio::test]
+async fn a_sandboxed_shell_cannot_change_the_projects_metadata() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !user_namespaces() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but user namespaces are unavailable"
+        );
+        println!("skipped: no user namespaces here");
+        return;
+    }
+    let mock = MockLlm::start().await;
+    let project = Project::new(&mock, "");
+    let root = project.dir.path();
+    let attacks = [
+        "chmod 666 aurad.yaml",
+        "chmod 000 agents",
+        "chown nobody agents",
+        "touch -d 2000-01-01 aurad.yaml",
+        "python3 -c \"import os; os.setxattr('aurad.yaml', 'user.pwned', b'1')\"",
+    ];
+    for sandbox in ["read-only-project", "workdir"] {
+        set_sandbox(root, sandbox);
+        let before = (
+            std::fs::metadata(root.join("aurad.yaml")).unwrap(),
+            std::fs::metadata(root.join("agents")).unwrap(),
+        );
+        let results = bash_calls(&project, &mock, &attacks).await;
+        for (attack, (output, is_error)) in attacks.iter().zip(&results) {
+            assert!(*is_error, "{sandbox}: `{attack}` worked: {output}");
+        }
+        let after = (
+            std::fs::metadata(root.join("aurad.yaml")).unwrap(),
+            std::fs::metadata(root.join("agents")).unwrap(),
+        );
+        assert_eq!(before.0.permissions().mode(), after.0.permissions().mode());
+        assert_eq!(before.0.mtime(), after.0.mtime());
+        assert_eq!(before.1.permissions().mode(), after.1.permissions().mode());
+        assert_eq!(before.1.uid(), after.1.uid());
+    }
+    // The control: unsandboxed, the same change of mode is made.
+    set_sandbox(root, "none");
+    let results = bash_calls(&project, &mock, &["chmod 640 aurad.yaml"]).await;
+    assert!(!results[0].1, "{}", results[0].0);
+    let mode = std::fs::metadata(root.join("aurad.yaml"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o640);
+}

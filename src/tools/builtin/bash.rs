@@ -116,7 +116,7 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Stri
 /// When a sandboxed command was refused a write, what the model may write
 /// instead (empty otherwise).
 fn sandbox_note(sandbox: &Sandbox, output: &str) -> String {
-    if !output.contains("Permission denied") {
+    if !output.contains("Permission denied") && !output.contains("Read-only file system") {
         return String::new();
     }
     match (sandbox.mode(), sandbox.scratch()) {

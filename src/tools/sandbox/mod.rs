@@ -43,6 +43,9 @@ use std::sync::{Arc, OnceLock};
 pub use crate::types::SandboxMode;
 
 mod mounts;
+mod namespace;
+
+use namespace::ReadOnlyProject;
 
 /// The environment variable naming a `workdir` run's scratch directory.
 pub const WORKDIR_ENV: &str = "AURAD_WORKDIR";
@@ -152,7 +155,11 @@ impl Sandbox {
             .filter_map(|name| Some((OsString::from(name), std::env::var_os(name)?)))
             .collect();
         if self.mode == SandboxMode::None {
-            return Ok(Confinement { ruleset: None, env });
+            return Ok(Confinement {
+                ruleset: None,
+                env,
+                read_only: None,
+            });
         }
         if let Some(scratch) = &self.scratch {
             std::fs::create_dir_all(scratch).map_err(|e| {
@@ -174,6 +181,7 @@ impl Sandbox {
         Ok(Confinement {
             ruleset: Some(ruleset),
             env,
+            read_only: Some((resolved(&self.root)?, self.scratch.clone())),
         })
     }
 
@@ -352,6 +360,9 @@ pub struct Confinement {
     /// Added to the child's environment (`pass_env`, `AURAD_WORKDIR`,
     /// `TMPDIR`).
     pub env: Vec<(OsString, OsString)>,
+    /// The project (canonical) to make read-only in the child, and the
+    /// scratch directory that stays writable ([`namespace`]).
+    read_only: Option<(PathBuf, Option<PathBuf>)>,
 }
 
 impl Confinement {
@@ -365,22 +376,31 @@ impl Confinement {
         }
         let ruleset = self.ruleset;
         let fd: Option<RawFd> = ruleset.as_ref().map(|f| f.as_raw_fd());
+        let cwd = command.as_std().get_current_dir().map(Path::to_path_buf);
+        let read_only = self.read_only.and_then(|(root, scratch)| {
+            ReadOnlyProject::new(&root, scratch.as_deref(), cwd.as_deref())
+        });
         // SAFETY: the hook runs in the forked child before exec; it only
-        // makes raw system calls (prctl, capget/capset, landlock), which
-        // are async-signal-safe, and allocates nothing. `ruleset` keeps the
-        // descriptor open in the parent until the command is dropped.
+        // makes raw system calls (prctl, capget/capset, unshare, mount,
+        // landlock, writes to /proc files), which are async-signal-safe,
+        // and allocates nothing. `ruleset` keeps the descriptor open in the
+        // parent until the command is dropped.
         unsafe {
             command.pre_exec(move || {
                 let _keep_open = &ruleset;
-                in_child(fd)
+                in_child(fd, read_only.as_ref())
             });
         }
     }
 }
 
 /// Runs in the child between fork and exec.
-fn in_child(ruleset: Option<RawFd>) -> io::Result<()> {
+fn in_child(ruleset: Option<RawFd>, read_only: Option<&ReadOnlyProject>) -> io::Result<()> {
     drop_memory_reading_caps();
+    // Before Landlock, which forbids mounting.
+    if let Some(read_only) = read_only {
+        read_only.enter()?;
+    }
     if let Some(fd) = ruleset {
         // SAFETY: plain system calls on integers; no memory is shared.
         unsafe {
