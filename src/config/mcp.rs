@@ -72,6 +72,11 @@ pub enum McpTransport {
         /// the project root): a file the daemon reads as configuration,
         /// which tools may not change.
         env_file: Option<PathBuf>,
+        /// aurad's `sandbox` field: the server's process confined as an
+        /// agent's tools are (`none` by default: servers are shared).
+        sandbox: crate::types::SandboxMode,
+        /// The project root, which the sandbox protects.
+        root: PathBuf,
     },
     Http {
         url: String,

@@ -109,6 +109,8 @@ pub(crate) async fn connect(
             args,
             env,
             cwd,
+            sandbox,
+            root,
             ..
         } => {
             if !cwd.is_dir() {
@@ -133,12 +135,25 @@ pub(crate) async fn connect(
                 .kill_on_drop(true);
             cmd.current_dir(cwd);
             // Like tool processes, a server cannot read the daemon's memory
-            // or environment (no sandbox: servers are shared by agents).
+            // or environment; with `sandbox` in mcp.json it is confined as
+            // an agent's tools are (its scratch directory, for `workdir`,
+            // is `.aurad/work/mcp-<name>`).
+            let confinement = crate::tools::sandbox::Sandbox::for_run(
+                *sandbox,
+                root,
+                &format!("mcp-{}", config.name),
+            )
+            .hiding(&crate::config::private::state_dir(
+                &crate::config::process_env,
+            ))
+            .confinement()
+            .map_err(|e| format!("cannot sandbox the server: {e}"))?;
+            cmd.envs(confinement.env.iter().map(|(k, v)| (k, v)));
             let scope = Scope::open();
             scope
                 .prepare(&mut cmd)
                 .map_err(|e| spawn_error(command, &e))?;
-            crate::tools::sandbox::Confinement::default().install(&mut cmd);
+            confinement.install(&mut cmd);
             let child = scope
                 .spawn(&mut cmd)
                 .map_err(|e| spawn_error(command, &e))?;

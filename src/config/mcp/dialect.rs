@@ -5,7 +5,8 @@
 //! listed in `tests/fixtures/mcp-dialects/README.md`.
 
 /// Fields of a stdio server.
-pub(super) const STDIO_FIELDS: [&str; 5] = ["command", "args", "env", "cwd", "envFile"];
+/// (`sandbox` is aurad's own.)
+pub(super) const STDIO_FIELDS: [&str; 6] = ["command", "args", "env", "cwd", "envFile", "sandbox"];
 /// Fields of an HTTP server (`serverUrl` is Windsurf's `url`).
 pub(super) const HTTP_FIELDS: [&str; 3] = ["url", "serverUrl", "headers"];
 /// aurad's own bounds.

@@ -12,6 +12,7 @@ use super::dialect::{HTTP_FIELDS, STDIO_FIELDS};
 use super::json::{Member, Value};
 use super::{McpTransport, Parser, RESERVED_HEADERS};
 use crate::config::duration::{format_duration, parse_duration};
+use crate::types::SandboxMode;
 
 impl Parser<'_> {
     pub(super) fn misplaced(
@@ -95,12 +96,18 @@ impl Parser<'_> {
             None => Some(self.root.to_path_buf()),
             Some(m) => self.expanded_string(m).map(|(c, _)| self.root.join(c)),
         };
+        let sandbox = match fields.get("sandbox") {
+            None => Some(SandboxMode::None),
+            Some(m) => self.sandbox_mode(name, m),
+        };
         Some(McpTransport::Stdio {
             command: command?,
             args: args?,
             env: env?,
             cwd: cwd?,
             env_file,
+            sandbox: sandbox?,
+            root: self.root.to_path_buf(),
         })
     }
 
@@ -293,6 +300,25 @@ impl Parser<'_> {
         let strings = self.string_map(&only_strings, "environment variable", valid_env_name)?;
         out.extend(strings);
         Some(out)
+    }
+
+    /// `sandbox`: one of the modes an agent's `sandbox:` takes.
+    fn sandbox_mode(&mut self, name: &str, m: &Member) -> Option<SandboxMode> {
+        let text = self.string(m)?;
+        let found = SandboxMode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == text);
+        if found.is_none() {
+            let modes: Vec<&str> = SandboxMode::ALL.iter().map(|mode| mode.as_str()).collect();
+            self.error(
+                m.value.offset,
+                format!(
+                    "server `{name}`: `sandbox` is {text:?}; use one of {}",
+                    modes.join(", ")
+                ),
+            );
+        }
+        found
     }
 
     pub(super) fn string(&mut self, m: &Member) -> Option<String> {

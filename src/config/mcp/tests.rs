@@ -36,6 +36,8 @@ fn reads_the_list_shape() {
                 args: vec!["-y".into(), "srv".into()],
                 env: BTreeMap::from([("A".into(), "1".into())]),
                 cwd: PathBuf::from("/proj/data"),
+                sandbox: crate::types::SandboxMode::None,
+                root: PathBuf::from("/proj"),
                 env_file: None,
             },
             startup_timeout: Duration::from_secs(2),
