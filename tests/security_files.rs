@@ -21,7 +21,7 @@ use std::path::Path;
 
 use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
-use support::project::{Project, tool_results};
+use support::project::Project;
 use tokio_util::sync::CancellationToken;
 
 const AGENT: &str = "model: mock/m\nsystem: s\ntools: [read_file, write_file, list_dir]\n\
@@ -29,24 +29,6 @@ const AGENT: &str = "model: mock/m\nsystem: s\ntools: [read_file, write_file, li
 
 const EVIL_AGENT: &str =
     "model: mock/m\nsystem: s\ntools: [bash]\nschedule: [\"* * * * * *\"]\nprompt: x\n";
-
-/// Runs agent `a` once: the model makes `calls` (name, arguments) in one
-/// turn, then answers. Returns each call's (output, is_error) by call id.
-async fn run_calls(
-    project: &Project,
-    mock: &MockLlm,
-    calls: &[(&str, serde_json::Value)],
-) -> BTreeMap<String, (String, bool)> {
-    let calls: Vec<(String, String, String)> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| (format!("c{i:02}"), name.to_string(), args.to_string()))
-        .collect();
-    mock.push(Reply::ToolCalls(calls));
-    mock.push(Reply::Text("done".into()));
-    let (_, events, _) = project.run("go", CancellationToken::new()).await;
-    tool_results(&events)
-}
 
 fn refused(results: &BTreeMap<String, (String, bool)>, i: usize, what: &str) -> String {
     let (output, is_error) = &results[&format!("c{i:02}")];
@@ -79,31 +61,31 @@ async fn write_file_cannot_change_control_files_by_any_path() {
 
     let write = |path: &str| ("write_file", json!({"path": path, "content": EVIL_AGENT}));
     let abs_evil = root.join("agents/abs.yaml");
-    let results = run_calls(
-        &project,
-        &mock,
-        &[
-            write("agents/evil.yaml"),
-            write("agents/a.yaml"),
-            write("notes/../agents/dotdot.yaml"),
-            write("missing/dir/../../agents/climb.yaml"),
-            write("notes/link-to-agents/via-link.yaml"),
-            write("agents/new/deep/dir/x.yaml"),
-            write(abs_evil.to_str().unwrap()),
-            write("mcp.json"),
-            write("innocent.json"),
-            write("tools.d/x.yaml"),
-            write("aurad.yaml"),
-            write("skills/s/SKILL.md"),
-            write(".claude/skills/s/SKILL.md"),
-            write(".agents/skills/s/SKILL.md"),
-            write(".env"),
-            write("aurad.db"),
-            write(".aurad.lock"),
-            write("notes/ok.txt"),
-        ],
-    )
-    .await;
+    let results = project
+        .run_calls(
+            &mock,
+            &[
+                write("agents/evil.yaml"),
+                write("agents/a.yaml"),
+                write("notes/../agents/dotdot.yaml"),
+                write("missing/dir/../../agents/climb.yaml"),
+                write("notes/link-to-agents/via-link.yaml"),
+                write("agents/new/deep/dir/x.yaml"),
+                write(abs_evil.to_str().unwrap()),
+                write("mcp.json"),
+                write("innocent.json"),
+                write("tools.d/x.yaml"),
+                write("aurad.yaml"),
+                write("skills/s/SKILL.md"),
+                write(".claude/skills/s/SKILL.md"),
+                write(".agents/skills/s/SKILL.md"),
+                write(".env"),
+                write("aurad.db"),
+                write(".aurad.lock"),
+                write("notes/ok.txt"),
+            ],
+        )
+        .await;
 
     let control = "control";
     for i in 0..7 {
@@ -180,23 +162,23 @@ async fn the_database_and_env_files_are_not_readable_other_control_files_are() {
     assert!(root.join("aurad.db").exists());
 
     let read = |path: &str| ("read_file", json!({"path": path}));
-    let results = run_calls(
-        &project,
-        &mock,
-        &[
-            read(".env"),
-            read(".env.production"),
-            read("plain.txt"),
-            read("aurad.db"),
-            read("aurad.db-wal"),
-            read("./notes/../aurad.db"),
-            ("list_dir", json!({"path": ".env"})),
-            read("agents/a.yaml"),
-            read("aurad.yaml"),
-            ("list_dir", json!({"path": "agents"})),
-        ],
-    )
-    .await;
+    let results = project
+        .run_calls(
+            &mock,
+            &[
+                read(".env"),
+                read(".env.production"),
+                read("plain.txt"),
+                read("aurad.db"),
+                read("aurad.db-wal"),
+                read("./notes/../aurad.db"),
+                ("list_dir", json!({"path": ".env"})),
+                read("agents/a.yaml"),
+                read("aurad.yaml"),
+                ("list_dir", json!({"path": "agents"})),
+            ],
+        )
+        .await;
     for i in 0..3 {
         refused(&results, i, "environment file");
     }
@@ -224,17 +206,17 @@ fn a_project_with_a_custom_database_path_protects_that_file() {
         let root = project.dir.path();
         std::fs::create_dir(root.join("state")).unwrap();
         let write = |path: &str| ("write_file", json!({"path": path, "content": "x"}));
-        let results = run_calls(
-            &project,
-            &mock,
-            &[
-                write("state/runs.sqlite"),
-                write("state/runs.sqlite-shm"),
-                write("state/runs.sqlite-journal"),
-                write("state/other.sqlite"),
-            ],
-        )
-        .await;
+        let results = project
+            .run_calls(
+                &mock,
+                &[
+                    write("state/runs.sqlite"),
+                    write("state/runs.sqlite-shm"),
+                    write("state/runs.sqlite-journal"),
+                    write("state/other.sqlite"),
+                ],
+            )
+            .await;
         for i in 0..3 {
             refused(&results, i, "database");
         }

@@ -14,13 +14,11 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::json;
-use support::mock_llm::{MockLlm, Reply};
-use support::project::{Project, tool_results};
-use tokio_util::sync::CancellationToken;
+use support::mock_llm::MockLlm;
+use support::project::Project;
 
 const AGENT: &str = "model: mock/m\nsystem: s\ntools: [read_file, write_file]\n\
     limits: { max_tool_calls: 100 }\n";
@@ -76,22 +74,6 @@ fn project(mock: &MockLlm) -> Project {
     project
 }
 
-async fn run_calls(
-    project: &Project,
-    mock: &MockLlm,
-    calls: &[(&str, serde_json::Value)],
-) -> BTreeMap<String, (String, bool)> {
-    let calls: Vec<(String, String, String)> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| (format!("c{i:02}"), name.to_string(), args.to_string()))
-        .collect();
-    mock.push(Reply::ToolCalls(calls));
-    mock.push(Reply::Text("done".into()));
-    let (_, events, _) = project.run("go", CancellationToken::new()).await;
-    tool_results(&events)
-}
-
 fn contents(root: &Path, paths: &[&str]) -> Vec<String> {
     paths
         .iter()
@@ -119,21 +101,21 @@ async fn code_the_config_runs_and_control_files_under_other_names_are_not_writte
             json!({"path": path, "content": EVIL, "append": true}),
         )
     };
-    let results = run_calls(
-        &project,
-        &mock,
-        &[
-            write("scripts/x.py"),
-            append("scripts/x.py"),
-            write("srv/server.py"),
-            write("srv/mcp.env"),
-            write("notes/twin.yaml"),
-            write("shared/linked.yaml"),
-            write("scripts/unused.py"),
-            write("notes/readme.txt"),
-        ],
-    )
-    .await;
+    let results = project
+        .run_calls(
+            &mock,
+            &[
+                write("scripts/x.py"),
+                append("scripts/x.py"),
+                write("srv/server.py"),
+                write("srv/mcp.env"),
+                write("notes/twin.yaml"),
+                write("shared/linked.yaml"),
+                write("scripts/unused.py"),
+                write("notes/readme.txt"),
+            ],
+        )
+        .await;
     let expect = [
         (0, "loads or runs"),
         (1, "loads or runs"),
@@ -165,15 +147,15 @@ async fn code_the_config_runs_and_control_files_under_other_names_are_not_writte
 async fn a_hard_link_of_env_is_not_read() {
     let mock = MockLlm::start().await;
     let project = project(&mock);
-    let results = run_calls(
-        &project,
-        &mock,
-        &[
-            ("read_file", json!({"path": "notes/env-copy"})),
-            ("read_file", json!({"path": "notes/readme.txt"})),
-        ],
-    )
-    .await;
+    let results = project
+        .run_calls(
+            &mock,
+            &[
+                ("read_file", json!({"path": "notes/env-copy"})),
+                ("read_file", json!({"path": "notes/readme.txt"})),
+            ],
+        )
+        .await;
     let (output, is_error) = &results["c00"];
     assert!(*is_error, "the hard link of .env was read: {output}");
     assert!(output.contains("hard links"), "{output}");

@@ -10,9 +10,10 @@
 //! the call fails at once with the provider's last error saying why. A
 //! `Retry-After` (seconds or an HTTP date) is waited for when it fits, and
 //! makes the call fail at once when it does not. With a deadline, an
-//! attempt that shows no progress (no delta) for half the time left is cut
-//! as idle and retried ([`patience`]): the provider's own idle timeout (5
-//! minutes) can outlast the whole run, which then timed out instead.
+//! attempt that shows no progress (no delta) for half the time left (when
+//! that is 2 s or more) is cut as idle and retried ([`patience`]): the
+//! provider's own idle timeout (5 minutes) can outlast the whole run,
+//! which then timed out instead.
 //!
 //! A cut stream is retried even when some of its text was already streamed
 //! to the caller: the whole call is re-sent, the caller is told the output
@@ -216,13 +217,18 @@ pub async fn stream_with_retry_until(
     .await
 }
 
-/// How long an attempt may go without progress (the answer's head or a
-/// delta) when `left` is the run's time left: half of it, so that a call
-/// that hangs is cut while a retry still fits (the provider's own idle
-/// timeout, 5 minutes by default, can be longer than a whole run).
-fn patience(left: Duration) -> Duration {
-    left / 2
+/// How long an attempt may go without progress (a delta) when `left` is
+/// the run's time left: half of it, so that a call that hangs is cut while
+/// a retry still fits (the provider's own idle timeout, 5 minutes by
+/// default, can be longer than a whole run). `None` (no cut but the
+/// provider's) when that half is under [`MIN_PATIENCE`]: a retry would not
+/// have the time to answer, and the run's own timeout ends it as before.
+fn patience(left: Duration) -> Option<Duration> {
+    Some(left / 2).filter(|half| *half >= MIN_PATIENCE)
 }
+
+/// The shortest wait for progress before a stalled attempt is cut.
+const MIN_PATIENCE: Duration = Duration::from_secs(2);
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -288,7 +294,7 @@ async fn retry_with_sleep(
             on_delta(d);
         };
         let call = provider.stream(request, &mut tracking);
-        match deadline.map(|d| patience(d.saturating_duration_since(Instant::now()))) {
+        match deadline.and_then(|d| patience(d.saturating_duration_since(Instant::now()))) {
             None => call.await,
             Some(patience) => cut_when_stalled(call, started, &progress, patience).await,
         }

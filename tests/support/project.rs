@@ -56,6 +56,25 @@ impl Project {
         project
     }
 
+    /// Runs agent `a` once: the model makes `calls` (tool name, arguments)
+    /// in one turn, then answers. Returns each call's (output, is_error)
+    /// by call id (`c00`, `c01`, ...).
+    pub async fn run_calls(
+        &self,
+        mock: &MockLlm,
+        calls: &[(&str, serde_json::Value)],
+    ) -> std::collections::BTreeMap<String, (String, bool)> {
+        let calls: Vec<(String, String, String)> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| (format!("c{i:02}"), name.to_string(), args.to_string()))
+            .collect();
+        mock.push(super::mock_llm::Reply::ToolCalls(calls));
+        mock.push(super::mock_llm::Reply::Text("done".into()));
+        let (_, events, _) = self.run("go", CancellationToken::new()).await;
+        tool_results(&events)
+    }
+
     pub async fn run(
         &self,
         input: &str,
