@@ -18,7 +18,7 @@ pub mod warnings;
 use std::sync::{Arc, OnceLock};
 
 use crate::config::diag::locate;
-use crate::config::mcp::McpServerConfig;
+use crate::config::mcp::{McpServerConfig, McpTransport};
 use crate::config::settings::DEFAULT_OPENAI_BASE_URL;
 use crate::config::{Agent, Diagnostic, EnvLookup, Loaded, Project, ProviderKind, Settings};
 use crate::llm::Provider;
@@ -120,6 +120,24 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
         None => ProtectedPaths::lock_only(lock_file),
     }
     .executing(executed);
+    // A server that asks for a sandbox this system cannot enforce is left
+    // out (never started unconfined), as an agent asking for one is.
+    project.mcp_servers.retain(|server| {
+        let McpTransport::Stdio { sandbox, .. } = &server.transport else {
+            return true;
+        };
+        match crate::tools::sandbox::check_available(*sandbox) {
+            Ok(()) => true,
+            Err(message) => {
+                diagnostics.push(Diagnostic::error(
+                    &server.source,
+                    (server.line, server.column),
+                    format!("server `{}`: sandbox: {message}", server.name),
+                ));
+                false
+            }
+        }
+    });
     let mut tools = ToolRegistry::builtin(protected);
     for plugin in &project.plugins {
         let tool = PluginTool::new(plugin.clone(), &project.root);
