@@ -6,7 +6,8 @@
 //! shared tokenizer ([`crate::text::tokenize`]: ASCII words, and each CJK
 //! ideograph on its own, so Chinese matches without spaces), lose English
 //! stop words ([`is_stop_word`]) and are reduced to their Snowball stem
-//! (`failing` and `fails` both match `fail`).
+//! (`failing` and `fails` both match `fail`), except words Snowball would
+//! turn into another word (`accessibility` is not `access`: [`stem`]).
 //!
 //! Two rules keep unrelated input from injecting anything: a skill counts
 //! only when an input word is in its name or description (words found only
@@ -73,8 +74,34 @@ pub fn terms(text: &str) -> Vec<String> {
     tokenize(text)
         .into_iter()
         .filter(|t| !is_stop_word(t))
-        .map(|t| stemmer.stem(&t).into_owned())
+        .map(|t| stem(&stemmer, &t))
         .collect()
+}
+
+/// Endings of words that Snowball cuts back to another word:
+/// `accessibility` to `access`, `organization` to `organ`,
+/// `availability` to `avail`. A request for accessibility would then match
+/// every skill that mentions access.
+const DERIVED_ENDINGS: [&str; 6] = [
+    "ibility", "ability", "ization", "isation", "ational", "ality",
+];
+
+/// `word`'s term: its Snowball stem, except that a word with one of the
+/// [`DERIVED_ENDINGS`] keeps its whole form, less a plural ending
+/// (`accessibilities` and `accessibility` are one term, and not `access`).
+fn stem(stemmer: &Stemmer, word: &str) -> String {
+    let singular = word
+        .strip_suffix("ies")
+        .map(|base| format!("{base}y"))
+        .or_else(|| word.strip_suffix('s').map(str::to_string))
+        .filter(|base| DERIVED_ENDINGS.iter().any(|e| base.ends_with(e)));
+    if let Some(singular) = singular {
+        return singular;
+    }
+    if DERIVED_ENDINGS.iter().any(|e| word.ends_with(e)) {
+        return word.to_string();
+    }
+    stemmer.stem(word).into_owned()
 }
 
 /// The input's distinct terms, in order of first appearance.
@@ -218,6 +245,26 @@ mod tests {
         assert_eq!(keywords("What's 17 times 23?"), ["17", "time", "23"]);
         assert_eq!(keywords("帮我搜索的"), ["帮", "搜", "索"]);
         assert!(keywords("hi there, how are you doing?").is_empty());
+    }
+
+    #[test]
+    fn a_derived_word_is_not_cut_back_to_another_word() {
+        assert_eq!(keywords("accessibility audits"), ["accessibility", "audit"]);
+        assert_eq!(keywords("Accessibilities"), ["accessibility"]);
+        assert_eq!(keywords("organization"), ["organization"]);
+        let access = skill("tokens", "Manage access tokens and access control.", "");
+        let a11y = skill("a11y", "Check accessibility of web pages.", "");
+        let skills = [&access, &a11y];
+        let ranked: Vec<&str> = rank(&skills, "review the accessibility of this page")
+            .into_iter()
+            .map(|(s, _)| s.name.as_str())
+            .collect();
+        assert_eq!(ranked, ["a11y"]);
+        let ranked: Vec<&str> = rank(&skills, "rotate the access tokens")
+            .into_iter()
+            .map(|(s, _)| s.name.as_str())
+            .collect();
+        assert_eq!(ranked, ["tokens"]);
     }
 
     #[test]
