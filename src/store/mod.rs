@@ -69,6 +69,9 @@ mod runs_tests;
 mod approvals_tests;
 #[cfg(test)]
 mod retention_tests;
+mod sessions;
+#[cfg(test)]
+mod sessions_tests;
 mod sqlite;
 mod steps;
 #[cfg(test)]
@@ -95,6 +98,7 @@ pub use postgres::memory_bench as pg_memory_bench;
 pub use queue::{ClusterSignal, TakenRun};
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
+pub use sessions::{SessionMessage, SessionRecord, SessionTurn, TITLE_CHARS};
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;
 

@@ -43,6 +43,7 @@ pub(crate) mod runs;
 #[cfg(test)]
 mod runs_tests;
 mod schema;
+mod sessions;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

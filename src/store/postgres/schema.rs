@@ -218,6 +218,36 @@ ALTER TABLE memories DROP COLUMN IF EXISTS terms;
 "#,
     },
     Migration {
+        name: "sessions",
+        // Conversations (store::sessions): a session of one agent with its
+        // running totals, and its messages in order, each with the turn's
+        // run that added it (JSON of types::Message).
+        sql: r#"
+CREATE TABLE sessions (
+    id            TEXT PRIMARY KEY,
+    agent         TEXT NOT NULL,
+    title         TEXT,
+    created_at    TIMESTAMPTZ NOT NULL,
+    updated_at    TIMESTAMPTZ NOT NULL,
+    turns         BIGINT NOT NULL DEFAULT 0,
+    messages      BIGINT NOT NULL DEFAULT 0,
+    input_tokens  BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_usd      DOUBLE PRECISION
+);
+CREATE INDEX sessions_updated ON sessions (updated_at);
+CREATE INDEX sessions_by_agent ON sessions (agent, updated_at);
+CREATE TABLE session_messages (
+    session_id TEXT NOT NULL,
+    seq        BIGINT NOT NULL,
+    message    TEXT NOT NULL,
+    run_id     TEXT,
+    created_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+"#,
+    },
+    Migration {
         name: "cancel requests kept with their runs",
         // A cancel request for a run another node runs was a notification
         // alone: lost when that node's listening connection was down or its

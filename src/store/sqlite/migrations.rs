@@ -296,6 +296,36 @@ CREATE INDEX runs_events_kept ON runs(created_at) WHERE events_pruned_at IS NULL
 "#,
     },
     Migration {
+        name: "sessions",
+        sql: r#"
+-- Conversations (store::sessions): a session of one agent, its running
+-- totals, and its messages in order, each with the turn's run that added
+-- it. The messages are JSON (types::Message).
+CREATE TABLE sessions (
+    id            TEXT PRIMARY KEY,
+    agent         TEXT NOT NULL,
+    title         TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL,
+    turns         INTEGER NOT NULL DEFAULT 0,
+    messages      INTEGER NOT NULL DEFAULT 0,
+    input_tokens  INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd      REAL
+);
+CREATE INDEX sessions_updated ON sessions(updated_at);
+CREATE INDEX sessions_by_agent ON sessions(agent, updated_at);
+CREATE TABLE session_messages (
+    session_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    message    TEXT NOT NULL,
+    run_id     TEXT,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"#,
+    },
+    Migration {
         name: "memory times in one form",
         sql: r#"
 -- Memory times as every aurad now writes them, RFC 3339 UTC with

@@ -51,6 +51,7 @@ mod run_reads;
 mod runs;
 #[cfg(test)]
 mod runs_tests;
+mod sessions;
 mod steps;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,176 @@
+//! Conversations: a session belongs to an agent and holds its ordered
+//! messages (the person's, the assistant's with their tool calls, the tool
+//! results), a title, its times and running totals. Each turn is a run;
+//! its messages are stored with that run's id, so a session's history
+//! says which run produced each part ([`Store::append_turn`]). The first
+//! user message gives an untitled session its title. Writer thread for
+//! writes; sessions live in the store, not in memory.
+
+use chrono::{DateTime, Utc};
+
+use super::{Store, StoreError};
+use crate::types::{Message, Usage};
+
+/// A session as stored, without its messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    pub agent: String,
+    /// The first line of the first user message (at most
+    /// [`TITLE_CHARS`] characters), until one is set.
+    pub title: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// When its last turn was stored (or when it was created).
+    pub updated_at: DateTime<Utc>,
+    /// Turns stored.
+    pub turns: u64,
+    /// Messages stored.
+    pub messages: u64,
+    /// The totals of its turns' runs.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// `None` until a turn with a known cost was stored.
+    pub cost_usd: Option<f64>,
+}
+
+/// One stored message of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionMessage {
+    /// Its place in the session, from 1.
+    pub seq: u64,
+    pub message: Message,
+    /// The turn's run that added it.
+    pub run_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What one turn adds to a session: its run and the messages in order
+/// (the user's, then the assistant's and tool results).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionTurn {
+    pub run_id: String,
+    pub messages: Vec<Message>,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+}
+
+/// The longest title taken from a message.
+pub const TITLE_CHARS: usize = 60;
+
+/// The title an untitled session takes from `messages`: the first line of
+/// the first user message, cut at [`TITLE_CHARS`] characters.
+fn title_of(messages: &[Message]) -> Option<String> {
+    messages.iter().find_map(|m| match m {
+        Message::User { content } => {
+            let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
+            Some(line.chars().take(TITLE_CHARS).collect())
+        }
+        _ => None,
+    })
+}
+
+/// A turn as the backends write it: the messages as JSON, the title an
+/// untitled session takes, the token counts as stored.
+pub(crate) struct EncodedTurn {
+    pub run_id: String,
+    pub texts: Vec<String>,
+    pub title: Option<String>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: Option<f64>,
+}
+
+impl EncodedTurn {
+    fn of(turn: SessionTurn) -> Result<EncodedTurn, StoreError> {
+        let texts = turn
+            .messages
+            .iter()
+            .map(|m| {
+                serde_json::to_string(m).map_err(|e| {
+                    StoreError::Invalid(format!("cannot store a session message: {e}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let count = |n: Option<u64>| i64::try_from(n.unwrap_or(0)).unwrap_or(i64::MAX);
+        Ok(EncodedTurn {
+            run_id: turn.run_id,
+            title: title_of(&turn.messages),
+            texts,
+            input_tokens: count(turn.usage.input_tokens),
+            output_tokens: count(turn.usage.output_tokens),
+            cost_usd: turn.cost_usd,
+        })
+    }
+
+    /// How many messages it adds.
+    pub fn added(&self) -> i64 {
+        i64::try_from(self.texts.len()).unwrap_or(i64::MAX)
+    }
+}
+
+pub(crate) fn message_from(session: &str, seq: u64, text: &str) -> Result<Message, StoreError> {
+    serde_json::from_str(text).map_err(|e| {
+        StoreError::Database(format!(
+            "session {session}: stored message {seq} is unreadable ({e}); the database was edited by hand or written by an incompatible aurad"
+        ))
+    })
+}
+
+impl Store {
+    /// Creates session `id` of `agent`; [`StoreError::Conflict`] when the
+    /// id is taken.
+    pub async fn create_session(
+        &self,
+        id: &str,
+        agent: &str,
+        now: DateTime<Utc>,
+    ) -> Result<SessionRecord, StoreError> {
+        let (id, agent) = (id.to_string(), agent.to_string());
+        route!(self.create_session(id, agent, now))
+    }
+
+    /// Session `id`, if it exists.
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let id = id.to_string();
+        route!(self.session(id))
+    }
+
+    /// The sessions (of `agent`, or all), the last updated first, at most
+    /// `limit`.
+    pub async fn sessions(
+        &self,
+        agent: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let agent = agent.map(str::to_string);
+        route!(self.sessions(agent, limit))
+    }
+
+    /// The messages of session `id` in order (none for an unknown one).
+    pub async fn session_messages(&self, id: &str) -> Result<Vec<SessionMessage>, StoreError> {
+        let id = id.to_string();
+        route!(self.session_messages(id))
+    }
+
+    /// Appends `turn` to session `id` in one transaction: its messages
+    /// after the session's last, its usage and cost to the totals, a title
+    /// if it has none. Returns the session as it now is;
+    /// [`StoreError::NotFound`] when there is no such session.
+    pub async fn append_turn(
+        &self,
+        id: &str,
+        turn: SessionTurn,
+        now: DateTime<Utc>,
+    ) -> Result<SessionRecord, StoreError> {
+        let id = id.to_string();
+        let turn = EncodedTurn::of(turn)?;
+        route!(self.append_turn(id, turn, now))
+    }
+
+    /// Deletes session `id` and its messages (its runs stay); whether it
+    /// existed.
+    pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        route!(self.delete_session(id))
+    }
+}
