@@ -122,7 +122,10 @@ async fn plugin_bench(calls: usize) {
     report("plugin call (`cat`, a process per call)", ms);
 }
 
-fn server_configs(n: usize) -> Vec<aurad::config::mcp::McpServerConfig> {
+/// `n` servers of a project in a temporary folder, which the caller keeps
+/// while they run: it is their working directory (a stdio server runs in
+/// the project root).
+fn server_configs(n: usize) -> (tempfile::TempDir, Vec<aurad::config::mcp::McpServerConfig>) {
     let dir = tempfile::tempdir().unwrap();
     let servers: serde_json::Map<String, serde_json::Value> = (0..n)
         .map(|i| {
@@ -139,11 +142,12 @@ fn server_configs(n: usize) -> Vec<aurad::config::mcp::McpServerConfig> {
     .unwrap();
     let (configs, diags) = aurad::config::mcp::load_mcp(dir.path(), &|_| None);
     assert!(diags.is_empty(), "{diags:?}");
-    configs
+    (dir, configs)
 }
 
 async fn mcp_call_bench(calls: usize) {
-    let manager = aurad::mcp::McpManager::start(server_configs(1)).await;
+    let (_project, configs) = server_configs(1);
+    let manager = aurad::mcp::McpManager::start(configs).await;
     let mut registry = ToolRegistry::default();
     for tool in manager.tools() {
         registry.add(tool).unwrap();
@@ -164,7 +168,7 @@ async fn mcp_startup_bench() {
     for n in [1, 5] {
         let mut ms = Vec::new();
         for _ in 0..20 {
-            let configs = server_configs(n);
+            let (_project, configs) = server_configs(n);
             let start = Instant::now();
             let manager = aurad::mcp::McpManager::start(configs).await;
             ms.push(start.elapsed().as_secs_f64() * 1000.0);
