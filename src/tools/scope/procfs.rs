@@ -159,7 +159,8 @@ pub fn await_gone(dying: &[(i32, u64)], leaders: &[(i32, u64)], reap: bool, with
 /// whose every own child is among `leaders`.
 pub fn reap_orphans(leaders: &[(i32, u64)]) -> usize {
     let me = std::process::id() as i32;
-    pids()
+    own_children()
+        .unwrap_or_else(pids)
         .into_iter()
         .filter(|pid| {
             stat(*pid).is_some_and(|s| {
@@ -168,6 +169,28 @@ pub fn reap_orphans(leaders: &[(i32, u64)]) -> usize {
         })
         .filter(|pid| reap_one(*pid))
         .count()
+}
+
+/// This process's children, as its threads' `/proc/self/task/*/children`
+/// list them: a few small files instead of a `stat` of every process on
+/// the machine at each tool call's end (benches/tools.rs). `None` where
+/// the kernel keeps no such list (`CONFIG_PROC_CHILDREN` off).
+fn own_children() -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut found = Vec::new();
+    for task in tasks.flatten() {
+        let list = task.path().join("children");
+        match std::fs::read_to_string(&list) {
+            Ok(text) => found.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            // A thread that ended meanwhile has no list any more.
+            Err(_) if !task.path().exists() => {}
+            Err(_) => return None,
+        }
+    }
+    Some(found)
 }
 
 /// Collects the exit status of dead child `pid` (and throws it away).
