@@ -11,6 +11,20 @@ use crate::types::{RunEvent, RunState, StepState, Usage};
 /// model or a tool wrote (answers, reasoning, tool results, errors) cannot
 /// set the terminal's title, write its clipboard or move its cursor.
 fn inert_event(event: &RunEvent) -> RunEvent {
+    // The streamed pieces, one per token or so: their text alone.
+    match event {
+        RunEvent::TextDelta { text } => {
+            return RunEvent::TextDelta {
+                text: crate::text::inert(text).into_owned(),
+            };
+        }
+        RunEvent::ReasoningDelta { text } => {
+            return RunEvent::ReasoningDelta {
+                text: crate::text::inert(text).into_owned(),
+            };
+        }
+        _ => {}
+    }
     fn walk(value: &mut serde_json::Value) {
         match value {
             serde_json::Value::String(text) => {

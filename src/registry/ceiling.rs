@@ -138,7 +138,7 @@ pub fn tightened(caller: &Agent, callee: &Agent, tools: &ToolRegistry) -> Vec<St
     let unpassed: Vec<&str> = callee
         .pass_env
         .iter()
-        .filter(|name| !ceiling.pass_env(std::slice::from_ref(name)).contains(name))
+        .filter(|name| !caller.pass_env.contains(name))
         .map(String::as_str)
         .collect();
     if !unpassed.is_empty() {

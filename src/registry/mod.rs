@@ -28,7 +28,7 @@ use crate::llm::openai::OpenAiProvider;
 use crate::llm::test_model::TestModel;
 use crate::mcp::McpManager;
 use crate::redact::Redactor;
-use crate::tools::builtin::ProtectedPaths;
+use crate::tools::builtin::{ProtectedPaths, database_files};
 use crate::tools::plugin::PluginTool;
 use crate::tools::{ToolRegistry, glob_could_extend};
 use skipped::{ItemKind, LoadedNames, SkippedItem};
@@ -106,13 +106,7 @@ pub fn build(loaded: Loaded, env: EnvLookup) -> (Snapshot, Vec<Diagnostic>) {
     // (with its journal files) and what the daemon runs.
     let protected_files: Arc<[std::path::PathBuf]> = database
         .into_iter()
-        .flat_map(|db| {
-            ["", "-wal", "-shm", "-journal"].map(|suffix| {
-                let mut name = db.as_os_str().to_owned();
-                name.push(suffix);
-                std::path::PathBuf::from(name)
-            })
-        })
+        .flat_map(database_files)
         .chain(executed.iter().cloned())
         .collect();
     let protected = match database {

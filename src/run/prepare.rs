@@ -12,6 +12,7 @@ use crate::engine::{ActiveSkills, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
 use crate::redact::Redactor;
+use crate::registry::ceiling::Ceiling;
 use crate::registry::{Snapshot, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunParent, new_run_id};
@@ -144,12 +145,7 @@ fn prepare_with(
     let sub_agents = (!agent.agents.is_empty())
         .then(|| SubAgents::resolve(&shared(), agent, depth, env, &request.ceiling))
         .flatten();
-    let sandbox = Sandbox::for_run(ceiling.sandbox(agent.sandbox), &project.root, &run_id)
-        .passing(&ceiling.pass_env(&agent.pass_env))
-        .protecting(&snapshot.protected_files)
-        .hiding(&crate::config::private::state_dir(
-            &crate::config::process_env,
-        ));
+    let tools = agent_tools(snapshot, agent, &ceiling, &run_id);
     let spec = RunSpec {
         run_id,
         agent: agent.name.clone(),
@@ -179,11 +175,7 @@ fn prepare_with(
         memory: agent.memory.clone(),
         spec,
         provider,
-        tools: snapshot
-            .tools
-            .select(&agent.tools)
-            .retain(|tool| ceiling.allows(tool))
-            .with_sandbox(sandbox),
+        tools,
         retry: RetryPolicy::default(),
         redactor: snapshot.redactor.clone(),
         template_context,
@@ -192,6 +184,34 @@ fn prepare_with(
         parent: request.parent,
         sub_agents,
     })
+}
+
+/// The tools a run `run_id` of `agent` may use under `ceiling`: those its
+/// allow-list and every caller's allow, their processes confined by the
+/// stricter sandbox, with the variables both pass, and kept from what the
+/// daemon depends on (the snapshot's protected files, aurad's private
+/// folder). Agent runs and a pipeline's tool steps get theirs here.
+pub(crate) fn agent_tools(
+    snapshot: &Snapshot,
+    agent: &crate::config::Agent,
+    ceiling: &Ceiling,
+    run_id: &str,
+) -> ToolSet {
+    let sandbox = Sandbox::for_run(
+        ceiling.sandbox(agent.sandbox),
+        &snapshot.project.root,
+        run_id,
+    )
+    .passing(&ceiling.pass_env(&agent.pass_env))
+    .protecting(&snapshot.protected_files)
+    .hiding(&crate::config::private::state_dir(
+        &crate::config::process_env,
+    ));
+    snapshot
+        .tools
+        .select(&agent.tools)
+        .retain(|tool| ceiling.allows(tool))
+        .with_sandbox(sandbox)
 }
 
 /// The `input` template of the `after:` or `watch:` entry of `agent` that

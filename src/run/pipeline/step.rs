@@ -500,19 +500,7 @@ async fn call_tool(
     };
     let root = job.snapshot.project.root.clone();
     let ceiling = job.ceiling.clone().unwrap_or_default();
-    let tools = job
-        .snapshot
-        .tools
-        .select(&agent.tools)
-        .retain(|tool| ceiling.allows(tool))
-        .with_sandbox(
-            Sandbox::for_run(ceiling.sandbox(agent.sandbox), &root, &ctx.run_id)
-                .passing(&ceiling.pass_env(&agent.pass_env))
-                .protecting(&job.snapshot.protected_files)
-                .hiding(&crate::config::private::state_dir(
-                    &crate::config::process_env,
-                )),
-        );
+    let tools = crate::run::prepare::agent_tools(&job.snapshot, agent, &ceiling, &ctx.run_id);
     let call = ToolCall {
         id: step.id.clone(),
         name: tool.to_string(),

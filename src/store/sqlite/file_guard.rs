@@ -4,7 +4,7 @@
 //! files without an error, so every run accepted afterwards would be gone
 //! at the next start. The guard remembers each file's device and inode
 //! (the `-wal` and `-shm` from when they first exist) and compares them
-//! before and after every write transaction; once a difference is seen the
+//! after every write transaction's commit; once a difference is seen the
 //! store is lost for good: each later write is refused with
 //! [`StoreError::Lost`], naming the file and what to do. A few `stat`
 //! calls per transaction. Depends on std and `store::error`.
@@ -46,6 +46,13 @@ impl FileGuard {
         // Remembers who the files are now; nothing can be lost yet.
         let _ = guard.check();
         guard
+    }
+
+    /// [`StoreError::Lost`] once a check found the files gone; no system
+    /// call (the writer asks before each transaction).
+    pub(super) fn lost(&self) -> Option<StoreError> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.lost.clone().map(StoreError::Lost)
     }
 
     /// `Ok` while every file seen so far is still the same file at its

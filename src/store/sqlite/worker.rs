@@ -293,7 +293,9 @@ impl Done {
 /// setting so it is switched only when a group needs another one.
 struct Group {
     synchronous: Option<Durability>,
-    /// The writer's: checked before and after each transaction.
+    /// The writer's: its files are looked at after each commit (a
+    /// transaction run into a deleted file is answered with the loss, never
+    /// with success); once lost, no transaction starts.
     guard: Option<Arc<FileGuard>>,
 }
 
@@ -305,8 +307,7 @@ impl Group {
         } else {
             Durability::Normal
         };
-        let intact = || self.guard.as_ref().map_or(Ok(()), |g| g.check());
-        if let Err(e) = intact() {
+        if let Some(e) = self.guard.as_ref().and_then(|g| g.lost()) {
             return jobs.into_iter().for_each(|j| j.refuse(e.clone()));
         }
         if let Err(e) = self.set(conn, durability) {

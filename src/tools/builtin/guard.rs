@@ -136,7 +136,7 @@ impl ProtectedPaths {
             return Some("an environment file, which holds secrets");
         }
         if let Some(database) = &self.database {
-            for db in DATABASE_SUFFIXES.map(|suffix| with_suffix(database, suffix)) {
+            for db in database_files(database) {
                 if resolve_lenient(&db) == real {
                     return Some("the daemon's database");
                 }
@@ -250,6 +250,12 @@ fn collect_identities(
             collect_identities(&entry.path(), depth + 1, budget, found);
         }
     }
+}
+
+/// The files of the SQLite database at `database`: itself and what SQLite
+/// keeps beside it.
+pub fn database_files(database: &Path) -> [PathBuf; 4] {
+    DATABASE_SUFFIXES.map(|suffix| with_suffix(database, suffix))
 }
 
 /// `path` with `suffix` appended to its file name.

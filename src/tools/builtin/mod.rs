@@ -18,7 +18,7 @@ use super::{Tool, ToolError};
 pub use bash::BashTool;
 pub use calculator::{CalcError, CalculatorTool, evaluate, format_number};
 pub use fs::{ListDirTool, ReadFileTool, WriteFileTool, resolve_in_root};
-pub use guard::ProtectedPaths;
+pub use guard::{ProtectedPaths, database_files};
 pub use time::CurrentTimeTool;
 
 /// One instance of each built-in tool; the file tools refuse what
