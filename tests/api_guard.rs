@@ -32,18 +32,14 @@ const HOOK_SECRET: &str = "hook-secret-for-tests";
 /// Sends `head` (request line and headers, without the final blank line)
 /// and `body` as one HTTP/1.1 request; returns the status and the body.
 async fn raw(addr: SocketAddr, head: &str, body: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!(
-        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = Vec::new();
-    tokio::time::timeout(WAIT, stream.read_to_end(&mut response))
-        .await
-        .expect("an answer in time")
-        .unwrap();
-    let text = String::from_utf8_lossy(&response).into_owned();
+    let text = exchange(
+        addr,
+        &format!(
+            "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
     let status = text
         .split_whitespace()
         .nth(1)
@@ -272,19 +268,28 @@ async fn legitimate_clients_still_work() {
 
 /// The head of the answer to `GET path` (with the token), lowercased.
 async fn head_of(addr: SocketAddr, token: &str, path: &str) -> String {
+    let text = exchange(
+        addr,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await
+    .to_lowercase();
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(h, _)| h.to_string())
+}
+
+/// Sends `request` as it is; returns the whole answer as text.
+async fn exchange(addr: SocketAddr, request: &str) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    );
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = Vec::new();
     tokio::time::timeout(WAIT, stream.read_to_end(&mut response))
         .await
         .expect("an answer in time")
         .unwrap();
-    let text = String::from_utf8_lossy(&response).to_lowercase();
-    text.split_once("\r\n\r\n")
-        .map_or(text.clone(), |(h, _)| h.to_string())
+    String::from_utf8_lossy(&response).into_owned()
 }
 
 /// Issue #32 item 11: the README said every answer carries `nosniff` and a

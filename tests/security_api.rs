@@ -25,7 +25,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply};
-use support::serve::{Serve, aurad, http_get, http_post, poll, text, wait_state};
+use support::serve::{Serve, aurad, http_get, http_post, poll, start_run, text, wait_state};
 
 fn write(root: &Path, file: &str, content: &str) {
     let path = root.join(file);
@@ -87,18 +87,7 @@ fn a_sandboxed_shell_cannot_drive_the_api_and_an_unsandboxed_one_has_the_users_p
             &json!({ "command": attack(addr, &api_file) }).to_string(),
         ));
         mock.push(Reply::Text("done".into()));
-        let (status, body) = http_post(
-            addr,
-            &format!("/v1/agents/{agent}/runs"),
-            &[("Content-Type", "application/json")],
-            r#"{"input": "go"}"#,
-        )
-        .unwrap();
-        assert_eq!(status, 202, "{body}");
-        let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let id = start_run(addr, agent, "go");
         wait_state(&serve, &id, "succeeded");
         let requests = mock.requests();
         let last = requests.last().unwrap();

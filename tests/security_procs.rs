@@ -23,9 +23,9 @@ mod support;
 use std::path::Path;
 use std::process::Stdio;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::mock_llm::{MockLlm, Reply};
-use support::serve::{KillOnDrop, Serve, aurad, http_post, poll, show, wait_state};
+use support::serve::{KillOnDrop, Serve, aurad, poll, show, start_run, wait_state};
 
 fn write(root: &Path, file: &str, content: &str) {
     let path = root.join(file);
@@ -74,22 +74,6 @@ fn assert_all_end(pids: &[i32], context: impl Fn() -> String) {
     });
 }
 
-/// Starts agent `agent` through the API; returns the run id.
-fn start_run(serve: &Serve, agent: &str) -> String {
-    let (status, body) = http_post(
-        serve.addr,
-        &format!("/v1/agents/{agent}/runs"),
-        &[("Content-Type", "application/json")],
-        r#"{"input": "go"}"#,
-    )
-    .unwrap();
-    assert_eq!(status, 202, "{body}");
-    serde_json::from_str::<Value>(&body).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 fn bash_call(mock: &MockLlm, command: &str, timeout_secs: Option<u64>) {
     let mut args = json!({ "command": command });
     if let Some(secs) = timeout_secs {
@@ -99,17 +83,25 @@ fn bash_call(mock: &MockLlm, command: &str, timeout_secs: Option<u64>) {
     mock.push(Reply::Text("done".into()));
 }
 
-#[test]
-fn setsid_and_double_forked_processes_end_with_the_call_and_its_timeout() {
-    let mock = MockLlm::start_in_thread();
+/// A project whose agent `free` has an unsandboxed `bash`, its model the
+/// scripted `mock` (answering "done" when nothing else is scripted): the
+/// project folder and the daemon's address.
+fn free_project(mock: &MockLlm) -> (tempfile::TempDir, std::net::SocketAddr) {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let addr = support::serve::write_settings(root, &mock);
+    let addr = support::serve::write_settings(dir.path(), mock);
     write(
-        root,
+        dir.path(),
         "agents/free.yaml",
         "model: mock/m\nsystem: s\ntools: [bash]\nsandbox: none\n",
     );
+    (dir, addr)
+}
+
+#[test]
+fn setsid_and_double_forked_processes_end_with_the_call_and_its_timeout() {
+    let mock = MockLlm::start_in_thread();
+    let (dir, addr) = free_project(&mock);
+    let root = dir.path();
     // The strictest sandbox: the child joins its cgroup before Landlock
     // forbids writing anywhere but its scratch folder.
     write(
@@ -123,14 +115,14 @@ fn setsid_and_double_forked_processes_end_with_the_call_and_its_timeout() {
     let pids_dir = tempfile::tempdir().unwrap();
     let path = pids_dir.path().display().to_string();
     bash_call(&mock, &detach(&path, "exit 0"), None);
-    let id = start_run(&serve, "free");
+    let id = start_run(serve.addr, "free", "go");
     let pids = detached(pids_dir.path(), || serve.log());
     wait_state(&serve, &id, "succeeded");
     assert_all_end(&pids, || serve.log());
 
     // The call is cut by its timeout.
     bash_call(&mock, &detach("$AURAD_WORKDIR", "sleep 300"), Some(1));
-    let id = start_run(&serve, "boxed");
+    let id = start_run(serve.addr, "boxed", "go");
     let scratch = root.join(".aurad/work").join(&id);
     let pids = detached(&scratch, || serve.log());
     wait_state(&serve, &id, "succeeded");
@@ -146,19 +138,13 @@ fn setsid_and_double_forked_processes_end_with_the_call_and_its_timeout() {
 fn a_restarted_daemon_ends_what_a_killed_one_left() {
     let mock = MockLlm::start_in_thread();
     mock.set_fallback(Reply::Text("done".into()));
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, addr) = free_project(&mock);
     let root = dir.path();
-    let addr = support::serve::write_settings(root, &mock);
-    write(
-        root,
-        "agents/free.yaml",
-        "model: mock/m\nsystem: s\ntools: [bash]\nsandbox: none\n",
-    );
     let mut serve = Serve::start(root, addr, &[]);
     let pids_dir = tempfile::tempdir().unwrap();
     let path = pids_dir.path().display().to_string();
     bash_call(&mock, &detach(&path, "sleep 300"), None);
-    start_run(&serve, "free");
+    start_run(serve.addr, "free", "go");
     let pids = detached(pids_dir.path(), || serve.log());
     serve.kill_now();
     // The attack's condition: nothing ended them with the daemon.
@@ -174,14 +160,8 @@ fn a_restarted_daemon_ends_what_a_killed_one_left() {
 fn a_killed_aurad_run_leaves_nothing_to_the_next_start() {
     let mock = MockLlm::start_in_thread();
     mock.set_fallback(Reply::Text("done".into()));
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _) = free_project(&mock);
     let root = dir.path();
-    support::serve::write_settings(root, &mock);
-    write(
-        root,
-        "agents/free.yaml",
-        "model: mock/m\nsystem: s\ntools: [bash]\nsandbox: none\n",
-    );
     write(root, "agents/quiet.yaml", "model: mock/m\nsystem: s\n");
     let pids_dir = tempfile::tempdir().unwrap();
     let path = pids_dir.path().display().to_string();
@@ -212,20 +192,14 @@ fn a_killed_aurad_run_leaves_nothing_to_the_next_start() {
 fn a_second_sigterm_leaves_no_detached_process_behind() {
     let mock = MockLlm::start_in_thread();
     mock.set_fallback(Reply::Text("done".into()));
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, addr) = free_project(&mock);
     let root = dir.path();
-    let addr = support::serve::write_settings(root, &mock);
-    write(
-        root,
-        "agents/free.yaml",
-        "model: mock/m\nsystem: s\ntools: [bash]\nsandbox: none\n",
-    );
     let mut serve = Serve::start(root, addr, &[]);
     let pids_dir = tempfile::tempdir().unwrap();
     let path = pids_dir.path().display().to_string();
     // The shell ignores SIGTERM, so the graceful shutdown waits on it.
     bash_call(&mock, &detach(&path, "trap '' TERM; sleep 300"), None);
-    start_run(&serve, "free");
+    start_run(serve.addr, "free", "go");
     let pids = detached(pids_dir.path(), || serve.log());
     serve.signal(libc::SIGTERM);
     poll(

@@ -17,25 +17,21 @@ mod support;
 use std::path::Path;
 
 use serde_json::json;
-use support::mock_llm::{MockLlm, Reply};
-use support::project::{Project, tool_results};
-use tokio_util::sync::CancellationToken;
+use support::mock_llm::MockLlm;
+use support::project::Project;
 
 /// Runs agent `a` once: one `bash` call per command, then an answer.
 /// Returns each call's (output, is_error) in order.
 async fn bash_calls(project: &Project, mock: &MockLlm, commands: &[&str]) -> Vec<(String, bool)> {
-    let calls = commands
+    let calls: Vec<(&str, serde_json::Value)> = commands
         .iter()
-        .enumerate()
-        .map(|(i, command)| {
-            let args = json!({ "command": command }).to_string();
-            (format!("c{i:02}"), "bash".to_string(), args)
-        })
+        .map(|command| ("bash", json!({ "command": command })))
         .collect();
-    mock.push(Reply::ToolCalls(calls));
-    mock.push(Reply::Text("done".into()));
-    let (_, events, _) = project.run("go", CancellationToken::new()).await;
-    tool_results(&events).into_values().collect()
+    project
+        .run_calls(mock, &calls)
+        .await
+        .into_values()
+        .collect()
 }
 
 fn set_sandbox(root: &Path, sandbox: &str) {

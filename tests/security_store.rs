@@ -14,8 +14,7 @@
 
 mod support;
 
-use serde_json::Value;
-use support::serve::{Serve, http_get, http_post_json, poll, wait_state};
+use support::serve::{Serve, http_get, http_post_json, poll, start_run, wait_state};
 
 #[test]
 fn a_deleted_database_is_noticed_and_no_run_is_accepted_into_it() {
@@ -28,12 +27,7 @@ fn a_deleted_database_is_noticed_and_no_run_is_accepted_into_it() {
     let serve = Serve::start(root, addr, &[]);
 
     // Before: a run is accepted and ends.
-    let (status, body) = http_post_json(addr, "/v1/agents/a/runs", "{}").unwrap();
-    assert_eq!(status, 202, "{body}");
-    let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = start_run(addr, "a", "go");
     wait_state(&serve, &id, "succeeded");
 
     for suffix in ["", "-wal", "-shm"] {

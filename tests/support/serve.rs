@@ -130,6 +130,17 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// Starts a run of `agent` with `input` through the API (with the
+/// daemon's token); its id. Panics unless the answer is 202.
+pub fn start_run(addr: SocketAddr, agent: &str, input: &str) -> String {
+    let body = serde_json::json!({ "input": input }).to_string();
+    let (status, answer) = http_post_json(addr, &format!("/v1/agents/{agent}/runs"), &body)
+        .unwrap_or_else(|| panic!("no answer from {addr}"));
+    assert_eq!(status, 202, "{answer}");
+    let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    value["id"].as_str().unwrap().to_string()
+}
+
 /// `POST path` with a JSON body: the status and body.
 pub fn http_post_json(addr: SocketAddr, path: &str, body: &str) -> Option<(u16, String)> {
     http_post(addr, path, &[("Content-Type", "application/json")], body)
