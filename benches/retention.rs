@@ -56,6 +56,7 @@ fn new_run(agent: &str) -> NewRun {
         fire: None,
         state: RunState::Running,
         template_context: None,
+        session_id: None,
     }
 }
 

@@ -250,6 +250,7 @@ fn engine_bench() {
         skills: None,
         memory: None,
         resume: None,
+        history: None,
     };
     let runs = 5000;
     let mut per_iteration = Vec::new();

@@ -196,6 +196,28 @@ impl Redactor {
         }
     }
 
+    /// Redacts the texts of a conversation message (its content and its
+    /// tool calls' arguments) in place.
+    pub fn redact_message(&self, message: &mut crate::types::Message) {
+        use crate::types::Message;
+        match message {
+            Message::System { content }
+            | Message::User { content }
+            | Message::Tool { content, .. } => {
+                self.redact_in_place(content);
+            }
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                self.redact_in_place(content);
+                for call in tool_calls {
+                    self.redact_in_place(&mut call.arguments);
+                }
+            }
+        }
+    }
+
     /// Redacts every string of `value` (object keys too); true if any
     /// changed.
     pub fn redact_json(&self, value: &mut Value) -> bool {

@@ -419,6 +419,20 @@ pub enum RunEvent {
         estimated_tokens: usize,
         budget: usize,
     },
+    /// A session's oldest messages were replaced by a summary the model
+    /// wrote (`history: compact`), so the history fits the budget.
+    HistoryCompacted {
+        /// How many stored messages the new summary stands for, besides
+        /// the earlier summary it replaces.
+        summarized_messages: usize,
+        /// The seq of the last of them: the history goes on after it.
+        through_seq: u64,
+        /// The summary as stored.
+        summary: String,
+        /// The history's estimated tokens before and after.
+        estimated_tokens_before: usize,
+        estimated_tokens_after: usize,
+    },
     /// One model call finished: the end of a model turn.
     Usage {
         iteration: u32,
@@ -520,6 +534,7 @@ impl RunEvent {
             RunEvent::ReasoningDelta { .. } => "reasoning_delta",
             RunEvent::ModelRetry { .. } => "model_retry",
             RunEvent::ContextTrimmed { .. } => "context_trimmed",
+            RunEvent::HistoryCompacted { .. } => "history_compacted",
             RunEvent::Usage { .. } => "usage",
             RunEvent::ToolCall { .. } => "tool_call",
             RunEvent::ToolResult { .. } => "tool_result",

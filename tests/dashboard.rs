@@ -334,6 +334,7 @@ fn seed(root: &Path) -> (String, String) {
         }),
         state: RunState::Queued,
         template_context: None,
+        session_id: None,
         parent: None,
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();

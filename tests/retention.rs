@@ -52,6 +52,7 @@ fn old_run(root: &Path, days: i64, events: usize, state: RunState) -> String {
         fire: None,
         state: RunState::Running,
         template_context: None,
+        session_id: None,
     }))
     .unwrap();
     let texts = (0..events)

@@ -536,6 +536,7 @@ async fn runs_of_a_dead_process_are_interrupted_and_retried_once_when_asked() {
             fire: None,
             state: RunState::Running,
             template_context: None,
+            session_id: None,
         })
         .await
         .unwrap();

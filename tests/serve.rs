@@ -262,6 +262,7 @@ fn record_run(store: &Store, agent: &str, state: RunState) {
         fire: None,
         state: RunState::Running,
         template_context: None,
+        session_id: None,
     }))
     .unwrap();
     rt.block_on(store.finish_run(&id, state, Some("boom".into()), None, Usage::default()))
@@ -369,6 +370,7 @@ fn logs_follow_waits_for_a_run_written_by_another_process() {
         fire: None,
         state: RunState::Running,
         template_context: None,
+        session_id: None,
     }))
     .unwrap();
     let started = RunEvent::Started {

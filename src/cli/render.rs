@@ -176,6 +176,17 @@ impl Renderer {
                 );
                 self.meta(self.paint("2", &line));
             }
+            RunEvent::HistoryCompacted {
+                summarized_messages,
+                estimated_tokens_before,
+                estimated_tokens_after,
+                ..
+            } => {
+                let line = format!(
+                    "… summarized {summarized_messages} old message(s) to fit the context ({estimated_tokens_before} -> {estimated_tokens_after} tokens)"
+                );
+                self.meta(self.paint("2", &line));
+            }
             RunEvent::Usage { .. } => {}
             RunEvent::ApprovalRequested {
                 name,

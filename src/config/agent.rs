@@ -43,6 +43,7 @@ struct RawAgent {
     after: Option<Value>,
     watch: Option<Value>,
     sandbox: Option<Value>,
+    history: Option<Value>,
     #[serde(default)]
     pass_env: Vec<String>,
     #[serde(default)]
@@ -60,6 +61,36 @@ struct RawMemory {
     recall: Option<usize>,
     tools: Option<bool>,
     max_entries: Option<usize>,
+}
+
+/// What a session turn does with a history over its context budget
+/// (`history:`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HistoryMode {
+    /// The oldest messages are left out of the request (tool call groups
+    /// whole; the turn's message and the newest two stay).
+    #[default]
+    Trim,
+    /// The oldest part is replaced by a summary the model writes, stored
+    /// with the session and reused by later turns.
+    Compact,
+}
+
+impl HistoryMode {
+    pub fn parse(word: &str) -> Option<HistoryMode> {
+        match word {
+            "trim" => Some(HistoryMode::Trim),
+            "compact" => Some(HistoryMode::Compact),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryMode::Trim => "trim",
+            HistoryMode::Compact => "compact",
+        }
+    }
 }
 
 /// Which skills a run gets.
@@ -119,6 +150,9 @@ pub struct Agent {
     /// What the processes of its tools (`bash`, `tools.d` commands) may
     /// write; enforced with Linux Landlock.
     pub sandbox: SandboxMode,
+    /// What a session turn does with a history over
+    /// `limits.max_context_tokens`.
+    pub history: HistoryMode,
     /// Variables of aurad's environment its tool processes (`bash`,
     /// `tools.d` commands) get beside the allow-listed ones (`PATH`,
     /// `HOME`, the locale, ...).
@@ -197,7 +231,8 @@ pub fn parse_agent(
         .steps
         .map(|steps| parse_steps(steps, path, text, &mut diags));
     if pipeline.is_some() {
-        let set: [(&str, bool); 9] = [
+        let set: [(&str, bool); 10] = [
+            ("history", raw.history.is_some()),
             ("model", raw.model.is_some()),
             ("system", raw.system.is_some()),
             ("prompt", raw.prompt.is_some()),
@@ -389,6 +424,22 @@ pub fn parse_agent(
             }
         },
     };
+    let history = match &raw.history {
+        None => HistoryMode::Trim,
+        Some(value) => match value.as_str().and_then(HistoryMode::parse) {
+            Some(mode) => mode,
+            None => {
+                diags.push(err(
+                    &["history"],
+                    format!(
+                        "`history` is {}: expected `trim` (the oldest messages of a session are left out of a request over `limits.max_context_tokens`) or `compact` (they are replaced by a summary the model writes)",
+                        describe_value(value),
+                    ),
+                ));
+                HistoryMode::Trim
+            }
+        },
+    };
     for name in &raw.pass_env {
         let valid = name
             .chars()
@@ -444,6 +495,7 @@ pub fn parse_agent(
         memory,
         triggers,
         sandbox,
+        history,
         pass_env: raw.pass_env,
         approval,
         steps: pipeline.flatten().map(std::sync::Arc::new),
@@ -477,6 +529,20 @@ mod tests {
         let a = a.unwrap();
         assert_eq!(a.limits, Limits::default());
         assert_eq!(a.model, "test");
+    }
+
+    #[test]
+    fn history_is_read_and_a_bad_value_is_located() {
+        let (a, _) = parse("model: test\nsystem: hi\n");
+        assert_eq!(a.unwrap().history, HistoryMode::Trim);
+        let (a, _) = parse("model: test\nsystem: hi\nhistory: compact\n");
+        assert_eq!(a.unwrap().history, HistoryMode::Compact);
+        let (a, d) = parse("model: test\nsystem: hi\nhistory: summarize\n");
+        assert!(a.is_none());
+        assert!(
+            d[0].starts_with("agents/a.yaml:3:10: `history` is \"summarize\": expected `trim`"),
+            "{d:?}"
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod plugins;
 mod prices;
 pub mod private;
 mod schema;
+pub mod sessions;
 pub mod settings;
 pub mod steps;
 pub mod triggers;
@@ -32,7 +33,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 pub use after::{AfterOutcome, AfterTrigger};
-pub use agent::{Agent, Limits, MemoryConfig, SkillsChoice};
+pub use agent::{Agent, HistoryMode, Limits, MemoryConfig, SkillsChoice};
 pub use diag::{Diagnostic, Severity};
 pub use settings::{ProviderConfig, ProviderKind, Settings};
 pub use triggers::{

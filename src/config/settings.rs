@@ -38,6 +38,9 @@ struct RawSettings {
     /// Where OpenTelemetry traces go (`config::otel`).
     otel: Option<Value>,
     retention: Option<RawRetention>,
+    /// How long conversations are kept and how big they grow
+    /// (`config::sessions`).
+    sessions: Option<super::sessions::RawSessionLimits>,
     /// Several nodes on one PostgreSQL database (`cluster: {lease: 15s}`).
     cluster: Option<RawCluster>,
 }
@@ -134,6 +137,9 @@ pub struct Settings {
     pub otel: Option<super::otel::OtelSettings>,
     /// How long run data is kept (`retention:`).
     pub retention: Retention,
+    /// How long sessions are kept and how many turns they take
+    /// (`sessions:`).
+    pub sessions: super::sessions::SessionLimits,
 }
 
 /// A name the API answers to: `host` (any port) or `host:port`. Hosts are
@@ -235,6 +241,7 @@ impl Settings {
             allowed_hosts: Vec::new(),
             otel: None,
             retention: Retention::default(),
+            sessions: super::sessions::SessionLimits::default(),
         }
     }
 }
@@ -303,6 +310,9 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
     }
     if let Some(r) = &raw.retention {
         settings.retention = parse_retention(r, &err, &mut diags);
+    }
+    if let Some(s) = &raw.sessions {
+        settings.sessions = super::sessions::parse_sessions(s, &err, &mut diags);
     }
     if let Some(db) = raw.database {
         if db.trim().is_empty() {

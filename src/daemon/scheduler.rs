@@ -300,6 +300,7 @@ impl Scheduler {
             }),
             state: RunState::Queued,
             template_context: None,
+            session_id: None,
         };
         match self.store.record_unrun(run, state, reason).await {
             Ok(true) => self.metrics.run_recorded(&key.0, state.as_str()),

@@ -87,6 +87,10 @@ pub struct Checkpoint {
     pub waiting: usize,
     /// Run time left before `limits.timeout`, in milliseconds.
     pub remaining_ms: u64,
+    /// Where the run's own messages start in `messages` (after a session's
+    /// history); 0 for a run with no history.
+    #[serde(default)]
+    pub turn_start: usize,
 }
 
 /// The run's clock for `limits.timeout`: it stops while the run waits for

@@ -1,8 +1,9 @@
 //! Context trimming: before every model call the conversation is cut to the
-//! token budget. System messages, the first user message (the run's task)
-//! and the newest two messages always stay; the oldest go first; an
-//! assistant message with tool calls and the tool results that answer it stay
-//! or go together.
+//! token budget. System messages, the run's task (its first user message;
+//! for a session turn, the turn's own message, after the history) and the
+//! newest two messages always stay; the oldest go first; an assistant
+//! message with tool calls and the tool results that answer it stay or go
+//! together.
 
 use crate::types::Message;
 
@@ -48,6 +49,13 @@ pub struct Trimmed {
 /// (system messages, the task and the groups holding the newest two messages) is over
 /// the budget, that minimum is returned: the model may still accept it.
 pub fn trim(messages: &[Message], budget: usize) -> Trimmed {
+    trim_keeping(messages, budget, 0)
+}
+
+/// [`trim`] where the task is the first user message at or after
+/// `task_from` (a session turn's own message): the history before it may
+/// go.
+pub fn trim_keeping(messages: &[Message], budget: usize, task_from: usize) -> Trimmed {
     let total = estimate(messages);
     if total <= budget {
         return Trimmed {
@@ -60,7 +68,9 @@ pub fn trim(messages: &[Message], budget: usize) -> Trimmed {
     // and the tool messages that follow it form one group.
     let task = messages
         .iter()
-        .position(|m| matches!(m, Message::User { .. }));
+        .skip(task_from)
+        .position(|m| matches!(m, Message::User { .. }))
+        .map(|i| i + task_from);
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         match m {

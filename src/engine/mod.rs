@@ -7,6 +7,7 @@
 
 pub mod approval;
 pub mod context;
+pub mod history;
 pub mod output;
 pub mod sub_runs;
 
@@ -30,6 +31,7 @@ use crate::types::{
     Message, Price, RecalledMemory, RunEvent, RunState, SkillActivation, ToolCall, Trigger, Usage,
 };
 use approval::{ApprovalGate, CallResult, Checkpoint, NoDecision, RunClock};
+use history::{TurnHistory, TurnRecord};
 use output::OutputCheck;
 pub use sub_runs::{SharedSpend, SubRunSpend};
 
@@ -65,6 +67,9 @@ pub struct RunSpec {
     /// Where a run that waited for approval goes on from (after a
     /// restart); `None`: from the start.
     pub resume: Option<Checkpoint>,
+    /// A turn of a session: the session's earlier messages, put before
+    /// the input. `None`: a run on its own.
+    pub history: Option<TurnHistory>,
 }
 
 /// What the agent's other runs have spent today (in US dollars), for
@@ -126,6 +131,8 @@ pub struct RunOutcome {
     /// The final answer as JSON, for agents with an `output_schema`.
     pub result: Option<serde_json::Value>,
     pub iterations: u32,
+    /// A session turn's messages and new summary, to store with its end.
+    pub turn: Option<TurnRecord>,
 }
 
 /// Runs the loop to its end. `cancel` ends it as `cancelled`; the run's own
@@ -174,10 +181,24 @@ pub async fn run(
         sub_runs_cost: None,
         iterations: 0,
         clock,
+        turn_start: 0,
+        compacted: None,
     };
-    let end = state.run_loop().await;
+    let mut messages = Vec::new();
+    let end = state.run_loop(&mut messages).await;
     // Sub-runs that ended while the run was being stopped still count.
     state.take_sub_runs();
+    let turn = spec.history.as_ref().map(|_| {
+        let answer = match &end {
+            End::Answer(text, _) => Some(text.as_str()),
+            _ => None,
+        };
+        let after_input = messages.get(state.turn_start + 1..).unwrap_or_default();
+        TurnRecord {
+            messages: history::turn_messages(&spec.input, after_input, answer),
+            summary: state.compacted.take(),
+        }
+    });
     let (usage, iterations) = (state.usage, state.iterations);
     let cost_usd = state.cost();
     token.cancel();
@@ -215,6 +236,7 @@ pub async fn run(
                 cost_usd,
                 result: None,
                 iterations,
+                turn: None,
             };
         }
     };
@@ -234,6 +256,7 @@ pub async fn run(
         cost_usd,
         result,
         iterations,
+        turn,
     }
 }
 
@@ -257,6 +280,19 @@ fn announce(spec: &RunSpec, events: &UnboundedSender<RunEvent>) {
         let _ = events.send(RunEvent::MemoryRecalled {
             namespace: memory.namespace.clone(),
             memories: memory.memories.clone(),
+        });
+    }
+}
+
+/// Each retry of a model call as a `model_retry` event on `events`.
+fn retry_events(events: UnboundedSender<RunEvent>) -> impl FnMut(&RetryNotice<'_>) + Send {
+    move |retry: &RetryNotice<'_>| {
+        let _ = events.send(RunEvent::ModelRetry {
+            attempt: retry.attempt,
+            delay_ms: retry.delay.as_millis() as u64,
+            error: retry.error.to_string(),
+            reason: retry.reason,
+            discarded_output: retry.discarded_output,
         });
     }
 }
@@ -288,6 +324,12 @@ struct LoopState<'a> {
     iterations: u32,
     /// The run's time for `limits.timeout`, stopped while waiting.
     clock: Arc<RunClock>,
+    /// Where the turn's own messages start in the conversation: the input
+    /// (after the system messages and a session's history).
+    turn_start: usize,
+    /// The summary a session turn wrote and the seq of the last message it
+    /// covers.
+    compacted: Option<(String, u64)>,
 }
 
 /// Loop counters a checkpoint keeps besides the conversation.
@@ -307,14 +349,13 @@ struct Turn {
 }
 
 impl LoopState<'_> {
-    async fn run_loop(&mut self) -> End {
+    async fn run_loop(&mut self, messages: &mut Vec<Message>) -> End {
         let spec = self.spec;
         let output_check = match spec.output_schema.as_ref().map(OutputCheck::new) {
             Some(Ok(check)) => Some(check),
             Some(Err(reason)) => return End::Failed(reason),
             None => None,
         };
-        let mut messages = Vec::new();
         // Set while the one repair turn of a schema-violating answer runs.
         let mut repairing = false;
         let mut tool_calls_made: u32 = 0;
@@ -322,7 +363,8 @@ impl LoopState<'_> {
         let mut pending: Option<Turn> = None;
         match &spec.resume {
             Some(checkpoint) => {
-                messages = checkpoint.messages.clone();
+                *messages = checkpoint.messages.clone();
+                self.turn_start = checkpoint.turn_start;
                 self.usage = checkpoint.usage;
                 self.own_usage = checkpoint.own_usage;
                 self.sub_runs_cost = checkpoint.sub_runs_cost;
@@ -335,12 +377,18 @@ impl LoopState<'_> {
                     waiting: Some(checkpoint.waiting),
                 });
             }
-            None => self.opening_messages(&mut messages),
+            None => self.opening_messages(messages),
         }
         let tools = self.parts.tools.specs();
         let tools_tokens =
             context::estimate_text(&serde_json::to_string(&tools).unwrap_or_default());
         let budget = spec.limits.max_context_tokens.saturating_sub(tools_tokens);
+        if spec.resume.is_none()
+            && let Some(history) = spec.history.as_ref().filter(|h| h.compact)
+            && let Err(end) = self.compact(messages, history, budget).await
+        {
+            return end;
+        }
         let ctx = ToolContext {
             root: spec.root.clone(),
             cancel: self.token.clone(),
@@ -353,7 +401,7 @@ impl LoopState<'_> {
                     tool_calls_made,
                     repairing,
                 };
-                if let Err(end) = self.run_calls(&mut messages, turn, state, &ctx).await {
+                if let Err(end) = self.run_calls(messages, turn, state, &ctx).await {
                     return end;
                 }
             }
@@ -370,7 +418,7 @@ impl LoopState<'_> {
                 ));
             }
             self.iterations += 1;
-            let trimmed = context::trim(&messages, budget);
+            let trimmed = context::trim_keeping(messages, budget, self.turn_start);
             if trimmed.dropped > 0 {
                 self.emit(RunEvent::ContextTrimmed {
                     dropped_messages: trimmed.dropped,
@@ -394,16 +442,7 @@ impl LoopState<'_> {
                         Delta::Reasoning(text) => RunEvent::ReasoningDelta { text },
                     });
                 };
-                let events = self.events.clone();
-                let mut on_retry = move |retry: &RetryNotice<'_>| {
-                    let _ = events.send(RunEvent::ModelRetry {
-                        attempt: retry.attempt,
-                        delay_ms: retry.delay.as_millis() as u64,
-                        error: retry.error.to_string(),
-                        reason: retry.reason,
-                        discarded_output: retry.discarded_output,
-                    });
-                };
+                let mut on_retry = retry_events(self.events.clone());
                 // Retries spend the run's own time: none is made that
                 // could not start before the run's timeout.
                 let call = stream_with_retry_until(
@@ -483,8 +522,8 @@ impl LoopState<'_> {
     }
 
     /// The messages a run starts with: system prompt, skills, the output
-    /// schema's instruction, memories and the input.
-    fn opening_messages(&self, messages: &mut Vec<Message>) {
+    /// schema's instruction, a session's history, memories and the input.
+    fn opening_messages(&mut self, messages: &mut Vec<Message>) {
         let spec = self.spec;
         if let Some(system) = spec.system.as_deref().filter(|s| !s.trim().is_empty()) {
             messages.push(Message::system(system));
@@ -495,12 +534,113 @@ impl LoopState<'_> {
         if let Some(schema) = &spec.output_schema {
             messages.push(Message::system(output::instruction(schema)));
         }
+        if let Some(history) = &spec.history {
+            if let Some(summary) = &history.summary {
+                messages.push(history::summary_message(summary));
+            }
+            messages.extend(history.messages.iter().cloned());
+        }
+        self.turn_start = messages.len();
         match spec.memory.as_ref().filter(|m| !m.memories.is_empty()) {
             Some(memory) => {
                 messages.push(Message::user(format!("{}\n\n{}", memory.block, spec.input)))
             }
             None => messages.push(Message::user(spec.input.clone())),
         }
+    }
+
+    /// Replaces the oldest part of a session's history by a summary the
+    /// model writes, when the conversation is over `budget`: the newest
+    /// messages that fit half of what the budget leaves stay, the rest and
+    /// the earlier summary become the new summary. The summary call counts
+    /// in the run's usage. When it fails, the run goes on and the history
+    /// is trimmed as for any run; only a stop ends the run here.
+    async fn compact(
+        &mut self,
+        messages: &mut Vec<Message>,
+        history: &TurnHistory,
+        budget: usize,
+    ) -> Result<(), End> {
+        let total = context::estimate(messages);
+        if total <= budget || history.messages.is_empty() {
+            return Ok(());
+        }
+        let before = history::history_tokens(history.summary.as_deref(), &history.messages);
+        let fixed = total.saturating_sub(before);
+        // Room for the summary itself: a quarter of the budget, within
+        // bounds a useful summary needs and a small budget allows.
+        let reserve = (budget / 4).clamp(64, 2_000);
+        let keep = budget.saturating_sub(fixed + reserve) / 2;
+        let cut = history::compaction_cut(&history.messages, keep);
+        if cut == 0 {
+            return Ok(());
+        }
+        let instruction = Message::system(history::SUMMARY_INSTRUCTION);
+        let room = budget.saturating_sub(reserve + context::estimate_message(&instruction) + 8);
+        let text =
+            history::summary_request(history.summary.as_deref(), &history.messages[..cut], room);
+        let request = ChatRequest {
+            model: self.spec.model_name.clone(),
+            messages: vec![instruction, Message::user(text)],
+            tools: Vec::new(),
+            temperature: self.spec.temperature,
+            max_tokens: Some(u32::try_from(reserve).unwrap_or(u32::MAX)),
+            output_schema: None,
+        };
+        let mut on_retry = retry_events(self.events.clone());
+        let mut ignore_deltas = |_| {};
+        let call = stream_with_retry_until(
+            self.parts.provider,
+            &request,
+            &self.parts.retry,
+            self.clock.deadline(),
+            &mut ignore_deltas,
+            &mut on_retry,
+        );
+        let answer = tokio::select! {
+            biased;
+            _ = self.token.cancelled() => return Err(End::Stopped),
+            answer = call => answer,
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!(run = %self.spec.run_id, "summarizing the session's history failed, trimming it instead: {e}");
+                return Ok(());
+            }
+        };
+        self.usage.add(&answer.usage);
+        self.own_usage.add(&answer.usage);
+        self.emit(RunEvent::Usage {
+            iteration: self.iterations,
+            usage: answer.usage,
+            cost_usd: self.spec.price.and_then(|p| p.cost(&answer.usage)),
+        });
+        let summary = self.parts.redactor.redact(answer.text.trim()).into_owned();
+        if summary.is_empty() {
+            tracing::warn!(run = %self.spec.run_id, "the model wrote an empty summary of the session's history; trimming it instead");
+            return Ok(());
+        }
+        // The history sits just before the turn's message, after the
+        // earlier summary if there was one.
+        let history_start = self.turn_start - history.messages.len();
+        let from = history_start - usize::from(history.summary.is_some());
+        messages.splice(
+            from..history_start + cut,
+            [history::summary_message(&summary)],
+        );
+        self.turn_start = self.turn_start - (history_start + cut - from) + 1;
+        let through = history.first_seq + cut as u64 - 1;
+        let after = history::history_tokens(Some(&summary), &history.messages[cut..]);
+        self.emit(RunEvent::HistoryCompacted {
+            summarized_messages: cut,
+            through_seq: through,
+            summary: summary.clone(),
+            estimated_tokens_before: before,
+            estimated_tokens_after: after,
+        });
+        self.compacted = Some((summary, through));
+        Ok(())
     }
 
     /// Runs the tool calls of `turn` and appends their results to
@@ -606,6 +746,7 @@ impl LoopState<'_> {
             results: turn.results.clone(),
             waiting: i,
             remaining_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+            turn_start: self.turn_start,
         };
         let asked = async {
             let timeout_at = gate

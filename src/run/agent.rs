@@ -13,7 +13,7 @@ use crate::config::MemoryConfig;
 use crate::config::approval::NotifyEvent;
 use crate::engine::{self, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec, SharedSpend};
 use crate::redact::Redactor;
-use crate::store::{RunEnd, Store, StoreError};
+use crate::store::{RunEnd, SessionSummary, SessionTurn, Store, StoreError};
 use crate::types::{RecalledMemory, RunState};
 
 use super::approvals::{Approvals, RunGate, Slots};
@@ -154,6 +154,8 @@ pub(super) async fn run_agent(
         origin: _,
         parent,
         sub_agents,
+        session,
+        history,
     } = prepared;
     let mut traced = TracedSink::new(
         sink,
@@ -177,6 +179,21 @@ pub(super) async fn run_agent(
     let stored_seq = match spec.resume {
         Some(_) => store.append_events(&spec.run_id, Vec::new()).await?,
         None => {
+            // A turn waits for the session's older turns, then reads the
+            // history they left. One stopped while it waits runs no model
+            // call and adds nothing to the session.
+            if let Some(session) = &session
+                && super::session::wait_for_turn(
+                    store,
+                    session,
+                    &spec.run_id,
+                    &cancel,
+                    services.slots,
+                )
+                .await?
+            {
+                spec.history = Some(super::session::history(store, session, history).await?);
+            }
             spec.memory = recall(store, &memory, &spec).await;
             0
         }
@@ -248,9 +265,48 @@ pub(super) async fn run_agent(
         result: outcome.result.clone(),
     };
     durable(services.claim).await?;
+    // A turn's messages are stored with its end, in one transaction.
+    let turn = session
+        .as_deref()
+        .zip(outcome.turn.take())
+        .map(|(id, turn)| {
+            let messages = turn
+                .messages
+                .into_iter()
+                .map(|mut m| {
+                    redactor.redact_message(&mut m);
+                    m
+                })
+                .collect();
+            (
+                id,
+                SessionTurn {
+                    run_id: spec.run_id.clone(),
+                    messages,
+                    usage: outcome.usage,
+                    cost_usd: outcome.cost_usd,
+                    summary: turn
+                        .summary
+                        .map(|(text, through)| SessionSummary { text, through }),
+                },
+            )
+        });
     // The final state is retried like a batch: a run left `running` by a
     // passing failure would stay so until the next start.
-    let last_seq = (|| store.finish_run_as(&spec.run_id, last_batch.clone(), end.clone()))
+    let last_seq = (|| async {
+        match &turn {
+            Some((id, turn)) => {
+                store
+                    .finish_turn(&spec.run_id, last_batch.clone(), end.clone(), id, turn.clone())
+                    .await
+            }
+            None => {
+                store
+                    .finish_run_as(&spec.run_id, last_batch.clone(), end.clone())
+                    .await
+            }
+        }
+    })
         .retry(batch_backoff())
         .sleep(tokio::time::sleep)
         .when(is_transient)
@@ -259,6 +315,9 @@ pub(super) async fn run_agent(
         })
         .await?;
     sink.committed(last_seq);
+    if session.is_some() {
+        super::session::turn_ended();
+    }
     if let Some(notify) = &approval.notify {
         let event = match state {
             RunState::Failed | RunState::TimedOut => Some((NotifyEvent::Failed, "failed")),

@@ -28,6 +28,7 @@ pub mod pipeline;
 mod prepare;
 pub mod recorder;
 mod request;
+pub mod session;
 pub mod template;
 mod traced;
 
@@ -39,6 +40,7 @@ pub use job::{Job, execute, run_claimed, run_claimed_with};
 pub use pipeline::PipelineJob;
 pub use prepare::{PreparedRun, prepare};
 pub use request::RunRequest;
+pub use session::{TurnRefused, new_session, turn_request};
 
 /// The process environment (or a test's), shared with runs.
 pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::config::EnvLookup;
 use crate::config::approval::ApprovalConfig;
-use crate::config::{MemoryConfig, SkillsChoice};
+use crate::config::{HistoryMode, MemoryConfig, SkillsChoice};
 use crate::engine::{ActiveSkills, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
@@ -53,6 +53,10 @@ pub struct PreparedRun {
     pub parent: Option<RunParent>,
     /// The agents it may call as tools (its `agents:`).
     pub sub_agents: Option<SubAgents>,
+    /// The session it is a turn of: its history is read when it starts.
+    pub session: Option<String>,
+    /// What the turn does with a history over budget.
+    pub history: HistoryMode,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -164,6 +168,7 @@ fn prepare_with(
         skills,
         memory: None,
         resume: None,
+        history: None,
     };
     Ok(PreparedRun {
         timezone: agent
@@ -183,6 +188,8 @@ fn prepare_with(
         origin: request.origin,
         parent: request.parent,
         sub_agents,
+        session: request.session,
+        history: agent.history,
     })
 }
 
@@ -279,6 +286,7 @@ impl PreparedRun {
             fire: prepared.fire.clone(),
             state,
             template_context: prepared.template_context.clone(),
+            session_id: prepared.session.clone(),
         }
     }
 }

@@ -56,6 +56,9 @@ pub struct RunRequest {
     /// it runs under the strictest of these and its own. `None` for a run
     /// started by a trigger.
     pub ceiling: Option<Ceiling>,
+    /// The session this run is a turn of: its input is the person's new
+    /// message, and the session's earlier messages are its history.
+    pub session: Option<String>,
 }
 
 impl RunRequest {
@@ -79,6 +82,7 @@ impl RunRequest {
             claim: None,
             parent: None,
             ceiling: None,
+            session: None,
         }
     }
 
@@ -97,6 +101,7 @@ impl RunRequest {
             headers: stored.headers,
             origin: stored.trigger,
             run_id: Some(run.id.clone()),
+            session: run.session_id.clone(),
             ..RunRequest::new(&run.agent, run.trigger)
         }
     }

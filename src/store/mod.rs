@@ -98,7 +98,9 @@ pub use postgres::memory_bench as pg_memory_bench;
 pub use queue::{ClusterSignal, TakenRun};
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
-pub use sessions::{SessionMessage, SessionRecord, SessionTurn, TITLE_CHARS};
+pub use sessions::{
+    SessionHistory, SessionMessage, SessionRecord, SessionSummary, SessionTurn, TITLE_CHARS,
+};
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;
 

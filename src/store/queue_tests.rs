@@ -25,6 +25,7 @@ store_test! {
         for _ in 0..3 {
             let run = NewRun {
                 template_context: Some(r#"{"n":1}"#.into()),
+                session_id: None,
                 ..queued("a", "node:A")
             };
             ids.push(run.id.clone());

@@ -47,6 +47,8 @@ pub struct NewRun {
     /// The run that started this one (a sub-agent call, a pipeline step);
     /// `None` for a run started by a trigger.
     pub parent: Option<RunParent>,
+    /// The session this run is a turn of ([`crate::store::sessions`]).
+    pub session_id: Option<String>,
 }
 
 /// The run a child run belongs to.
@@ -99,6 +101,9 @@ pub struct RunRecord {
     /// 0 for a run started by a trigger, its parent's depth + 1 otherwise.
     #[serde(default)]
     pub depth: u32,
+    /// The session it is a turn of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// How a run ended, as [`Store::finish_run_as`] records it.

@@ -199,6 +199,7 @@ store_test! {
         let run = NewRun {
             state: RunState::Queued,
             template_context: Some(r#"{"x":1}"#.into()),
+            session_id: None,
             ..new_run("a")
         };
         store.claim_run(run.clone()).await.unwrap();

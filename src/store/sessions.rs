@@ -52,6 +52,26 @@ pub struct SessionTurn {
     pub messages: Vec<Message>,
     pub usage: Usage,
     pub cost_usd: Option<f64>,
+    /// A new summary of the session's oldest messages, written during the
+    /// turn: it replaces the stored one.
+    pub summary: Option<SessionSummary>,
+}
+
+/// The summary that stands for a session's oldest messages in the history
+/// a turn sends (`history: compact`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub text: String,
+    /// The seq of the last message it covers: the history goes on after it.
+    pub through: u64,
+}
+
+/// What a turn sends as its history: the stored summary, then the messages
+/// after the ones it covers, in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionHistory {
+    pub summary: Option<SessionSummary>,
+    pub messages: Vec<SessionMessage>,
 }
 
 /// The longest title taken from a message.
@@ -72,16 +92,19 @@ fn title_of(messages: &[Message]) -> Option<String> {
 /// A turn as the backends write it: the messages as JSON, the title an
 /// untitled session takes, the token counts as stored.
 pub(crate) struct EncodedTurn {
+    pub session_id: String,
     pub run_id: String,
     pub texts: Vec<String>,
     pub title: Option<String>,
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cost_usd: Option<f64>,
+    /// A new summary and the seq of the last message it covers.
+    pub summary: Option<(String, i64)>,
 }
 
 impl EncodedTurn {
-    fn of(turn: SessionTurn) -> Result<EncodedTurn, StoreError> {
+    fn of(session_id: &str, turn: SessionTurn) -> Result<EncodedTurn, StoreError> {
         let texts = turn
             .messages
             .iter()
@@ -93,6 +116,10 @@ impl EncodedTurn {
             .collect::<Result<_, _>>()?;
         let count = |n: Option<u64>| i64::try_from(n.unwrap_or(0)).unwrap_or(i64::MAX);
         Ok(EncodedTurn {
+            session_id: session_id.to_string(),
+            summary: turn
+                .summary
+                .map(|s| (s.text, i64::try_from(s.through).unwrap_or(i64::MAX))),
             run_id: turn.run_id,
             title: title_of(&turn.messages),
             texts,
@@ -162,9 +189,48 @@ impl Store {
         turn: SessionTurn,
         now: DateTime<Utc>,
     ) -> Result<SessionRecord, StoreError> {
+        let turn = EncodedTurn::of(id, turn)?;
+        route!(self.append_turn(turn, now))
+    }
+
+    /// Records the end of run `run_id`, a turn of a session, and appends
+    /// `turn` to that session, in one transaction: a turn's messages are
+    /// stored if and only if its run's end is
+    /// ([`Store::finish_run_as`] otherwise).
+    pub async fn finish_turn(
+        &self,
+        run_id: &str,
+        events: Vec<crate::types::RunEvent>,
+        end: super::RunEnd,
+        session_id: &str,
+        turn: SessionTurn,
+    ) -> Result<i64, StoreError> {
+        let turn = Some(EncodedTurn::of(session_id, turn)?);
+        route!(self.finish_turn(run_id, events, end, turn))
+    }
+
+    /// Makes run `run_id` the one taking its turn in session `session_id`,
+    /// if it may: no other run holds the turn (a holder whose run has
+    /// ended, or a crashed process's, holds nothing), and no older run of
+    /// the session (by id) that has not ended waits before it. One commit,
+    /// so two processes or nodes never both take a turn; turns go oldest
+    /// first. The turn is given back with the run's end
+    /// ([`Store::finish_turn`]). [`StoreError::NotFound`] for an unknown
+    /// session.
+    pub async fn take_session_turn(
+        &self,
+        session_id: &str,
+        run_id: &str,
+    ) -> Result<bool, StoreError> {
+        let (session_id, run_id) = (session_id.to_string(), run_id.to_string());
+        route!(self.take_session_turn(session_id, run_id))
+    }
+
+    /// The history a turn of session `id` sends: its summary, if any, and
+    /// the messages after the ones the summary covers.
+    pub async fn session_history(&self, id: &str) -> Result<SessionHistory, StoreError> {
         let id = id.to_string();
-        let turn = EncodedTurn::of(turn)?;
-        route!(self.append_turn(id, turn, now))
+        route!(self.session_history(id))
     }
 
     /// Deletes session `id` and its messages (its runs stay); whether it

@@ -6,8 +6,10 @@
 
 use chrono::{Duration, Utc};
 
+use crate::store::testing::new_run;
 use crate::store::testing::store_test;
-use crate::store::{SessionTurn, StoreError};
+use crate::store::{NewRun, RunEnd, SessionSummary, SessionTurn, StoreError};
+use crate::types::RunState;
 use crate::types::{Message, ToolCall, Usage};
 
 fn turn(run: &str, user: &str, answer: &str, tokens: u64, cost: Option<f64>) -> SessionTurn {
@@ -28,6 +30,7 @@ fn turn(run: &str, user: &str, answer: &str, tokens: u64, cost: Option<f64>) -> 
             ..Usage::default()
         },
         cost_usd: cost,
+        summary: None,
     }
 }
 
@@ -116,5 +119,73 @@ store_test! {
             assert_eq!(pair[0].run_id, pair[1].run_id, "a turn's messages were split: {pair:?}");
         }
         assert_eq!(store.session("s").await.unwrap().unwrap().turns, 8);
+    }
+}
+
+/// A run of session `session` (ids sort in creation order).
+fn turn_run(id: &str, session: &str, state: RunState) -> NewRun {
+    NewRun {
+        id: id.into(),
+        state,
+        session_id: Some(session.into()),
+        ..new_run("helper")
+    }
+}
+
+store_test! {
+    async fn a_turn_is_stored_with_its_runs_end_and_keeps_its_summary(store) {
+        let now = Utc::now();
+        store.create_session("s", "helper", now).await.unwrap();
+        store.claim_run(turn_run("r1", "s", RunState::Running)).await.unwrap();
+        let end = RunEnd::new(RunState::Succeeded, None);
+        store.finish_turn("r1", vec![], end.clone(), "s", turn("r1", "one", "1", 10, None)).await.unwrap();
+        let run = store.get_run("r1").await.unwrap().unwrap();
+        assert_eq!((run.state, run.session_id.as_deref()), (RunState::Succeeded, Some("s")));
+        let history = store.session_history("s").await.unwrap();
+        assert_eq!((history.summary.as_ref(), history.messages.len()), (None, 2));
+        // A second turn writes a summary of the first two messages: the
+        // history now starts after them.
+        store.claim_run(turn_run("r2", "s", RunState::Running)).await.unwrap();
+        let mut second = turn("r2", "two", "2", 10, None);
+        second.summary = Some(SessionSummary { text: "said one".into(), through: 2 });
+        store.finish_turn("r2", vec![], end.clone(), "s", second).await.unwrap();
+        let history = store.session_history("s").await.unwrap();
+        assert_eq!(history.summary, Some(SessionSummary { text: "said one".into(), through: 2 }));
+        let seqs: Vec<u64> = history.messages.iter().map(|m| m.seq).collect();
+        assert_eq!(seqs, vec![3, 4]);
+        // A turn of a deleted session: the run's end is refused with it,
+        // nothing half-stored.
+        store.claim_run(turn_run("r3", "gone", RunState::Running)).await.unwrap();
+        let e = store.finish_turn("r3", vec![], end, "gone", turn("r3", "x", "y", 1, None)).await.unwrap_err();
+        assert!(matches!(e, StoreError::NotFound(_)), "{e}");
+        let run = store.get_run("r3").await.unwrap().unwrap();
+        assert_eq!(run.state, RunState::Running);
+    }
+}
+
+store_test! {
+    async fn one_turn_at_a_time_oldest_waiting_first(store) {
+        let now = Utc::now();
+        store.create_session("s", "helper", now).await.unwrap();
+        store.create_session("other", "helper", now).await.unwrap();
+        // a3 takes the turn before the older a1 and a2 are visible.
+        assert!(store.take_session_turn("s", "a3").await.unwrap());
+        store.claim_run(turn_run("a3", "s", RunState::Running)).await.unwrap();
+        store.claim_run(turn_run("a1", "s", RunState::Running)).await.unwrap();
+        store.claim_run(turn_run("a2", "s", RunState::Queued)).await.unwrap();
+        store.claim_run(turn_run("b1", "other", RunState::Running)).await.unwrap();
+        // Taken: the older ones wait for it; another session does not.
+        assert!(!store.take_session_turn("s", "a2").await.unwrap());
+        assert!(!store.take_session_turn("s", "a1").await.unwrap());
+        assert!(store.take_session_turn("other", "b1").await.unwrap());
+        // a3 ends: the oldest, a1, goes; a2 waits behind it.
+        store.finish_turn("a3", vec![], RunEnd::new(RunState::Succeeded, None), "s", turn("a3", "3", "3", 1, None)).await.unwrap();
+        assert!(!store.take_session_turn("s", "a2").await.unwrap());
+        assert!(store.take_session_turn("s", "a1").await.unwrap());
+        // A holder that ended without giving the turn back holds nothing.
+        store.finish_run_as("a1", vec![], RunEnd::new(RunState::Cancelled, None)).await.unwrap();
+        assert!(store.take_session_turn("s", "a2").await.unwrap());
+        let e = store.take_session_turn("gone", "x").await.unwrap_err();
+        assert!(matches!(e, StoreError::NotFound(_)), "{e}");
     }
 }

@@ -105,6 +105,7 @@ pub(crate) fn new_run(agent: &str) -> NewRun {
         fire: None,
         state: RunState::Running,
         template_context: None,
+        session_id: None,
     }
 }
 

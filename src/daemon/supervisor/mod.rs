@@ -303,6 +303,7 @@ impl Supervisor {
                         fire,
                         state: RunState::Queued,
                         template_context: None,
+                        session_id: None,
                     };
                     let message = snapshot.redactor.redact(&message).into_owned();
                     return self.record_unrun(run, RunState::Failed, message).await;

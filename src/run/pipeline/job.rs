@@ -140,6 +140,7 @@ impl PipelineJob {
             fire: self.fire.clone(),
             state,
             template_context: self.context(),
+            session_id: None,
             parent: None,
         }
     }

@@ -197,6 +197,7 @@ async fn drive(
     if suspended && failed.is_none() && !stop.is_cancelled() {
         // Not ended: the next daemon resumes it, still waiting.
         return Ok(RunOutcome {
+            turn: None,
             state: RunState::WaitingApproval,
             reason: None,
             output: None,
@@ -296,6 +297,7 @@ async fn drive(
     sink.event(seq, &finished);
     sink.committed(seq);
     Ok(RunOutcome {
+        turn: None,
         state,
         reason,
         output,

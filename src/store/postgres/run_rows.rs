@@ -14,7 +14,8 @@ use crate::types::{RunState, ScheduleId, Usage};
 /// The columns [`run_from_row`] reads, in its order.
 pub(crate) const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
     created_at, started_at, finished_at, error, output, input_tokens, output_tokens,
-    schedule_id, scheduled_for, cached_input_tokens, cost_usd, result, parent_run_id, depth"#;
+    schedule_id, scheduled_for, cached_input_tokens, cost_usd, result, parent_run_id, depth,
+    session_id"#;
 
 /// A row of `SELECT {RUN_COLUMNS}` as a checked record.
 pub(crate) fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
@@ -69,6 +70,7 @@ pub(crate) fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
         scheduled_for: column(row, 16, &id)?,
         parent_run_id: column(row, 20, &id)?,
         depth: u32::try_from(depth).map_err(|_| corrupt(format!("negative depth {depth}")))?,
+        session_id: column(row, 22, &id)?,
         id,
     })
 }

@@ -21,6 +21,7 @@ use tokio_postgres::types::ToSql;
 use super::run_rows::{RUN_COLUMNS, millis, run_from_row};
 use super::{Postgres, is_unique_violation, pg};
 use crate::store::runs::{Spent, encode_events};
+use crate::store::sessions::EncodedTurn;
 use crate::store::{NewRun, RunEnd, RunRecord, StoreError};
 use crate::types::{RunEvent, RunState, timestamp};
 
@@ -157,6 +158,18 @@ impl Postgres {
         events: Vec<RunEvent>,
         end: RunEnd,
     ) -> Result<i64, StoreError> {
+        self.finish_turn(run_id, events, end, None).await
+    }
+
+    /// [`Postgres::finish_run_as`], appending `turn` to its session in the
+    /// same transaction.
+    pub(crate) async fn finish_turn(
+        &self,
+        run_id: &str,
+        events: Vec<RunEvent>,
+        end: RunEnd,
+        turn: Option<EncodedTurn>,
+    ) -> Result<i64, StoreError> {
         if !end.state.is_final() {
             return Err(StoreError::Invalid(format!(
                 "run {run_id}: cannot finish a run as `{}`, which is not a final state",
@@ -200,6 +213,9 @@ impl Postgres {
                 )));
             }
             let last = insert_events(&tx, &run_id, &rows).await?;
+            if let Some(turn) = &turn {
+                super::sessions::append(&tx, turn, millis(Utc::now())).await?;
+            }
             tx.commit().await.map_err(pg(context))?;
             Ok(last)
         })
@@ -262,14 +278,14 @@ pub(crate) async fn insert_run_as(
             r#"INSERT INTO runs (id, agent, state, "trigger", input, model, definition_hash,
                                  owner, created_at, started_at, finished_at, error,
                                  schedule_id, scheduled_for, template_context,
-                                 parent_run_id, depth)
+                                 parent_run_id, depth, session_id)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                       $16, $17)
+                       $16, $17, $18)
                RETURNING {RUN_COLUMNS}"#
         ))
         .await
         .map_err(pg(context))?;
-    let params: [&(dyn ToSql + Sync); 17] = [
+    let params: [&(dyn ToSql + Sync); 18] = [
         &run.id,
         &run.agent,
         &row.state.as_str(),
@@ -287,6 +303,7 @@ pub(crate) async fn insert_run_as(
         &template_context,
         &parent_run_id,
         &depth,
+        &run.session_id,
     ];
     match tx.query_one(&stmt, &params).await {
         Ok(stored) => run_from_row(&stored),

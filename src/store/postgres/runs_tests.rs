@@ -294,6 +294,7 @@ fn a_queued_run_starts_once_even_when_two_nodes_start_it() {
     let run = NewRun {
         state: RunState::Queued,
         template_context: Some(r#"{"x":1}"#.into()),
+        session_id: None,
         ..new_run("a")
     };
     let queued = block(one.claim_run(run.clone())).unwrap();
@@ -325,6 +326,7 @@ fn a_queued_run_starts_once_even_when_two_nodes_start_it() {
     // A running claim keeps no template variables.
     let running_claim = NewRun {
         template_context: Some("{}".into()),
+        session_id: None,
         ..new_run("a")
     };
     block(one.claim_run(running_claim.clone())).unwrap();

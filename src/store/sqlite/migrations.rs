@@ -338,6 +338,21 @@ SET created_at = COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', created_at), created_at
     updated_at = COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', updated_at), updated_at);
 "#,
     },
+    Migration {
+        name: "session turns",
+        sql: r#"
+-- A turn of a session is a run (store::sessions): the run names its
+-- session; `turn_run` is the run taking its turn now (one at a time; the
+-- others wait, oldest first), and a long history keeps the summary that
+-- stands for its oldest messages, up to and including `summary_through`
+-- (a message's seq).
+ALTER TABLE runs ADD COLUMN session_id TEXT;
+CREATE INDEX runs_by_session ON runs(session_id, id) WHERE session_id IS NOT NULL;
+ALTER TABLE sessions ADD COLUMN summary TEXT;
+ALTER TABLE sessions ADD COLUMN summary_through INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN turn_run TEXT;
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

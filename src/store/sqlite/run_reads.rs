@@ -109,7 +109,8 @@ impl Sqlite {
 
 pub(super) const RUN_COLUMNS: &str = r#"id, agent, state, "trigger", input, model, definition_hash, owner,
     created_at, started_at, finished_at, error, output, input_tokens, output_tokens,
-    schedule_id, scheduled_for, cached_input_tokens, cost_usd, result, parent_run_id, depth"#;
+    schedule_id, scheduled_for, cached_input_tokens, cost_usd, result, parent_run_id, depth,
+    session_id"#;
 
 /// A `runs` row as stored, before its values are checked.
 pub(super) struct RawRun {
@@ -206,6 +207,7 @@ pub(super) fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
             scheduled_for: None, // set by `check`
             parent_run_id: row.get(20)?,
             depth: row.get(21)?,
+            session_id: row.get(22)?,
         },
         state: row.get(2)?,
         trigger: row.get(3)?,

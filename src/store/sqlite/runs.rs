@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::run_reads::run_by_id;
 use super::{Sqlite, StoreError, now_text, sql, time_text};
 use crate::store::runs::{Spent, encode_events};
+use crate::store::sessions::EncodedTurn;
 use crate::store::{NewRun, RunEnd, RunRecord};
 use crate::types::{RunEvent, RunState};
 
@@ -68,6 +69,18 @@ impl Sqlite {
         events: Vec<RunEvent>,
         end: RunEnd,
     ) -> Result<i64, StoreError> {
+        self.finish_turn(run_id, events, end, None).await
+    }
+
+    /// [`Sqlite::finish_run_as`], appending `turn` to its session in the
+    /// same transaction.
+    pub async fn finish_turn(
+        &self,
+        run_id: &str,
+        events: Vec<RunEvent>,
+        end: RunEnd,
+        turn: Option<EncodedTurn>,
+    ) -> Result<i64, StoreError> {
         if !end.state.is_final() {
             return Err(StoreError::Invalid(format!(
                 "run {run_id}: cannot finish a run as `{}`, which is not a final state",
@@ -76,7 +89,7 @@ impl Sqlite {
         }
         let rows = encode_events(run_id, &events)?;
         let run_id = run_id.to_owned();
-        self.call_durable(move |conn| finish(conn, &run_id, &rows, end))
+        self.call_durable(move |conn| finish(conn, &run_id, &rows, end, turn.as_ref()))
             .await
     }
 }
@@ -112,9 +125,9 @@ pub(super) fn insert_run(
             r#"INSERT INTO runs (id, agent, state, "trigger", input, model, definition_hash,
                                  owner, created_at, started_at, finished_at, error,
                                  schedule_id, scheduled_for, template_context,
-                                 parent_run_id, depth)
+                                 parent_run_id, depth, session_id)
                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
-                       ?16, ?17)"#,
+                       ?16, ?17, ?18)"#,
         )
         .and_then(|mut insert| {
             insert.execute(params![
@@ -137,6 +150,7 @@ pub(super) fn insert_run(
                     .filter(|_| row.state == RunState::Queued),
                 run.parent.as_ref().map(|p| p.run_id.as_str()),
                 run.parent.as_ref().map_or(0, |p| p.depth),
+                run.session_id,
             ])
         });
     let Err(e) = result else {
@@ -299,6 +313,7 @@ fn finish(
     run_id: &str,
     rows: &[(&'static str, String)],
     end: RunEnd,
+    turn: Option<&EncodedTurn>,
 ) -> Result<i64, StoreError> {
     let result = end.result.as_ref().map(serde_json::Value::to_string);
     let context = format!("run {run_id}: cannot record its final state");
@@ -336,6 +351,9 @@ fn finish(
         )));
     }
     let last = insert_events(&tx, run_id, rows)?;
+    if let Some(turn) = turn {
+        super::sessions::append(&tx, turn, &now_text())?;
+    }
     tx.commit().map_err(|e| StoreError::sqlite(&context, e))?;
     Ok(last)
 }
