@@ -11,6 +11,7 @@ use crate::config::{self, Agent};
 use crate::engine::RunSpec;
 use crate::registry::{self, Snapshot};
 use crate::replay::{RecordedResult, ToolPlan, scripted_toolset};
+use crate::run::skill_tool::SkillCatalog;
 use crate::run::{RunRequest, prepare};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
@@ -70,7 +71,8 @@ pub fn prepare_offline(
     Ok((spec, prepared.tools.sandbox().clone()))
 }
 
-/// The agent's tools answering from `recorded`, `real` ones excepted.
+/// The agent's tools answering from `recorded`, `real` ones excepted, and
+/// its `load_skill` (catalog mode), which reads the skills as they are now.
 pub fn tools_for(
     snapshot: &Snapshot,
     agent: &Agent,
@@ -92,5 +94,11 @@ pub fn tools_for(
         extra: &extra,
         real,
     };
-    scripted_toolset(&plan, recorded).with_sandbox(sandbox)
+    let mut tools = scripted_toolset(&plan, recorded).with_sandbox(sandbox);
+    // `load_skill` runs for real: it only reads the snapshot's skills. An
+    // agent whose skills fail to resolve fails in `prepare_offline` first.
+    if let Ok(Some(catalog)) = SkillCatalog::offered(&snapshot.skills, agent) {
+        tools.add(catalog.tool(None));
+    }
+    tools
 }

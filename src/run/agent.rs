@@ -154,6 +154,7 @@ pub(super) async fn run_agent(
         origin: _,
         parent,
         sub_agents,
+        skill_catalog,
     } = prepared;
     let mut traced = TracedSink::new(
         sink,
@@ -205,6 +206,9 @@ pub(super) async fn run_agent(
         }
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(catalog) = skill_catalog {
+        tools.add(catalog.tool(Some(tx.downgrade())));
+    }
     let gate = RunGate {
         approvals: services.approvals,
         store,
