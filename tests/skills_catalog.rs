@@ -5,8 +5,10 @@
 //! request holds the body and the skill's bundled files; the load is a
 //! `skills_activated` event (`how: loaded`) between the call and its result,
 //! shown by `aurad logs`; a skill outside the agent's list is refused, naming
-//! those it may load; `mode: inject` still injects; a bad mode is a located
-//! error of `aurad validate`.
+//! those it may load; `mode: inject` still injects; `aurad test` cases
+//! script `load_skill` or run it for real; a bad mode, and another tool
+//! named `load_skill` beside a catalog, are located errors of `aurad
+//! validate`.
 
 #![allow(
     clippy::unwrap_used,
@@ -244,4 +246,91 @@ fn validate_locates_a_bad_skills_mode() {
         stderr.starts_with("agents/a.yaml:4:9: `skills.mode` is \"lazy\": write `inject` (the skills' instructions go in the context) or `catalog`"),
         "{stderr}"
     );
+}
+
+#[test]
+fn aurad_test_scripts_load_skill_or_runs_it_for_real() {
+    let dir = tempfile::tempdir().unwrap();
+    write_skills(dir.path());
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: test\nprompt: hi\nskills: auto\n",
+    );
+    let case = |name: &str, extra: &str, expect: &str| {
+        format!(
+            "  - name: {name}\n    input: Merge these PDFs\n{extra}    turns:\n      - tool_calls:\n          - name: load_skill\n            arguments: {{ name: pdf }}\n{expect}"
+        )
+    };
+    write(
+        dir.path(),
+        "agents/a.test.yaml",
+        &format!(
+            "cases:\n{}{}",
+            // Real: `real_tools` lets the call run (the body it returns is
+            // checked on the run path, above).
+            case(
+                "real",
+                "    real_tools: [load_skill]\n",
+                "      - text: done\n    expect:\n      tools_called: [{ name: load_skill, arguments: { name: pdf } }]\n"
+            ),
+            // Scripted: the case's result stands in for it.
+            case(
+                "scripted",
+                "",
+                "            result: scripted body\n      - text: done\n    expect:\n      tools_called: [{ name: load_skill }]\n"
+            ),
+        ),
+    );
+    let out = cargo_bin_cmd!("aurad")
+        .args(["test", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ok    a/real"), "{stdout}");
+    assert!(stdout.contains("ok    a/scripted"), "{stdout}");
+}
+
+#[test]
+fn validate_refuses_another_tool_named_load_skill_beside_a_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    write_skills(dir.path());
+    write(
+        dir.path(),
+        "tools.d/load_skill.yaml",
+        "description: Something else.\nparameters: { type: object }\ncommand: [\"true\"]\n",
+    );
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: test\nprompt: hi\ntools: [load_skill]\nskills: auto\n",
+    );
+    let validate = |dir: &std::path::Path| {
+        let out = cargo_bin_cmd!("aurad")
+            .args(["validate", "--dir"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stderr) = validate(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("agents/a.yaml:4:9: skills are offered as a catalog, which adds `load_skill`, but `tools:` also allows plugin tools.d/load_skill.yaml of that name"),
+        "{stderr}"
+    );
+    // Injected skills add no tool: the plugin is the agent's `load_skill`.
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: test\nprompt: hi\ntools: [load_skill]\nskills: { mode: inject }\n",
+    );
+    let (code, stderr) = validate(dir.path());
+    assert_eq!(code, Some(0), "{stderr}");
 }
