@@ -92,7 +92,8 @@ impl SkillCatalog {
                     "properties": {
                         "name": {
                             "type": "string",
-                            "description": "The skill's name, as listed under [Skills]."
+                            "description": "The skill's name, as listed under [Skills].",
+                            "examples": [self.skills.first().map_or("", |(name, _)| name.as_str())]
                         }
                     },
                     "required": ["name"],
