@@ -357,6 +357,11 @@ pub enum SkillActivation {
     Auto,
     /// Named by the agent (`skills: [a, b]`).
     Pinned,
+    /// Listed by name and description for the model to load from
+    /// (`skills.mode: catalog`); not loaded yet.
+    Catalog,
+    /// Loaded by the model from the catalog (the tool `load_skill`).
+    Loaded,
 }
 
 impl std::fmt::Display for SkillActivation {
@@ -364,6 +369,8 @@ impl std::fmt::Display for SkillActivation {
         f.write_str(match self {
             SkillActivation::Auto => "auto",
             SkillActivation::Pinned => "pinned",
+            SkillActivation::Catalog => "catalog",
+            SkillActivation::Loaded => "loaded",
         })
     }
 }
@@ -387,7 +394,10 @@ pub enum RunEvent {
         namespace: String,
         memories: Vec<RecalledMemory>,
     },
-    /// Skills added to the context after the system prompt.
+    /// Skills added to the context after the system prompt (`auto`,
+    /// `pinned`), listed there as a catalog (`catalog`), or loaded from it
+    /// by the model during the run (`loaded`, right after its
+    /// `load_skill` call).
     SkillsActivated {
         skills: Vec<String>,
         how: SkillActivation,

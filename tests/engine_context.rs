@@ -1,6 +1,7 @@
 //! What goes into a run's context besides the input: long-term memories
 //! recalled ahead of it (saved by an earlier run through `memory_save`) and
-//! matched or pinned skills after the system prompt. Real mock server, real
+//! matched or pinned skills after the system prompt (`mode: inject`; the
+//! catalog is tests/skills_catalog.rs). Real mock server, real
 //! SQLite file, the real binary for `aurad logs`.
 
 #![allow(
@@ -106,7 +107,10 @@ fn write_skill(dir: &std::path::Path, name: &str, description: &str, body: &str)
 async fn matched_skills_follow_the_system_prompt() {
     let mock = MockLlm::start().await;
     mock.push(Reply::Text("ok".into()));
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: You help.\n");
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nsystem: You help.\nskills: { mode: inject }\n",
+    );
     write_skill(
         dir.path(),
         "web-search",
@@ -135,7 +139,10 @@ async fn pinned_skills_always_and_none_never() {
     let mock = MockLlm::start().await;
     mock.push(Reply::Text("ok".into()));
     mock.push(Reply::Text("ok".into()));
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\nskills: [cooking]\n");
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nsystem: s\nskills: { mode: inject, use: [cooking] }\n",
+    );
     write_skill(
         dir.path(),
         "cooking",

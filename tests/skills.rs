@@ -4,7 +4,7 @@
 //! Claude Code fields, matching of English and Chinese inputs, hidden and
 //! `disable-model-invocation` skills, at most 3, ordering, the `[Skills]`
 //! message, and `aurad skills` on the fixture project `skills` (listing,
-//! `--input`, `--agent` auto / pinned / none / unknown names, `--json`,
+//! `--input`, `--agent` auto / catalog / pinned / none / unknown names, `--json`,
 //! `show`).
 
 #![allow(
@@ -445,6 +445,26 @@ fn cli_agent_choice_auto_pinned_none() {
             ("release-runbook".to_string(), None),
             ("git-commit".to_string(), None)
         ]
+    );
+
+    // A catalog (the default mode): every skill not hidden, whatever the
+    // input, unscored.
+    let (code, stdout, stderr) = skills_cmd(&[
+        "--agent",
+        "catalog",
+        "--input",
+        "explain this SQL query",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        json_names(&stdout),
+        ["code-review", "git-commit", "sql-query", "web-search"].map(|n| (n.to_string(), None))
+    );
+    assert!(
+        stderr
+            .contains("agent `catalog` offers these skills as a catalog (`skills.mode: catalog`)"),
+        "{stderr}"
     );
 
     let (code, stdout, stderr) = skills_cmd(&["--agent", "plain", "--input", "SQL query"]);

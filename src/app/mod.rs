@@ -37,6 +37,7 @@ pub mod memory {
 /// What `aurad skills` shows: the project's skills and which an input
 /// matches.
 pub mod skills {
+    pub use crate::skills::catalog::{LOAD_SKILL, catalog_skills};
     pub use crate::skills::{Skill, load_skills, select_skills};
 }
 

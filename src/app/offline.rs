@@ -11,6 +11,7 @@ use crate::config::{self, Agent};
 use crate::engine::RunSpec;
 use crate::registry::{self, Snapshot};
 use crate::replay::{RecordedResult, ToolPlan, scripted_toolset};
+use crate::run::skill_tool::{LOAD_SKILL, SkillCatalog};
 use crate::run::{RunRequest, prepare};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
@@ -70,7 +71,8 @@ pub fn prepare_offline(
     Ok((spec, prepared.tools.sandbox().clone()))
 }
 
-/// The agent's tools answering from `recorded`, `real` ones excepted.
+/// The agent's tools answering from `recorded`, `real` ones excepted (its
+/// `load_skill` too: a real one reads the skills as they are now).
 pub fn tools_for(
     snapshot: &Snapshot,
     agent: &Agent,
@@ -86,11 +88,24 @@ pub fn tools_for(
     if agent.memory.tools {
         extra.extend(crate::memory::memory_tool_names());
     }
+    // `load_skill` answers from the recording like the others, or runs for
+    // real when listed in `real` (it only reads the snapshot's skills).
+    let load_skill = SkillCatalog::offered(&snapshot.skills, agent)
+        .ok()
+        .flatten()
+        .filter(|_| real.iter().any(|r| r == LOAD_SKILL));
+    if load_skill.is_none() && SkillCatalog::offers(&snapshot.skills, agent) {
+        extra.push(LOAD_SKILL.to_string());
+    }
     let plan = ToolPlan {
         registry: &snapshot.tools,
         allowed: &agent.tools,
         extra: &extra,
         real,
     };
-    scripted_toolset(&plan, recorded).with_sandbox(sandbox)
+    let mut tools = scripted_toolset(&plan, recorded).with_sandbox(sandbox);
+    if let Some(catalog) = load_skill {
+        tools.add(catalog.tool(None));
+    }
+    tools
 }

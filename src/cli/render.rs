@@ -5,7 +5,7 @@
 
 use std::io::{IsTerminal, Write};
 
-use crate::types::{RunEvent, RunState, StepState, Usage};
+use crate::types::{RunEvent, RunState, SkillActivation, StepState, Usage};
 
 /// `event` with every text in it made [`crate::text::inert`]: what a
 /// model or a tool wrote (answers, reasoning, tool results, errors) cannot
@@ -125,7 +125,14 @@ impl Renderer {
                 self.meta(self.paint("2", &line));
             }
             RunEvent::SkillsActivated { skills, how } => {
-                let line = format!("… skills ({how}): {}", skills.join(", "));
+                let names = skills.join(", ");
+                let line = match how {
+                    SkillActivation::Catalog => format!("… skills offered (catalog): {names}"),
+                    SkillActivation::Loaded => format!("… skill loaded: {names}"),
+                    SkillActivation::Auto | SkillActivation::Pinned => {
+                        format!("… skills ({how}): {names}")
+                    }
+                };
                 self.meta(self.paint("2", &line));
             }
             RunEvent::TextDelta { text } => {

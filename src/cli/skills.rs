@@ -1,7 +1,9 @@
 //! `aurad skills [--agent NAME] [--input TEXT] [--json]`: lists the skills of
 //! the project (`skills/`, `.agents/skills/`, `.claude/skills/`), and shows
 //! which a run would get: those matching `--input` (at most 3, with their
-//! scores, hidden ones never), or the agent's pinned ones, or none.
+//! scores, hidden ones never), or the agent's pinned ones, or none; for an
+//! agent whose skills are a catalog (`skills.mode: catalog`), the skills
+//! it lists.
 //! `aurad skills show NAME [--json]`: everything loaded for one skill.
 
 use std::path::Path;
@@ -13,7 +15,7 @@ use serde::Serialize;
 
 use super::{EXIT_CONFIG, EXIT_OK, print_diagnostics};
 use crate::app::skills::{self, Skill};
-use crate::config::{self, agent::SkillsChoice};
+use crate::config::{self, SkillsMode, agent::SkillsChoice};
 
 #[derive(Debug, Args)]
 pub struct SkillsArgs {
@@ -66,8 +68,8 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
     let (all, diagnostics) = skills::load_skills(root);
     print_diagnostics(&diagnostics);
     let broken = diagnostics.iter().any(|d| d.is_error());
-    let choice = match &args.agent {
-        None => SkillsChoice::Auto,
+    let (choice, mode) = match &args.agent {
+        None => (SkillsChoice::Auto, SkillsMode::Inject),
         Some(name) => match agent_choice(root, name) {
             Ok(choice) => choice,
             Err(code) => return code,
@@ -82,6 +84,29 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
                 agent_label.as_deref().unwrap_or("the agent")
             )),
         ),
+        (choice, _) if mode == SkillsMode::Catalog => {
+            let listed = match skills::catalog_skills(&all, choice) {
+                Ok(listed) => listed,
+                Err(message) => {
+                    let label = agent_label.as_deref().unwrap_or("the agent");
+                    say_err!("error: {label}: `skills:` names {message}");
+                    return EXIT_CONFIG;
+                }
+            };
+            let label = agent_label.as_deref().unwrap_or("the agent");
+            let note = if listed.is_empty() {
+                format!("{label} has no skills to offer")
+            } else {
+                format!(
+                    "{label} offers these skills as a catalog (`skills.mode: catalog`): each run lists their names and descriptions, and the model loads one with `{}`; the input does not choose",
+                    skills::LOAD_SKILL
+                )
+            };
+            (
+                listed.into_iter().map(|s| row(s, None)).collect(),
+                Some(note),
+            )
+        }
         (SkillsChoice::Auto, None) => {
             let note = if all.is_empty() {
                 Some(NO_SKILLS.to_string())
@@ -138,12 +163,12 @@ pub fn run(root: &Path, args: SkillsArgs) -> i32 {
     EXIT_OK
 }
 
-/// The `skills:` choice of agent `name`, or the exit code after saying why
-/// there is none.
-fn agent_choice(root: &Path, name: &str) -> Result<SkillsChoice, i32> {
+/// The `skills:` choice and mode of agent `name`, or the exit code after
+/// saying why there is none.
+fn agent_choice(root: &Path, name: &str) -> Result<(SkillsChoice, SkillsMode), i32> {
     let loaded = config::load_one(root, name, &config::process_env);
     if let Some(agent) = loaded.project.agents.get(name) {
-        return Ok(agent.skills.clone());
+        return Ok((agent.skills.clone(), agent.skills_mode));
     }
     let agent_diags: Vec<_> = loaded
         .diagnostics

@@ -13,6 +13,8 @@ use super::diag::{Diagnostic, locate, locate_item};
 pub use super::limits::Limits;
 use super::limits::{RawLimits, parse_limits};
 use super::schema::json_schema;
+use super::skills::parse_skills;
+pub use super::skills::{SkillsChoice, SkillsMode};
 use super::steps::{Pipeline, RawStep, parse_steps};
 use super::triggers::{RawTriggers, Triggers, parse_triggers};
 use super::yaml_value::{describe_value, yaml_diagnostic};
@@ -93,17 +95,6 @@ impl HistoryMode {
     }
 }
 
-/// Which skills a run gets.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum SkillsChoice {
-    /// Those matching the input (at most 3).
-    #[default]
-    Auto,
-    /// Exactly these, whatever the input.
-    Named(Vec<String>),
-    None,
-}
-
 /// Long-term memory settings of an agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryConfig {
@@ -144,6 +135,8 @@ pub struct Agent {
     /// The JSON Schema the final answer must match (checked as a schema).
     pub output_schema: Option<serde_json::Value>,
     pub skills: SkillsChoice,
+    /// How its skills are offered: injected, or as a catalog to load from.
+    pub skills_mode: SkillsMode,
     pub memory: MemoryConfig,
     /// Schedules, overlap and missed-fire policies, webhook.
     pub triggers: Triggers,
@@ -343,34 +336,7 @@ pub fn parse_agent(
             format!("temperature {t} is out of range: use 0.0 to 2.0"),
         ));
     }
-    let skills = match &raw.skills {
-        None => SkillsChoice::Auto,
-        Some(Value::String(s)) if s == "auto" => SkillsChoice::Auto,
-        Some(Value::String(s)) if s == "none" => SkillsChoice::None,
-        Some(Value::Sequence(items)) => {
-            let names: Vec<String> = items
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect();
-            if names.len() != items.len() {
-                diags.push(err(
-                    &["skills"],
-                    "`skills` lists skill names: every item must be a string".into(),
-                ));
-            }
-            SkillsChoice::Named(names)
-        }
-        Some(other) => {
-            diags.push(err(
-                &["skills"],
-                format!(
-                    "`skills` must be `auto`, `none` or a list of skill names, not {}",
-                    describe_value(other)
-                ),
-            ));
-            SkillsChoice::Auto
-        }
-    };
+    let (skills, skills_mode) = parse_skills(raw.skills.as_ref(), &err, &mut diags);
     let raw_memory = raw.memory.unwrap_or_default();
     let memory = MemoryConfig {
         namespace: raw_memory
@@ -492,6 +458,7 @@ pub fn parse_agent(
         max_tokens: raw.max_tokens,
         output_schema,
         skills,
+        skills_mode,
         memory,
         triggers,
         sandbox,

@@ -22,6 +22,7 @@ pub mod private;
 mod schema;
 pub mod sessions;
 pub mod settings;
+pub mod skills;
 pub mod steps;
 pub mod triggers;
 pub mod watch;
@@ -33,7 +34,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 pub use after::{AfterOutcome, AfterTrigger};
-pub use agent::{Agent, HistoryMode, Limits, MemoryConfig, SkillsChoice};
+pub use agent::{Agent, HistoryMode, Limits, MemoryConfig, SkillsChoice, SkillsMode};
 pub use diag::{Diagnostic, Severity};
 pub use settings::{ProviderConfig, ProviderKind, Settings};
 pub use triggers::{

@@ -185,6 +185,9 @@ impl Daemon {
         if agent.memory.tools {
             tools.extend(crate::memory::memory_tool_names());
         }
+        if crate::run::skill_tool::SkillCatalog::offers(&snapshot.skills, agent) {
+            tools.push(crate::run::skill_tool::LOAD_SKILL.to_string());
+        }
         tools.extend(
             agent
                 .agents

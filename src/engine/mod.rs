@@ -84,7 +84,7 @@ pub trait DaySpending: Send + Sync {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActiveSkills {
     pub names: Vec<String>,
-    /// `auto` or `pinned`.
+    /// `auto` or `pinned` (injected), or `catalog` (listed to load from).
     pub how: SkillActivation,
     /// The system message that carries them.
     pub message: String,

@@ -17,7 +17,7 @@ pub mod warnings;
 
 use std::sync::{Arc, OnceLock};
 
-use crate::config::diag::locate;
+use crate::config::diag::{locate, locate_item};
 use crate::config::mcp::{McpServerConfig, McpTransport};
 use crate::config::settings::DEFAULT_OPENAI_BASE_URL;
 use crate::config::{Agent, Diagnostic, EnvLookup, Loaded, Project, ProviderKind, Settings};
@@ -341,6 +341,24 @@ pub fn check_agent(agent: &Agent, refs: &Refs, env: EnvLookup) -> Vec<Diagnostic
             }
         }
     }
+    let load_skill = crate::skills::catalog::LOAD_SKILL;
+    if agent.skills_mode == crate::config::SkillsMode::Catalog
+        && agent.skills != crate::config::SkillsChoice::None
+        && let Some(other) = tools.get(load_skill)
+        && agent
+            .tools
+            .iter()
+            .any(|p| crate::tools::glob_match(p, load_skill))
+    {
+        diags.push(Diagnostic::error(
+            &agent.path,
+            locate(&agent.text, &["skills"]),
+            format!(
+                "skills are offered as a catalog, which adds `{load_skill}`, but `tools:` also allows {} of that name; rename it, narrow the allow-list or write `skills: {{ mode: inject }}`",
+                other.source()
+            ),
+        ));
+    }
     for pattern in tools.unmatched(&agent.tools) {
         // MCP tools are known only once their server is connected.
         if servers
@@ -384,7 +402,8 @@ pub fn check_agent(agent: &Agent, refs: &Refs, env: EnvLookup) -> Vec<Diagnostic
             if refs.skills.iter().any(|s| &s.name == name) {
                 continue;
             }
-            let place = locate(&agent.text, &["skills"]);
+            // The name's own place, in the short form or under `use:`.
+            let place = locate_item(&agent.text, &["skills"], name);
             let skipped = refs
                 .skipped
                 .iter()

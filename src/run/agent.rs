@@ -156,6 +156,7 @@ pub(super) async fn run_agent(
         sub_agents,
         session,
         history,
+        skill_catalog,
     } = prepared;
     let mut traced = TracedSink::new(
         sink,
@@ -222,6 +223,9 @@ pub(super) async fn run_agent(
         }
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(catalog) = skill_catalog {
+        tools.add(catalog.tool(Some(tx.downgrade())));
+    }
     let gate = RunGate {
         approvals: services.approvals,
         store,

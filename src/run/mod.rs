@@ -7,7 +7,8 @@
 //! runs, agents called as tools and pipeline steps.
 //!
 //! Around the engine this module holds what a run needs and the engine
-//! must not know: templates, skill matching and memory recall (they read
+//! must not know: templates, skill matching, the skill catalog's
+//! `load_skill` tool and memory recall (they read
 //! the snapshot and the store), the claim, the recorder that turns engine
 //! events into stored ones, the live event hub, tracing, approvals and
 //! `notify:` messages.
@@ -29,6 +30,7 @@ mod prepare;
 pub mod recorder;
 mod request;
 pub mod session;
+pub mod skill_tool;
 pub mod template;
 mod traced;
 

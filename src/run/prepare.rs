@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::config::EnvLookup;
 use crate::config::approval::ApprovalConfig;
-use crate::config::{HistoryMode, MemoryConfig, SkillsChoice};
+use crate::config::{HistoryMode, MemoryConfig, SkillsChoice, SkillsMode};
 use crate::engine::{ActiveSkills, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
@@ -22,6 +22,7 @@ use crate::types::{RunState, SkillActivation};
 
 use super::agent_tool::SubAgents;
 use super::request::RunRequest;
+use super::skill_tool::SkillCatalog;
 use super::template::{RequestVars, TriggerVars, render};
 
 /// A run resolved and ready to start.
@@ -57,6 +58,8 @@ pub struct PreparedRun {
     pub session: Option<String>,
     /// What the turn does with a history over budget.
     pub history: HistoryMode,
+    /// The skills it may load with `load_skill` (`skills.mode: catalog`).
+    pub skill_catalog: Option<SkillCatalog>,
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -137,7 +140,11 @@ fn prepare_with(
         .map(|s| render(s, &input))
         .transpose()
         .map_err(|e| format!("{}: cannot render `system`: {e}", agent.path.display()))?;
-    let skills = resolve_skills(&snapshot.skills, &agent.skills, &input)?;
+    let skill_catalog = SkillCatalog::offered(&snapshot.skills, agent)?;
+    let skills = match agent.skills_mode {
+        SkillsMode::Inject => resolve_skills(&snapshot.skills, &agent.skills, &input)?,
+        SkillsMode::Catalog => skill_catalog.as_ref().map(SkillCatalog::active),
+    };
     let price = project.settings.prices.get(&model).copied();
     let template_context =
         (!vars.is_empty()).then(|| snapshot.redactor.redact(&vars.to_stored()).into_owned());
@@ -190,6 +197,7 @@ fn prepare_with(
         sub_agents,
         session: request.session,
         history: agent.history,
+        skill_catalog,
     })
 }
 
@@ -242,8 +250,8 @@ fn trigger_input<'a>(
     }
 }
 
-/// The skills a run gets: matched against the input (`auto`), named by the
-/// agent (`pinned`), or none.
+/// The skills a run gets injected (`skills.mode: inject`): matched against
+/// the input (`auto`), named by the agent (`pinned`), or none.
 fn resolve_skills(
     all: &[Skill],
     choice: &SkillsChoice,

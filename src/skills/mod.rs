@@ -6,6 +6,7 @@
 //! system prompt. Depends on config (diagnostics and the agent's `skills:`
 //! choice) and text; does no I/O besides reading the skill folders.
 
+pub mod catalog;
 pub mod front_matter;
 pub mod parse;
 pub mod rank;
@@ -50,6 +51,10 @@ pub struct Skill {
     pub unused_fields: Vec<String>,
     /// `<scanned folder>/NAME/SKILL.md`, relative to the project root.
     pub path: PathBuf,
+    /// The other files of the skill's folder (scripts, references,
+    /// assets), relative to the project root, in path order: what
+    /// `load_skill` lists. See [`scan::bundled_files`] for the bounds.
+    pub files: scan::BundledFiles,
     /// The skill's words for ranking, computed on first use. A skill
     /// changed after its first match keeps its old words: build a new one.
     pub terms: rank::TermCache,

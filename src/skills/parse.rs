@@ -175,6 +175,7 @@ pub fn parse_skill(folder: &str, path: &Path, text: &str) -> (Option<Skill>, Vec
         allowed_tools: raw.allowed_tools,
         unused_fields: unused,
         path: path.to_path_buf(),
+        files: Default::default(),
         terms: Default::default(),
     };
     (Some(skill), diags)

@@ -120,7 +120,124 @@ fn load_dir(root: &Path, rel_dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<Ski
         };
         let (skill, skill_diags) = parse::parse_skill(&folder, &rel_file, &text);
         diags.extend(skill_diags);
-        skills.extend(skill);
+        skills.extend(skill.map(|mut skill| {
+            skill.files = bundled_files(root, &rel);
+            skill
+        }));
     }
     skills
+}
+
+/// The most files of one skill's folder [`bundled_files`] lists.
+pub const MAX_BUNDLED_FILES: usize = 100;
+/// How deep under a skill's folder [`bundled_files`] looks (the folder's
+/// own files are depth 1).
+pub const MAX_BUNDLED_DEPTH: usize = 4;
+
+/// The files of a skill's folder besides its `SKILL.md`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BundledFiles {
+    /// Relative to the project root, in path order.
+    pub paths: Vec<PathBuf>,
+    /// The folder holds more than [`MAX_BUNDLED_FILES`] (or deeper
+    /// folders than [`MAX_BUNDLED_DEPTH`]): `paths` is not all of them.
+    pub more: bool,
+}
+
+/// The regular files under the skill folder `rel_dir` (relative to
+/// `root`), except its `SKILL.md` and names starting with `.`; symbolic
+/// links are not followed nor listed; at most [`MAX_BUNDLED_FILES`], at
+/// most [`MAX_BUNDLED_DEPTH`] folders deep. A folder that cannot be read
+/// lists nothing from it.
+pub fn bundled_files(root: &Path, rel_dir: &Path) -> BundledFiles {
+    let mut found = BundledFiles::default();
+    let mut folders = vec![(rel_dir.to_path_buf(), 1usize)];
+    while let Some((folder, depth)) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&folder)) else {
+            continue;
+        };
+        let mut entries: Vec<(String, std::fs::FileType)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| Some((e.file_name().into_string().ok()?, e.file_type().ok()?)))
+            .filter(|(name, _)| !name.starts_with('.'))
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, kind) in entries {
+            let rel = folder.join(&name);
+            if kind.is_dir() {
+                if depth < MAX_BUNDLED_DEPTH {
+                    folders.push((rel, depth + 1));
+                } else {
+                    found.more = true;
+                }
+            } else if kind.is_file() && !(depth == 1 && name == "SKILL.md") {
+                if found.paths.len() == MAX_BUNDLED_FILES {
+                    found.more = true;
+                    break;
+                }
+                found.paths.push(rel);
+            }
+        }
+    }
+    found.paths.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_files_are_listed_without_skill_md_dot_files_or_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("skills/pdf");
+        std::fs::create_dir_all(skill.join("scripts/deep/er/still")).unwrap();
+        for file in [
+            "reference.md",
+            ".hidden",
+            "scripts/fill.py",
+            "scripts/deep/er/x.txt",
+            "scripts/deep/er/still/too-deep.txt",
+        ] {
+            std::fs::write(skill.join(file), "x").unwrap();
+        }
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: pdf\ndescription: PDF files.\n---\nBody.\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", skill.join("link")).unwrap();
+        let files = bundled_files(dir.path(), Path::new("skills/pdf"));
+        let shown: Vec<String> = files
+            .paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "skills/pdf/reference.md",
+                "skills/pdf/scripts/deep/er/x.txt",
+                "skills/pdf/scripts/fill.py",
+            ]
+        );
+        assert!(files.more, "a folder past the depth limit is not all shown");
+        let (skills, _) = load_skills(dir.path());
+        assert_eq!(skills[0].files, files);
+    }
+
+    #[test]
+    fn at_most_max_bundled_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("skills/many");
+        std::fs::create_dir_all(&skill).unwrap();
+        for i in 0..MAX_BUNDLED_FILES + 5 {
+            std::fs::write(skill.join(format!("f{i:03}")), "x").unwrap();
+        }
+        let files = bundled_files(dir.path(), Path::new("skills/many"));
+        assert_eq!(files.paths.len(), MAX_BUNDLED_FILES);
+        assert!(files.more);
+        let small = bundled_files(dir.path(), Path::new("skills/none-here"));
+        assert_eq!(small, BundledFiles::default());
+    }
 }

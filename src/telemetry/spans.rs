@@ -159,6 +159,15 @@ impl RunTrace {
                     ],
                 );
             }
+            RunEvent::SkillsActivated { skills, how } => {
+                self.run.span().add_event(
+                    "aurad.skills.activated",
+                    vec![
+                        KeyValue::new("aurad.skills.how", how.to_string()),
+                        KeyValue::new("aurad.skills.names", skills.join(",")),
+                    ],
+                );
+            }
             RunEvent::ModelRetry { attempt, error, .. } => {
                 self.run.span().add_event(
                     "aurad.model.retry",

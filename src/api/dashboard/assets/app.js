@@ -543,7 +543,13 @@ function makeTimeline(timeline) {
         item(kind, el("strong", {}, "Recalled "), String(data.memories.length), " memories from ", el("code", {}, data.namespace));
         break;
       case "skills_activated":
-        item(kind, el("strong", {}, "Skills: "), data.skills.join(", "), " (", data.how, ")");
+        if (data.how === "loaded") {
+          item(kind, el("strong", {}, "Skill loaded: "), data.skills.join(", "));
+        } else if (data.how === "catalog") {
+          item(kind, el("strong", {}, "Skills offered: "), data.skills.join(", "), " (catalog)");
+        } else {
+          item(kind, el("strong", {}, "Skills: "), data.skills.join(", "), " (", data.how, ")");
+        }
         break;
       case "model_retry":
         item(kind, el("strong", {}, "Model call retried"), " (attempt ", String(data.attempt), "): ", data.error);
