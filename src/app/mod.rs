@@ -11,6 +11,7 @@
 
 pub mod agents;
 pub mod cases;
+pub mod chat;
 pub mod inspect;
 mod offline;
 pub mod one_shot;
@@ -21,7 +22,8 @@ pub mod serve;
 
 pub use crate::api::AgentInfo;
 pub use crate::store::{
-    NodeRecord, PruneScope, Pruned, RunFilter, RunRecord, StepRecord, Store, StoreError,
+    NodeRecord, PruneScope, Pruned, RunFilter, RunRecord, SessionMessage, SessionRecord,
+    StepRecord, Store, StoreError,
 };
 pub use project::{
     ForAgent, OpenError, api_access, concerns, for_agent, interruptible, open_store, runtime,

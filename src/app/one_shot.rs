@@ -261,6 +261,36 @@ impl Loaded {
         })
     }
 
+    /// Its runtime, snapshot and MCP servers, and the store opened: what a
+    /// chat keeps for its turns (`app::chat`).
+    pub(super) fn into_parts(
+        mut self,
+    ) -> Result<
+        (
+            tokio::runtime::Runtime,
+            Arc<Snapshot>,
+            Option<McpManager>,
+            Store,
+        ),
+        String,
+    > {
+        let opened = match self.early_store.take().map(JoinHandle::join) {
+            Some(Ok(opened)) => opened,
+            Some(Err(_)) => Err(StoreError::Invalid(
+                "the thread opening the database panicked".into(),
+            )),
+            None => Store::connect(&self.database),
+        };
+        match opened {
+            Ok(store) => Ok((self.runtime, self.snapshot, self.mcp, store)),
+            Err(e) => {
+                self.stop_mcp();
+                crate::tools::scope::finish();
+                Err(format!("database {}: {e}", self.database))
+            }
+        }
+    }
+
     fn stop_mcp(&self) {
         if let Some(manager) = &self.mcp {
             self.runtime.block_on(manager.shutdown());

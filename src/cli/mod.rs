@@ -27,6 +27,7 @@ macro_rules! say_err {
 
 mod agents;
 mod approve;
+mod chat;
 mod completions;
 mod dashboard;
 mod follow;
@@ -128,6 +129,8 @@ pub enum Command {
     Trigger(trigger::TriggerArgs),
     /// Run one agent now and stream it to the terminal.
     Run(run::RunArgs),
+    /// Talk with an agent: a conversation kept as a session (`--continue`, `--session ID`).
+    Chat(chat::ChatArgs),
     /// Check every file of the project and print all problems.
     Validate,
     /// List stored runs, newest first.
@@ -230,6 +233,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Agents(args) => agents::run(&root, args),
         Command::Trigger(args) => trigger::run(&root, args),
         Command::Run(args) => run::run(&root, args),
+        Command::Chat(args) => chat::run(&root, args),
         Command::Validate => validate::run(&root),
         Command::Runs(args) => runs::list(&root, args),
         Command::Logs(args) => runs::logs(&root, args),

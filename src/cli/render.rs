@@ -54,6 +54,8 @@ pub struct Renderer {
     at_line_start: bool,
     wrote_text: bool,
     in_reasoning: bool,
+    /// No `started` line (a chat turn: the person knows what runs).
+    quiet_start: bool,
 }
 
 impl Renderer {
@@ -68,7 +70,26 @@ impl Renderer {
             at_line_start: true,
             wrote_text: false,
             in_reasoning: false,
+            quiet_start: false,
         }
+    }
+
+    /// For a chat's turns: no line for the start of each.
+    pub fn for_chat() -> Renderer {
+        Renderer {
+            quiet_start: true,
+            ..Renderer::for_terminal()
+        }
+    }
+
+    /// Dim text on stderr, as the renderer writes its own notes.
+    pub fn note(&mut self, text: &str) {
+        self.meta(self.paint("2", text));
+    }
+
+    /// Ends the answer's line on stdout if it has no newline yet.
+    pub fn end_line(&mut self) {
+        self.break_line();
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -105,7 +126,9 @@ impl Renderer {
                 model,
                 ..
             } => {
-                self.meta(self.paint("2", &format!("▶ {agent} · {model} · run {run_id}")));
+                if !self.quiet_start {
+                    self.meta(self.paint("2", &format!("▶ {agent} · {model} · run {run_id}")));
+                }
             }
             RunEvent::MemoryRecalled {
                 namespace,

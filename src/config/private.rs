@@ -89,6 +89,21 @@ pub struct ApiAccess {
     pub pid: u32,
 }
 
+/// Where `aurad chat` keeps the lines typed at its prompt, across
+/// projects: in the private folder (`0700`), which sandboxed tools cannot
+/// read.
+pub fn chat_history_file(env: EnvLookup) -> PathBuf {
+    state_dir(env).join("chat-history")
+}
+
+/// Creates the folder `dir` (and its parents) readable by the user only.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// Writes `access` to `path`, readable by the user only (the folders
 /// `0700`, the file `0600`), replacing what was there in one step.
 pub fn write_api_file(path: &Path, access: &ApiAccess) -> std::io::Result<()> {

@@ -181,20 +181,7 @@ impl Daemon {
     ) -> Result<AgentInfo, StoreError> {
         let now = self.clock.now();
         let health = self.supervisor.health(&agent.name);
-        let mut tools = snapshot.tools.names_matching(&agent.tools);
-        if agent.memory.tools {
-            tools.extend(crate::memory::memory_tool_names());
-        }
-        if crate::run::skill_tool::SkillCatalog::offers(&snapshot.skills, agent) {
-            tools.push(crate::run::skill_tool::LOAD_SKILL.to_string());
-        }
-        tools.extend(
-            agent
-                .agents
-                .iter()
-                .map(|a| crate::registry::sub_agents::agent_tool_name(a)),
-        );
-        tools.sort();
+        let tools = crate::run::agent_tool_names(snapshot, agent);
         Ok(AgentInfo {
             tools: Some(tools),
             ..AgentInfo::new(

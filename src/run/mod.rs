@@ -40,7 +40,7 @@ pub use agent::RunServices;
 pub use events::RunSink;
 pub use job::{Job, execute, run_claimed, run_claimed_with};
 pub use pipeline::PipelineJob;
-pub use prepare::{PreparedRun, prepare};
+pub use prepare::{PreparedRun, agent_tool_names, prepare};
 pub use request::RunRequest;
 pub use session::{TurnRefused, new_session, turn_request};
 

@@ -229,6 +229,27 @@ pub(crate) fn agent_tools(
         .with_sandbox(sandbox)
 }
 
+/// The names of every tool a run of `agent` gets now, sorted: those of its
+/// `tools` list (built-in, plugins, connected MCP servers'), the memory
+/// tools, `load_skill` and the agents it calls.
+pub fn agent_tool_names(snapshot: &Snapshot, agent: &crate::config::Agent) -> Vec<String> {
+    let mut tools = snapshot.tools.names_matching(&agent.tools);
+    if agent.memory.tools {
+        tools.extend(crate::memory::memory_tool_names());
+    }
+    if super::skill_tool::SkillCatalog::offers(&snapshot.skills, agent) {
+        tools.push(super::skill_tool::LOAD_SKILL.to_string());
+    }
+    tools.extend(
+        agent
+            .agents
+            .iter()
+            .map(|a| crate::registry::sub_agents::agent_tool_name(a)),
+    );
+    tools.sort();
+    tools
+}
+
 /// The `input` template of the `after:` or `watch:` entry of `agent` that
 /// `origin` stands for, if it has one.
 fn trigger_input<'a>(
