@@ -85,6 +85,8 @@ pub trait Backend: Send + Sync + 'static {
     /// What the configuration loaded and what it left out or kept stale,
     /// and why, for `GET /v1/status`.
     fn status(&self) -> serde_json::Value;
+    /// The agents `/mcp` offers as tools now (`mcp_server:` in aurad.yaml).
+    fn agent_tools(&self) -> Vec<super::mcp::AgentTool>;
 }
 
 /// An agent as the API and `aurad agents` describe it.

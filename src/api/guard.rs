@@ -21,7 +21,9 @@
 //! - a state-changing request (POST, PUT, PATCH, DELETE) without
 //!   `Content-Type: application/json` (415), an empty body included: that
 //!   type cannot be sent cross-origin without a preflight, which the API
-//!   never grants.
+//!   never grants. One exception: a DELETE carrying `Mcp-Session-Id` (an
+//!   MCP client ending its `/mcp` session sends no body and often no
+//!   type); DELETE and that header each need a preflight already.
 //!
 //! `/hooks/*` is exempt from all of these: webhook senders come through
 //! proxies and tunnels with their own `Host`, may send form-encoded bodies,
@@ -141,7 +143,11 @@ impl Hosts<'_> {
             *method,
             Method::POST | Method::PUT | Method::PATCH | Method::DELETE
         );
-        if changes_state && !is_json(header_text(headers, header::CONTENT_TYPE.as_str())) {
+        let ends_mcp_session = *method == Method::DELETE && headers.contains_key(MCP_SESSION_ID);
+        if changes_state
+            && !ends_mcp_session
+            && !is_json(header_text(headers, header::CONTENT_TYPE.as_str()))
+        {
             let sent = header_text(headers, header::CONTENT_TYPE.as_str()).unwrap_or("none");
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -153,6 +159,9 @@ impl Hosts<'_> {
         Ok(())
     }
 }
+
+/// The header an MCP client names its streamable HTTP session with.
+const MCP_SESSION_ID: &str = "mcp-session-id";
 
 /// A header's value as text (`None`: absent or not visible ASCII).
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -355,6 +364,14 @@ mod tests {
         }
         assert_eq!(status(&hosts, Method::POST, &[host]), 415);
         assert_eq!(status(&hosts, Method::DELETE, &[host]), 415);
+        assert_eq!(
+            status(&hosts, Method::DELETE, &[host, ("mcp-session-id", "s1")]),
+            200
+        );
+        assert_eq!(
+            status(&hosts, Method::POST, &[host, ("mcp-session-id", "s1")]),
+            415
+        );
         assert_eq!(status(&hosts, Method::GET, &[host]), 200);
     }
 }

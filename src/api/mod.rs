@@ -8,9 +8,10 @@
 //! `sse` (a run's events as server-sent events), `status` (what the
 //! configuration loaded and left out), `fires` (what became of the
 //! schedules' fires), `memory` (the memory namespaces and their entries),
-//! `hooks` (signed webhooks), `signatures` (the webhook signing schemes) and
+//! `hooks` (signed webhooks), `signatures` (the webhook signing schemes),
 //! `dashboard` (the web dashboard at `/`: embedded static files that read
-//! this API).
+//! this API) and `mcp` (the agents as MCP tools: `/mcp`, and the handler
+//! `aurad mcp serve` serves on stdio).
 //!
 //! Everything goes through the [`Backend`] trait (`backend`), which the
 //! daemon implements: the API never names the daemon, the store's methods
@@ -24,6 +25,7 @@ mod dashboard;
 mod fires;
 mod guard;
 mod hooks;
+pub mod mcp;
 mod memory;
 #[doc(hidden)]
 pub use hooks::check_request as check_webhook_request;
@@ -107,6 +109,10 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         .route("/v1/fires", get(fires::list))
         .route("/v1/memory", get(memory::namespaces))
         .route("/v1/memory/{namespace}", get(memory::list))
+        .nest_service(
+            "/mcp",
+            mcp::http::service(api.daemon.clone(), api.stop.clone()),
+        )
         .route_layer(middleware::from_fn_with_state(api.clone(), require_token));
     // Everything but the webhooks (signed instead) refuses what a web page
     // could send; that check comes before the token's. The dashboard's
@@ -172,7 +178,7 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn no_route(request: Request) -> ApiError {
     ApiError::not_found(format!(
-        "no route {} {}: the dashboard is at /; the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs, /v1/fires, /v1/memory and /hooks/{{agent}}",
+        "no route {} {}: the dashboard is at /; the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs, /v1/fires, /v1/memory, /mcp and /hooks/{{agent}}",
         request.method(),
         request.uri().path()
     ))

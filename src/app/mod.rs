@@ -1,6 +1,7 @@
 //! The facade the command line talks to: what each command does, without
 //! the printing. It composes where a command needs parts put together
-//! (`aurad run` in [`one_shot`], `aurad serve` in [`serve`], `replay` and
+//! (`aurad run` in [`one_shot`], `aurad serve` in [`serve`], `aurad mcp serve`
+//! in [`mcp_serve`], `replay` and
 //! `test` offline, the agent, tool and MCP listings) and re-exports the few
 //! handles, records and pure functions the command line reads and renders:
 //! the store and its records, memory's import formats, skill matching,
@@ -13,6 +14,7 @@ pub mod agents;
 pub mod cases;
 pub mod chat;
 pub mod inspect;
+pub mod mcp_serve;
 mod offline;
 pub mod one_shot;
 mod project;

@@ -117,13 +117,7 @@ fn load_agent(root: &Path, name: &str) -> (LoadReport, Result<Loaded, NotLoaded>
     };
     // Only the MCP servers the allow-lists of this agent and of the agents
     // it calls (the only ones loaded) can reach are started.
-    let patterns: Vec<String> = snapshot
-        .project
-        .agents
-        .values()
-        .flat_map(|a| a.tools.iter().cloned())
-        .collect();
-    let servers = registry::servers_for(&patterns, &snapshot.project.mcp_servers);
+    let servers = reachable_servers(&snapshot);
     let mcp = if servers.is_empty() {
         None
     } else {
@@ -155,6 +149,18 @@ fn load_agent(root: &Path, name: &str) -> (LoadReport, Result<Loaded, NotLoaded>
         name: name.to_string(),
     };
     (report, Ok(loaded))
+}
+
+/// The MCP servers the allow-lists of the snapshot's agents can reach:
+/// those a run of them may use, the only ones started.
+pub(super) fn reachable_servers(snapshot: &Snapshot) -> Vec<crate::config::mcp::McpServerConfig> {
+    let patterns: Vec<String> = snapshot
+        .project
+        .agents
+        .values()
+        .flat_map(|a| a.tools.iter().cloned())
+        .collect();
+    registry::servers_for(&patterns, &snapshot.project.mcp_servers)
 }
 
 /// A run that ended, in whatever state.

@@ -18,9 +18,8 @@ use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Editor, Helper, completion::Completer, highlight::Highlighter, hint::Hinter};
 
 use super::render::{Renderer, format_cost, format_usage, one_line};
-use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics, show_for_agent};
+use super::{EXIT_FAILED, EXIT_OK, print_diagnostics, show_for_agent};
 use crate::app::chat::{self, ApprovalAsk, Ask, Chat, OpenError, Resume};
-use crate::app::one_shot::NotLoaded;
 use crate::types::{Message, RunState};
 
 #[derive(Debug, Args)]
@@ -65,25 +64,8 @@ pub fn run(root: &Path, args: ChatArgs) -> i32 {
     }
     let mut chat = match opened {
         Ok(chat) => chat,
-        Err(OpenError::NotLoaded(NotLoaded::NoAgent { dir, names })) => {
-            eprintln!(
-                "error: no agent named `{}` in {} (agents: {})",
-                args.name,
-                dir.display(),
-                if names.is_empty() {
-                    "none; create agents/NAME.yaml".to_string()
-                } else {
-                    names.join(", ")
-                }
-            );
-            return EXIT_CONFIG;
-        }
-        Err(OpenError::NotLoaded(NotLoaded::Config)) => return EXIT_CONFIG,
-        Err(OpenError::NotLoaded(NotLoaded::Interrupted)) => {
-            eprintln!("interrupted while starting MCP servers; they were stopped");
-            return EXIT_CANCELLED;
-        }
-        Err(OpenError::NotLoaded(NotLoaded::Failed(message)) | OpenError::Failed(message)) => {
+        Err(OpenError::NotLoaded(refused)) => return super::run::not_loaded(&args.name, refused),
+        Err(OpenError::Failed(message)) => {
             eprintln!("error: {message}");
             return EXIT_FAILED;
         }

@@ -1,25 +1,73 @@
 //! `aurad mcp`: connect the MCP servers of the project's MCP file
 //! (`mcp.json`, `.mcp.json` or `.vscode/mcp.json`, named in the output) and
-//! show their state (the work is `app::inspect`'s).
+//! show their state (the work is `app::inspect`'s). `aurad mcp serve`: the
+//! other way round, the project's agents as MCP tools on stdin/stdout (the
+//! work is `app::mcp_serve`'s); it writes nothing on stdout but the
+//! protocol.
 
 use std::path::Path;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::render::one_line;
 use super::{EXIT_CANCELLED, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, print_diagnostics};
 use crate::app::inspect::{self, McpCheck};
+use crate::app::mcp_serve::{self, NotServed};
 use crate::config;
 use crate::types::McpState;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
     /// Print the servers as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn mcp(root: &Path, args: McpArgs) -> i32 {
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Offer the project's agents as MCP tools on stdin/stdout, for an
+    /// editor's mcp.json (`mcp_server.agents` in aurad.yaml narrows them).
+    Serve,
+}
+
+pub fn run(root: &Path, args: McpArgs) -> i32 {
+    match args.command {
+        Some(McpCommand::Serve) => serve(root),
+        None => mcp(root, args),
+    }
+}
+
+/// `aurad mcp serve`: diagnostics and errors on stderr, the protocol on
+/// stdout.
+fn serve(root: &Path) -> i32 {
+    let served = mcp_serve::serve(root, |report| {
+        print_diagnostics(&report.diagnostics);
+        say_err!(
+            "aurad mcp serve: {} agent(s) offered as tools on stdin/stdout",
+            report.tools
+        );
+    });
+    match served {
+        Ok(()) => EXIT_OK,
+        Err(NotServed::Config) => {
+            say_err!("error: the project's configuration has errors (above); nothing is served");
+            EXIT_CONFIG
+        }
+        Err(NotServed::Interrupted) => {
+            say_err!("interrupted; the MCP servers were stopped");
+            EXIT_CANCELLED
+        }
+        Err(NotServed::Failed(message)) => {
+            say_err!("error: {message}");
+            EXIT_FAILED
+        }
+    }
+}
+
+fn mcp(root: &Path, args: McpArgs) -> i32 {
     let (servers, diagnostics) = inspect::load_mcp(root);
     print_diagnostics(&diagnostics);
     if diagnostics.iter().any(|d| d.is_error()) {

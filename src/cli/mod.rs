@@ -143,7 +143,8 @@ pub enum Command {
     Test(test::TestArgs),
     /// Approve (or --deny) the tool call a run waits on; no run: list them.
     Approve(approve::ApproveArgs),
-    /// Connect the MCP servers of mcp.json and show their state and tools.
+    /// Connect the MCP servers of mcp.json and show their state and tools;
+    /// `mcp serve`: offer the project's agents as MCP tools on stdio.
     Mcp(mcp::McpArgs),
     /// List every tool (built-in, tools.d, MCP) with its source and schema.
     Tools(tools::ToolsArgs),
@@ -240,7 +241,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Replay(args) => replay::run(&root, args),
         Command::Test(args) => test::run(&root, args),
         Command::Approve(args) => approve::run(&root, args),
-        Command::Mcp(args) => mcp::mcp(&root, args),
+        Command::Mcp(args) => mcp::run(&root, args),
         Command::Tools(args) => tools::tools(&root, args),
         Command::Memory(args) => memory::run(&root, args),
         Command::Skills(args) => skills::run(&root, args),

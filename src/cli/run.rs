@@ -35,6 +35,33 @@ pub struct RunArgs {
     pub json: bool,
 }
 
+/// Says why agent `name` could not be loaded; the exit code.
+pub(super) fn not_loaded(name: &str, refused: NotLoaded) -> i32 {
+    match refused {
+        NotLoaded::NoAgent { dir, names } => {
+            eprintln!(
+                "error: no agent named `{name}` in {} (agents: {})",
+                dir.display(),
+                if names.is_empty() {
+                    "none; create agents/NAME.yaml".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+            EXIT_CONFIG
+        }
+        NotLoaded::Config => EXIT_CONFIG,
+        NotLoaded::Interrupted => {
+            eprintln!("interrupted while starting MCP servers; they were stopped");
+            EXIT_CANCELLED
+        }
+        NotLoaded::Failed(message) => {
+            eprintln!("error: {message}");
+            EXIT_FAILED
+        }
+    }
+}
+
 pub fn run(root: &Path, args: RunArgs) -> i32 {
     let (report, loaded) = one_shot::load(root, &args.name);
     show_for_agent(&report.agent, &args.name);
@@ -46,28 +73,7 @@ pub fn run(root: &Path, args: RunArgs) -> i32 {
     }
     let loaded = match loaded {
         Ok(loaded) => loaded,
-        Err(NotLoaded::NoAgent { dir, names }) => {
-            eprintln!(
-                "error: no agent named `{}` in {} (agents: {})",
-                args.name,
-                dir.display(),
-                if names.is_empty() {
-                    "none; create agents/NAME.yaml".to_string()
-                } else {
-                    names.join(", ")
-                }
-            );
-            return EXIT_CONFIG;
-        }
-        Err(NotLoaded::Config) => return EXIT_CONFIG,
-        Err(NotLoaded::Interrupted) => {
-            eprintln!("interrupted while starting MCP servers; they were stopped");
-            return EXIT_CANCELLED;
-        }
-        Err(NotLoaded::Failed(message)) => {
-            eprintln!("error: {message}");
-            return EXIT_FAILED;
-        }
+        Err(refused) => return not_loaded(&args.name, refused),
     };
     let Ok(input) = read_input(args.input.as_deref().or(args.prompt.as_deref())) else {
         return EXIT_CONFIG;

@@ -96,8 +96,35 @@ fn load_all(root: &Path, env: EnvLookup) -> Loaded {
             agents.insert(name, agent);
         }
     }
-    after_graph::check_after(&mut agents, &agent_names(root), &mut diagnostics);
+    let names = agent_names(root);
+    after_graph::check_after(&mut agents, &names, &mut diagnostics);
+    diagnostics.extend(unknown_exposed_agents(&settings, &names));
     with_tools(root, settings, agents, diagnostics, env)
+}
+
+/// A warning for each name of `mcp_server.agents` with no agent file:
+/// that tool is not offered. A warning, not an error: a name left behind
+/// by a renamed agent must not stop the daemon's schedules.
+fn unknown_exposed_agents(settings: &Settings, names: &[String]) -> Vec<Diagnostic> {
+    let listed = settings.mcp_server.agents.iter().flatten();
+    listed
+        .filter(|a| !names.contains(&a.name))
+        .map(|a| {
+            let known = if names.is_empty() {
+                "there are no agents in agents/".to_string()
+            } else {
+                format!("the agents are: {}", names.join(", "))
+            };
+            Diagnostic::warning(
+                Path::new("aurad.yaml"),
+                a.place,
+                format!(
+                    "mcp_server.agents: there is no agent `{}` (no agents/{}.yaml), so no such MCP tool is offered; {known}",
+                    a.name, a.name
+                ),
+            )
+        })
+        .collect()
 }
 
 /// Loads `aurad.yaml` and the one agent `name` (with the agents it calls

@@ -1,6 +1,7 @@
 //! `aurad.yaml`: optional project settings (providers, database, listen
 //! address and the host names the API answers to, concurrency, shutdown
-//! grace, prices, retention). Every field has a default.
+//! grace, prices, retention, the agents offered as MCP tools). Every field
+//! has a default.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,7 +12,7 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::bounds::{Syntax, check_text};
-use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate, offset_to_place};
+use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate, locate_item, offset_to_place};
 use super::duration::duration_value;
 use super::prices::parse_prices;
 use super::yaml_value::yaml_diagnostic;
@@ -43,6 +44,14 @@ struct RawSettings {
     sessions: Option<super::sessions::RawSessionLimits>,
     /// Several nodes on one PostgreSQL database (`cluster: {lease: 15s}`).
     cluster: Option<RawCluster>,
+    /// aurad as an MCP server: which agents it offers as tools.
+    mcp_server: Option<RawMcpServer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcpServer {
+    agents: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,6 +149,37 @@ pub struct Settings {
     /// How long sessions are kept and how many turns they take
     /// (`sessions:`).
     pub sessions: super::sessions::SessionLimits,
+    /// `mcp_server:`: the agents `aurad mcp serve` and `/mcp` offer as
+    /// tools.
+    pub mcp_server: McpServerSettings,
+}
+
+/// `mcp_server:` in aurad.yaml: aurad as an MCP server (`aurad mcp serve`,
+/// `/mcp` under `aurad serve`), not the MCP servers the project's agents
+/// use (those are `mcp.json`'s).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpServerSettings {
+    /// `agents:`, the agents offered as tools, each with where it is
+    /// written (a name with no agent file is warned about there); `None`:
+    /// every agent of the project.
+    pub agents: Option<Vec<ExposedAgent>>,
+}
+
+impl McpServerSettings {
+    /// Whether agent `name` is offered as a tool.
+    pub fn exposes(&self, name: &str) -> bool {
+        self.agents
+            .as_ref()
+            .is_none_or(|agents| agents.iter().any(|a| a.name == name))
+    }
+}
+
+/// An entry of `mcp_server.agents`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExposedAgent {
+    pub name: String,
+    /// Its line and column in aurad.yaml.
+    pub place: (usize, usize),
 }
 
 /// A name the API answers to: `host` (any port) or `host:port`. Hosts are
@@ -242,6 +282,7 @@ impl Settings {
             otel: None,
             retention: Retention::default(),
             sessions: super::sessions::SessionLimits::default(),
+            mcp_server: McpServerSettings::default(),
         }
     }
 }
@@ -313,6 +354,17 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
     }
     if let Some(s) = &raw.sessions {
         settings.sessions = super::sessions::parse_sessions(s, &err, &mut diags);
+    }
+    if let Some(names) = raw.mcp_server.and_then(|m| m.agents) {
+        let mut agents: Vec<ExposedAgent> = Vec::with_capacity(names.len());
+        for name in names {
+            if agents.iter().any(|a| a.name == name) {
+                continue;
+            }
+            let place = locate_item(text, &["mcp_server", "agents"], &name);
+            agents.push(ExposedAgent { name, place });
+        }
+        settings.mcp_server.agents = Some(agents);
     }
     if let Some(db) = raw.database {
         if db.trim().is_empty() {
@@ -647,6 +699,30 @@ mod tests {
         assert!(
             d.iter()
                 .any(|m| m.starts_with("aurad.yaml:3:11: unknown provider kind \"cohere\"")),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn mcp_server_agents_are_read_with_their_places() {
+        let root = Path::new("/p");
+        let (s, d) = parse_settings(root, Path::new("aurad.yaml"), "listen: 127.0.0.1:1\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(s.mcp_server.agents, None);
+        assert!(s.mcp_server.exposes("anything"));
+        let text = "mcp_server:\n  agents:\n    - writer\n    - sum\n    - writer\n";
+        let (s, d) = parse_settings(root, Path::new("aurad.yaml"), text);
+        assert!(d.is_empty(), "{d:?}");
+        let agents = s.mcp_server.agents.clone().unwrap();
+        let listed: Vec<(&str, (usize, usize))> =
+            agents.iter().map(|a| (a.name.as_str(), a.place)).collect();
+        assert_eq!(listed, [("writer", (3, 7)), ("sum", (4, 7))]);
+        assert!(s.mcp_server.exposes("sum"));
+        assert!(!s.mcp_server.exposes("other"));
+        let (_, d) = parse_settings(root, Path::new("aurad.yaml"), "mcp_server: {tools: [a]}\n");
+        assert!(
+            d.iter()
+                .any(|d| d.to_string().contains("unknown field `tools`")),
             "{d:?}"
         );
     }

@@ -116,6 +116,10 @@ impl Backend for Daemon {
         Daemon::webhook_secret(self, agent)
     }
 
+    fn agent_tools(&self) -> Vec<crate::api::mcp::AgentTool> {
+        crate::api::mcp::agent_tools(&self.snapshot().project)
+    }
+
     fn status(&self) -> serde_json::Value {
         let snapshot = self.snapshot();
         let states = self.mcp_states();

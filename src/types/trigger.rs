@@ -27,6 +27,9 @@ pub enum Trigger {
     Agent,
     /// A pipeline's agent step.
     Pipeline,
+    /// A `tools/call` of an MCP client (`aurad mcp serve`, `/mcp` under
+    /// `aurad serve`).
+    Mcp,
     /// `aurad replay` (offline, never stored).
     Replay,
     /// `aurad test` (offline, never stored).
@@ -35,7 +38,7 @@ pub enum Trigger {
 
 impl Trigger {
     /// Every kind, in the order above.
-    pub const ALL: [Trigger; 11] = [
+    pub const ALL: [Trigger; 12] = [
         Trigger::Cli,
         Trigger::Schedule,
         Trigger::Api,
@@ -45,6 +48,7 @@ impl Trigger {
         Trigger::Watch,
         Trigger::Agent,
         Trigger::Pipeline,
+        Trigger::Mcp,
         Trigger::Replay,
         Trigger::Test,
     ];
@@ -61,6 +65,7 @@ impl Trigger {
             Trigger::Watch => "watch",
             Trigger::Agent => "agent",
             Trigger::Pipeline => "pipeline",
+            Trigger::Mcp => "mcp",
             Trigger::Replay => "replay",
             Trigger::Test => "test",
         }

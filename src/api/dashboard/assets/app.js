@@ -8,7 +8,7 @@ const TOKEN_KEY = "aurad.token";
 const PAGE = 25;
 const STATES = ["queued", "running", "waiting_approval", "succeeded", "failed",
   "timed_out", "cancelled", "budget_exceeded", "skipped", "missed", "interrupted"];
-const TRIGGERS = ["api", "cli", "schedule", "webhook", "after", "watch", "retry"];
+const TRIGGERS = ["api", "cli", "schedule", "webhook", "after", "watch", "retry", "mcp"];
 
 let stream = null; // the AbortController of the open event stream
 let renderSeq = 0; // bumps on each navigation; late answers of an old view are dropped
