@@ -169,3 +169,37 @@ async fn the_openai_package_talks_to_agents() {
     assert_eq!(run["session_id"], Value::from(session), "{run}");
     api.stop().await;
 }
+
+/// The endpoint is guarded like the rest of the API, and the guard's
+/// refusals come in OpenAI's error shape too.
+#[tokio::test]
+async fn the_guard_refuses_web_pages_in_openai_s_shape() {
+    let mock = MockLlm::start().await;
+    let dir = project_with_mock(&mock, "model: mock/m\n");
+    let api = Api::start(dir.path(), &[]).await;
+    let body = r#"{"model": "a", "messages": [{"role": "user", "content": "hi"}]}"#;
+    let cross_site = api
+        .post("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .header("origin", "https://elsewhere.example")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = support::daemon::json_of(cross_site).await;
+    assert_eq!(status, 403, "{error}");
+    assert_eq!(error["error"]["type"], "permission_error", "{error}");
+    let form = api
+        .post("/v1/chat/completions")
+        .header("content-type", "text/plain")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = support::daemon::json_of(form).await;
+    assert_eq!(status, 415, "{error}");
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+    assert!(error["error"]["message"].is_string(), "{error}");
+    assert_eq!(mock.request_count(), 0, "no run started");
+    api.stop().await;
+}
