@@ -72,7 +72,7 @@ pub(super) async fn start_run(
 }
 
 /// True when the client asked for `text/event-stream`.
-fn wants_event_stream(headers: &HeaderMap) -> bool {
+pub(super) fn wants_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()

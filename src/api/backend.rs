@@ -13,10 +13,13 @@ use serde::Serialize;
 
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
-use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError, WaitingRun};
+use crate::store::{
+    FirePage, MemoryNamespace, RunPage, RunRecord, SessionMessage, SessionRecord, StoreError,
+    WaitingRun,
+};
 use crate::types::approval::ApprovalRecord;
 use crate::types::memory::Memory;
-use crate::types::{RunEvent, ScheduleId, Trigger};
+use crate::types::{Message, RunEvent, ScheduleId, Trigger};
 
 /// The running daemon, as the HTTP API sees it.
 pub trait Backend: Send + Sync + 'static {
@@ -87,6 +90,54 @@ pub trait Backend: Send + Sync + 'static {
     fn status(&self) -> serde_json::Value;
     /// The agents `/mcp` offers as tools now (`mcp_server:` in aurad.yaml).
     fn agent_tools(&self) -> Vec<super::mcp::AgentTool>;
+    /// A new session of `agent` (not a pipeline).
+    fn new_session<'a>(
+        &'a self,
+        agent: &'a str,
+    ) -> BoxFuture<'a, Result<SessionRecord, SessionError>>;
+    /// The sessions (of `agent`, or all), the last updated first.
+    fn sessions<'a>(
+        &'a self,
+        agent: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<SessionRecord>, StoreError>>;
+    /// Session `id` with its messages in order.
+    fn session<'a>(&'a self, id: &'a str)
+    -> BoxFuture<'a, Result<Option<SessionView>, StoreError>>;
+    /// Starts the turn of session `id` whose message is `message`, through
+    /// the supervisor like any API run; returns its run as stored. With
+    /// `agent`, the session must be that agent's.
+    fn send_message<'a>(
+        &'a self,
+        id: &'a str,
+        message: String,
+        agent: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<RunRecord, SessionError>>;
+    /// Deletes session `id` and its messages; `Conflict` while a turn of it
+    /// has not ended.
+    fn delete_session<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), SessionError>>;
+}
+
+/// A session and its messages in order.
+pub type SessionView = (SessionRecord, Vec<SessionMessage>);
+
+/// Why a session was not created, continued or deleted; each message says
+/// what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// No such session, or no such agent.
+    #[error("{0}")]
+    NotFound(String),
+    /// The message or the agent cannot make a turn: an empty message, a
+    /// pipeline, another agent's session.
+    #[error("{0}")]
+    Invalid(String),
+    /// The session is full (`sessions.max_turns`), or (deleting) a turn of
+    /// it has not ended; `runs` are those turns.
+    #[error("{message}")]
+    Conflict { message: String, runs: Vec<String> },
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
 }
 
 /// An agent as the API and `aurad agents` describe it.
@@ -160,6 +211,9 @@ pub struct RunAsk {
     /// A webhook's delivery id, claimed with the run so a redelivery starts
     /// no second run.
     pub delivery: Option<String>,
+    /// The earlier messages of a conversation the caller holds (the
+    /// OpenAI-compatible endpoint), put before the input.
+    pub history: Option<Vec<Message>>,
 }
 
 impl RunAsk {
@@ -173,6 +227,7 @@ impl RunAsk {
             headers: std::collections::BTreeMap::new(),
             trigger,
             delivery: None,
+            history: None,
         }
     }
 }

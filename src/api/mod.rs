@@ -4,7 +4,9 @@
 //! auth, request logging, the 1 MiB body limit, and the JSON error shape
 //! every handler answers with (`{"error": "<what to do>"}`). The handlers live in
 //! `agents` (agents, starting runs), `runs` (listing, reading, cancelling
-//! runs), `approvals` (a person's decision on a run waiting for approval),
+//! runs), `sessions` (conversations: a message is a turn), `openai` (the
+//! OpenAI-compatible `/v1/chat/completions` and `/v1/models`, errors in
+//! OpenAI's shape), `approvals` (a person's decision on a run waiting for approval),
 //! `sse` (a run's events as server-sent events), `status` (what the
 //! configuration loaded and left out), `fires` (what became of the
 //! schedules' fires), `memory` (the memory namespaces and their entries),
@@ -29,14 +31,17 @@ pub mod mcp;
 mod memory;
 #[doc(hidden)]
 pub use hooks::check_request as check_webhook_request;
+mod openai;
 mod runs;
 pub mod server;
+mod sessions;
 mod signatures;
 mod sse;
 mod status;
 
 pub use backend::{
-    AfterInfo, AgentInfo, Backend, CancelAnswer, RunAsk, ScheduleInfo, SubmitError, TriggerError,
+    AfterInfo, AgentInfo, Backend, CancelAnswer, RunAsk, ScheduleInfo, SessionError, SessionView,
+    SubmitError, TriggerError,
 };
 
 use std::sync::Arc;
@@ -113,6 +118,7 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
             "/mcp",
             mcp::http::service(api.daemon.clone(), api.stop.clone()),
         )
+        .merge(sessions::routes())
         .route_layer(middleware::from_fn_with_state(api.clone(), require_token));
     // Everything but the webhooks (signed instead) refuses what a web page
     // could send; that check comes before the token's. The dashboard's
@@ -126,6 +132,7 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
         ));
     let hooks = Router::new().route("/hooks/{agent}", post(hooks::deliver));
     guarded
+        .merge(openai::routes(&api))
         .merge(hooks)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
@@ -178,7 +185,7 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn no_route(request: Request) -> ApiError {
     ApiError::not_found(format!(
-        "no route {} {}: the dashboard is at /; the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs, /v1/fires, /v1/memory, /mcp and /hooks/{{agent}}",
+        "no route {} {}: the dashboard is at /; the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs, /v1/sessions, /v1/fires, /v1/memory, /v1/chat/completions, /v1/models, /mcp and /hooks/{{agent}}",
         request.method(),
         request.uri().path()
     ))

@@ -8,10 +8,14 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use super::Daemon;
-use crate::api::{AgentInfo, Backend, CancelAnswer, RunAsk, TriggerError};
+use crate::api::{
+    AgentInfo, Backend, CancelAnswer, RunAsk, SessionError, SessionView, TriggerError,
+};
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
-use crate::store::{FirePage, MemoryNamespace, RunPage, RunRecord, StoreError, WaitingRun};
+use crate::store::{
+    FirePage, MemoryNamespace, RunPage, RunRecord, SessionRecord, StoreError, WaitingRun,
+};
 use crate::types::RunEvent;
 use crate::types::approval::{ApprovalRecord, DecidedBy};
 use crate::types::memory::Memory;
@@ -125,5 +129,40 @@ impl Backend for Daemon {
         let states = self.mcp_states();
         serde_json::to_value(super::status::status(&snapshot, &states, self.nodes()))
             .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+    }
+
+    fn new_session<'a>(
+        &'a self,
+        agent: &'a str,
+    ) -> BoxFuture<'a, Result<SessionRecord, SessionError>> {
+        Box::pin(Daemon::new_session(self, agent))
+    }
+
+    fn sessions<'a>(
+        &'a self,
+        agent: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<SessionRecord>, StoreError>> {
+        Box::pin(self.store().sessions(agent, limit))
+    }
+
+    fn session<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SessionView>, StoreError>> {
+        Box::pin(Daemon::session(self, id))
+    }
+
+    fn send_message<'a>(
+        &'a self,
+        id: &'a str,
+        message: String,
+        agent: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<RunRecord, SessionError>> {
+        Box::pin(Daemon::send_message(self, id, message, agent))
+    }
+
+    fn delete_session<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), SessionError>> {
+        Box::pin(Daemon::delete_session(self, id))
     }
 }

@@ -18,6 +18,7 @@ pub mod reload;
 pub mod retention;
 pub mod scheduler;
 mod serve;
+mod sessions;
 pub mod status;
 pub mod supervisor;
 mod watch;
@@ -207,6 +208,7 @@ impl Daemon {
             event: trigger.event,
             headers: trigger.headers,
             delivery: trigger.delivery,
+            history: trigger.history,
             ..RunRequest::new(agent, trigger.trigger)
         };
         Ok(self.supervisor.submit(snapshot, request, None).await?)

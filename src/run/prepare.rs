@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::config::EnvLookup;
 use crate::config::approval::ApprovalConfig;
 use crate::config::{HistoryMode, MemoryConfig, SkillsChoice, SkillsMode};
+use crate::engine::history::TurnHistory;
 use crate::engine::{ActiveSkills, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
@@ -109,6 +110,11 @@ fn prepare_with(
         event: request.event,
         headers: request.headers,
         trigger: request.origin.clone(),
+        // A session's turn reads its history from the session.
+        history: match &request.session {
+            Some(_) => Vec::new(),
+            None => request.history.unwrap_or_default(),
+        },
     };
     let render = |template: &str, input: &str| render(template, &agent.name, &now, input, &vars);
     let schedule_input = request
@@ -175,7 +181,14 @@ fn prepare_with(
         skills,
         memory: None,
         resume: None,
-        history: None,
+        // A caller's own conversation (`RunRequest::history`); a session's
+        // turn gets its history when it starts (`super::agent`).
+        history: (!vars.history.is_empty()).then(|| TurnHistory {
+            summary: None,
+            messages: vars.history.clone(),
+            first_seq: 1,
+            compact: false,
+        }),
     };
     Ok(PreparedRun {
         timezone: agent

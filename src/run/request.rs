@@ -59,6 +59,12 @@ pub struct RunRequest {
     /// The session this run is a turn of: its input is the person's new
     /// message, and the session's earlier messages are its history.
     pub session: Option<String>,
+    /// The earlier messages of a conversation the caller holds itself (the
+    /// OpenAI-compatible endpoint's `messages`, all but the last): put
+    /// before the input as a session's history is, and kept with the run
+    /// while it is queued. Ignored for a turn of a session, whose history
+    /// is the session's. `None` or empty: a run on its own.
+    pub history: Option<Vec<crate::types::Message>>,
 }
 
 impl RunRequest {
@@ -83,6 +89,7 @@ impl RunRequest {
             parent: None,
             ceiling: None,
             session: None,
+            history: None,
         }
     }
 
@@ -102,6 +109,7 @@ impl RunRequest {
             origin: stored.trigger,
             run_id: Some(run.id.clone()),
             session: run.session_id.clone(),
+            history: Some(stored.history).filter(|h| !h.is_empty()),
             ..RunRequest::new(&run.agent, run.trigger)
         }
     }

@@ -18,7 +18,7 @@ use minijinja::{Error, ErrorKind, Output, State, Value};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
-use crate::types::RunState;
+use crate::types::{Message, RunState};
 
 /// `{{ trigger.* }}`: what started a run besides a person, a clock or a
 /// webhook. `{{ trigger.kind }}` says which.
@@ -52,6 +52,10 @@ pub struct RequestVars {
     pub headers: BTreeMap<String, String>,
     /// `{{ trigger.X }}`: the run's end or file that started it.
     pub trigger: Option<TriggerVars>,
+    /// Not a template variable: the earlier messages a caller sent with
+    /// the request (`RunRequest::history`), kept with a queued run so a run
+    /// taken over is the same conversation. Empty: none.
+    pub history: Vec<Message>,
 }
 
 impl RequestVars {
@@ -62,19 +66,24 @@ impl RequestVars {
             && self.event.is_none()
             && self.headers.is_empty()
             && self.trigger.is_none()
+            && self.history.is_empty()
     }
 
     /// The JSON kept with a queued run (`{"vars": ..., "payload": ...,
-    /// "event": ..., "headers": ...}`); read back by [`RequestVars::stored`].
+    /// "event": ..., "headers": ..., "trigger": ...}`, and `"history"` when
+    /// there is one); read back by [`RequestVars::stored`].
     pub fn to_stored(&self) -> String {
-        serde_json::json!({
+        let mut stored = serde_json::json!({
             "vars": self.vars,
             "payload": self.payload,
             "event": self.event,
             "headers": self.headers,
             "trigger": self.trigger,
-        })
-        .to_string()
+        });
+        if !self.history.is_empty() {
+            stored["history"] = serde_json::json!(self.history);
+        }
+        stored.to_string()
     }
 
     /// The variables of a queued run's stored context; empty when there is
@@ -108,6 +117,10 @@ impl RequestVars {
             trigger: context
                 .remove("trigger")
                 .and_then(|t| serde_json::from_value(t).ok()),
+            history: context
+                .remove("history")
+                .and_then(|h| serde_json::from_value(h).ok())
+                .unwrap_or_default(),
         }
     }
 }
@@ -214,6 +227,24 @@ impl Object for Headers {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_caller_s_history_is_kept_with_a_queued_run() {
+        let vars = RequestVars {
+            history: vec![
+                Message::user("hi"),
+                Message::Assistant {
+                    content: "hello".into(),
+                    tool_calls: Vec::new(),
+                },
+            ],
+            ..RequestVars::default()
+        };
+        assert!(!vars.is_empty());
+        assert_eq!(RequestVars::stored(Some(&vars.to_stored())), vars);
+        // Without one, nothing is written for it.
+        assert!(!RequestVars::default().to_stored().contains("history"));
+    }
 
     fn webhook() -> RequestVars {
         RequestVars {

@@ -99,7 +99,8 @@ pub use queue::{ClusterSignal, TakenRun};
 pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use sessions::{
-    SessionHistory, SessionMessage, SessionRecord, SessionSummary, SessionTurn, TITLE_CHARS,
+    SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary, SessionTurn,
+    TITLE_CHARS,
 };
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;

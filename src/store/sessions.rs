@@ -74,6 +74,16 @@ pub struct SessionHistory {
     pub messages: Vec<SessionMessage>,
 }
 
+/// What [`Store::delete_session`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionDeletion {
+    Deleted,
+    NotFound,
+    /// Nothing was deleted: these runs, turns of the session, have not
+    /// ended (oldest first).
+    TurnsOpen(Vec<String>),
+}
+
 /// The longest title taken from a message.
 pub const TITLE_CHARS: usize = 60;
 
@@ -233,9 +243,11 @@ impl Store {
         route!(self.session_history(id))
     }
 
-    /// Deletes session `id` and its messages (its runs stay); whether it
-    /// existed.
-    pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+    /// Deletes session `id` and its messages (its runs stay), unless a
+    /// turn of it has not ended (queued, running or waiting for approval):
+    /// checked in the same transaction, so a turn never ends into a session
+    /// that is gone.
+    pub async fn delete_session(&self, id: &str) -> Result<SessionDeletion, StoreError> {
         let id = id.to_string();
         route!(self.delete_session(id))
     }

@@ -2,13 +2,14 @@
 //! (`store_test!`): a session keeps its turns' messages in order with their
 //! runs, its totals and a title from the first user message; ids are
 //! unique; turns sent at once to one session take turns (no message place
-//! is reused); deleting a session deletes its messages.
+//! is reused); deleting a session deletes its messages, and is refused
+//! while a turn of it has not ended.
 
 use chrono::{Duration, Utc};
 
 use crate::store::testing::new_run;
 use crate::store::testing::store_test;
-use crate::store::{NewRun, RunEnd, SessionSummary, SessionTurn, StoreError};
+use crate::store::{NewRun, RunEnd, SessionDeletion, SessionSummary, SessionTurn, StoreError};
 use crate::types::RunState;
 use crate::types::{Message, ToolCall, Usage};
 
@@ -88,8 +89,8 @@ store_test! {
         assert_eq!(ids(store.sessions(None, 10).await.unwrap()), ["a1", "a2", "b1"]);
         assert_eq!(ids(store.sessions(Some("alpha"), 10).await.unwrap()), ["a1", "a2"]);
         assert_eq!(ids(store.sessions(None, 1).await.unwrap()), ["a1"]);
-        assert!(store.delete_session("a1").await.unwrap());
-        assert!(!store.delete_session("a1").await.unwrap());
+        assert_eq!(store.delete_session("a1").await.unwrap(), SessionDeletion::Deleted);
+        assert_eq!(store.delete_session("a1").await.unwrap(), SessionDeletion::NotFound);
         assert!(store.session_messages("a1").await.unwrap().is_empty());
         assert_eq!(ids(store.sessions(None, 10).await.unwrap()), ["a2", "b1"]);
     }
@@ -187,5 +188,24 @@ store_test! {
         assert!(store.take_session_turn("s", "a2").await.unwrap());
         let e = store.take_session_turn("gone", "x").await.unwrap_err();
         assert!(matches!(e, StoreError::NotFound(_)), "{e}");
+    }
+}
+
+store_test! {
+    async fn a_session_with_a_turn_not_ended_is_not_deleted(store) {
+        let now = Utc::now();
+        store.create_session("s", "helper", now).await.unwrap();
+        store.claim_run(turn_run("t2", "s", RunState::Queued)).await.unwrap();
+        store.claim_run(turn_run("t1", "s", RunState::Running)).await.unwrap();
+        assert_eq!(
+            store.delete_session("s").await.unwrap(),
+            SessionDeletion::TurnsOpen(vec!["t1".into(), "t2".into()])
+        );
+        assert!(store.session("s").await.unwrap().is_some());
+        let end = RunEnd::new(RunState::Succeeded, None);
+        store.finish_turn("t1", vec![], end.clone(), "s", turn("t1", "a", "b", 1, None)).await.unwrap();
+        store.finish_run_as("t2", vec![], RunEnd::new(RunState::Cancelled, None)).await.unwrap();
+        assert_eq!(store.delete_session("s").await.unwrap(), SessionDeletion::Deleted);
+        assert!(store.session_messages("s").await.unwrap().is_empty());
     }
 }

@@ -60,6 +60,7 @@ impl PipelineJob {
             event: request.event,
             headers: request.headers,
             trigger: request.origin,
+            history: Vec::new(),
         };
         let schedule_input = request
             .schedule_id

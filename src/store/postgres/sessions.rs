@@ -11,7 +11,9 @@ use tokio_postgres::types::ToSql;
 use super::run_rows::millis;
 use super::{Postgres, pg};
 use crate::store::sessions::{EncodedTurn, message_from};
-use crate::store::{SessionHistory, SessionMessage, SessionRecord, SessionSummary, StoreError};
+use crate::store::{
+    SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary, StoreError,
+};
 
 const COLUMNS: &str = "id, agent, title, created_at, updated_at, turns, messages, \
                        input_tokens, output_tokens, cost_usd";
@@ -175,10 +177,33 @@ impl Postgres {
         .await
     }
 
-    pub(crate) async fn delete_session(&self, id: String) -> Result<bool, StoreError> {
+    pub(crate) async fn delete_session(&self, id: String) -> Result<SessionDeletion, StoreError> {
         self.with_client(move |mut client| async move {
             let context = "deleting a session";
             let tx = client.transaction().await.map_err(pg(context))?;
+            // The row locked first: a turn taken meanwhile (which updates
+            // it) waits for this transaction, or this one for it.
+            let found = tx
+                .query_opt("SELECT id FROM sessions WHERE id = $1 FOR UPDATE", &[&id])
+                .await
+                .map_err(pg(context))?;
+            if found.is_none() {
+                return Ok(SessionDeletion::NotFound);
+            }
+            let open: Vec<String> = tx
+                .query(
+                    "SELECT id FROM runs WHERE session_id = $1
+                     AND state IN ('queued', 'running', 'waiting_approval') ORDER BY id",
+                    &[&id],
+                )
+                .await
+                .map_err(pg(context))?
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            if !open.is_empty() {
+                return Ok(SessionDeletion::TurnsOpen(open));
+            }
             tx.execute("DELETE FROM session_messages WHERE session_id = $1", &[&id])
                 .await
                 .map_err(pg(context))?;
@@ -187,7 +212,11 @@ impl Postgres {
                 .await
                 .map_err(pg(context))?;
             tx.commit().await.map_err(pg(context))?;
-            Ok(deleted == 1)
+            Ok(if deleted == 1 {
+                SessionDeletion::Deleted
+            } else {
+                SessionDeletion::NotFound
+            })
         })
         .await
     }

@@ -8,7 +8,9 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{Sqlite, StoreError, sql, time_text};
 use crate::store::sessions::{EncodedTurn, message_from};
-use crate::store::{SessionHistory, SessionMessage, SessionRecord, SessionSummary};
+use crate::store::{
+    SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary,
+};
 
 /// The condition under which run `?2` may take session `?1`'s turn: the
 /// turn is free (no holder, or one whose run has ended or is gone) and no
@@ -20,6 +22,9 @@ const TURN_FREE: &str = "id = ?1
     AND NOT EXISTS (
         SELECT 1 FROM runs WHERE runs.session_id = ?1 AND runs.id < ?2
                              AND runs.state IN ('queued', 'running', 'waiting_approval'))";
+
+/// The states of a run that has not ended.
+const OPEN: &str = "('queued', 'running', 'waiting_approval')";
 
 const COLUMNS: &str = "id, agent, title, created_at, updated_at, turns, messages, \
                        input_tokens, output_tokens, cost_usd";
@@ -149,10 +154,24 @@ impl Sqlite {
         .await
     }
 
-    pub async fn delete_session(&self, id: String) -> Result<bool, StoreError> {
+    pub async fn delete_session(&self, id: String) -> Result<SessionDeletion, StoreError> {
         self.call(move |conn| {
             let context = "deleting a session";
             let tx = conn.savepoint().map_err(sql(context))?;
+            let open = {
+                let mut stmt = tx
+                    .prepare_cached(&format!(
+                        "SELECT id FROM runs WHERE session_id = ?1 AND state IN {OPEN} ORDER BY id"
+                    ))
+                    .map_err(sql(context))?;
+                let rows = stmt
+                    .query_map(params![id], |row| row.get::<_, String>(0))
+                    .map_err(sql(context))?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(sql(context))?
+            };
+            if !open.is_empty() {
+                return Ok(SessionDeletion::TurnsOpen(open));
+            }
             tx.execute(
                 "DELETE FROM session_messages WHERE session_id = ?1",
                 params![id],
@@ -162,7 +181,11 @@ impl Sqlite {
                 .execute("DELETE FROM sessions WHERE id = ?1", params![id])
                 .map_err(sql(context))?;
             tx.commit().map_err(sql(context))?;
-            Ok(deleted == 1)
+            Ok(if deleted == 1 {
+                SessionDeletion::Deleted
+            } else {
+                SessionDeletion::NotFound
+            })
         })
         .await
     }
