@@ -352,3 +352,47 @@ async fn a_200_turn_session_stays_under_its_budget_by_compaction() {
         "malformed request"
     );
 }
+
+#[tokio::test]
+async fn runs_prune_with_sessions_deletes_the_sessions_not_used_for_the_age() {
+    let mock = MockLlm::start().await;
+    let dir = support::project::project_with_mock(&mock, "model: mock/m\nsystem: s\n");
+    let db = dir.path().join("aurad.db");
+    {
+        let store = Store::open(&db).unwrap();
+        let now = chrono::Utc::now();
+        store
+            .create_session("old", "a", now - chrono::Duration::days(3))
+            .await
+            .unwrap();
+        store.create_session("new", "a", now).await.unwrap();
+        store.close().unwrap();
+    }
+    let prune = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aurad"))
+            .arg("--dir")
+            .arg(dir.path())
+            .args(["runs", "prune", "--older-than", "2d"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let dry = prune(&["--sessions", "--dry-run"]);
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        text.contains("would delete 1 session(s) (0 messages)"),
+        "{text}"
+    );
+    // Without --sessions, sessions are not touched.
+    assert!(!String::from_utf8_lossy(&prune(&[]).stdout).contains("session"));
+    let done = prune(&["--sessions"]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(String::from_utf8_lossy(&done.stdout).contains("deleted 1 session(s)"));
+    let store = Store::open(&db).unwrap();
+    assert!(store.session("old").await.unwrap().is_none());
+    assert!(store.session("new").await.unwrap().is_some());
+}

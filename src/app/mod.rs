@@ -25,7 +25,7 @@ pub mod serve;
 pub use crate::api::AgentInfo;
 pub use crate::store::{
     NodeRecord, PruneScope, Pruned, RunFilter, RunRecord, SessionMessage, SessionRecord,
-    StepRecord, Store, StoreError,
+    SessionsPruned, StepRecord, Store, StoreError,
 };
 pub use project::{
     ForAgent, OpenError, api_access, concerns, for_agent, interruptible, open_store, runtime,
@@ -48,7 +48,7 @@ pub mod skills {
 /// What `aurad runs prune` shares with the daemon's pruner: how far back a
 /// cut-off goes and how many rows a batch deletes.
 pub mod retention {
-    pub use crate::daemon::retention::{BATCH_ROWS, cutoff};
+    pub use crate::daemon::retention::{BATCH_ROWS, SESSION_BATCH, cutoff};
 }
 
 /// The redactor of the process environment's secrets, which every log line

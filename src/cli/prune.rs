@@ -26,6 +26,10 @@ pub struct PruneArgs {
     /// Print what would be removed; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also delete the sessions (conversations) not used for AGE, with
+    /// their messages; a session with a turn not ended is kept.
+    #[arg(long, conflicts_with = "events_only")]
+    pub sessions: bool,
 }
 
 fn parse_age(text: &str) -> Result<Duration, String> {
@@ -76,10 +80,52 @@ pub fn run(root: &Path, args: PruneArgs) -> i32 {
         "{verb} {} that ended before {when}",
         describe(scope, &pruned)
     );
+    if args.sessions {
+        let sessions = prune_sessions(&store, before, args.dry_run);
+        match sessions {
+            Ok(p) => println!(
+                "{} {} session(s) ({} messages) not used since {when}",
+                if args.dry_run {
+                    "would delete"
+                } else {
+                    "deleted"
+                },
+                p.sessions,
+                p.messages
+            ),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_FAILED;
+            }
+        }
+    }
     if args.dry_run {
         println!("nothing was changed (--dry-run)");
     }
     EXIT_OK
+}
+
+/// The sessions not used since `before`, a batch at a time (counted only
+/// on a dry run).
+fn prune_sessions(
+    store: &crate::app::Store,
+    before: chrono::DateTime<chrono::Utc>,
+    dry_run: bool,
+) -> Result<crate::app::SessionsPruned, crate::app::StoreError> {
+    let batch =
+        |limit| futures::executor::block_on(store.prune_sessions(before, u64::MAX, limit, dry_run));
+    if dry_run {
+        return batch(usize::MAX);
+    }
+    let mut total = crate::app::SessionsPruned::default();
+    loop {
+        let pruned = batch(crate::app::retention::SESSION_BATCH)?;
+        if pruned.sessions == 0 {
+            return Ok(total);
+        }
+        total.sessions += pruned.sessions;
+        total.messages += pruned.messages;
+    }
 }
 
 /// Every batch until none is left; a batch at a time, so a running daemon

@@ -92,3 +92,42 @@ pub(super) fn parse_sessions(
     }
     limits
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::settings::parse_settings;
+
+    #[test]
+    fn sessions_are_read_and_bad_values_are_located() {
+        let text = "sessions:\n  expire_after: 30d\n  max_turns: 200\n  max_per_agent: 50\n";
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            s.sessions,
+            SessionLimits {
+                expire_after: Duration::from_secs(30 * 86_400),
+                max_turns: 200,
+                max_per_agent: 50,
+            }
+        );
+        let text = "sessions:\n  expire_after: 5m\n  max_turns: 0\n";
+        let (s, d) = parse_settings(Path::new("/p"), Path::new("aurad.yaml"), text);
+        let d: Vec<String> = d.iter().map(ToString::to_string).collect();
+        assert!(
+            d[0].starts_with(
+                "aurad.yaml:2:17: sessions.expire_after: 5m is shorter than the minimum of 1h"
+            ),
+            "{d:?}"
+        );
+        assert!(
+            d[1].starts_with(
+                "aurad.yaml:3:14: sessions.max_turns is 0: expected a whole number of at least 1"
+            ),
+            "{d:?}"
+        );
+        assert_eq!(s.sessions, SessionLimits::default());
+    }
+}

@@ -100,7 +100,7 @@ pub use retention::{PruneBatch, PruneScope, Pruned};
 pub use runs::{Fire, NewRun, RunEnd, RunFilter, RunParent, RunRecord};
 pub use sessions::{
     SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary, SessionTurn,
-    TITLE_CHARS,
+    SessionsPruned, TITLE_CHARS,
 };
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;

@@ -251,4 +251,29 @@ impl Store {
         let id = id.to_string();
         route!(self.delete_session(id))
     }
+
+    /// Deletes (or, `dry_run`, counts) at most `limit` sessions with their
+    /// messages: those not used since `idle_before`, and, per agent, those
+    /// beyond its `max_per_agent` most recently used. A session with a
+    /// turn not ended (queued, running, waiting for approval) is never
+    /// pruned; its turns' runs stay (runs have their own retention). One
+    /// transaction; call again until it removes nothing.
+    pub async fn prune_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        max_per_agent: u64,
+        limit: usize,
+        dry_run: bool,
+    ) -> Result<SessionsPruned, StoreError> {
+        let max_per_agent = i64::try_from(max_per_agent).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        route!(self.prune_sessions(idle_before, max_per_agent, limit, dry_run))
+    }
+}
+
+/// What [`Store::prune_sessions`] removed (or would remove).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SessionsPruned {
+    pub sessions: u64,
+    pub messages: u64,
 }

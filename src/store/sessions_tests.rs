@@ -209,3 +209,44 @@ store_test! {
         assert!(store.session_messages("s").await.unwrap().is_empty());
     }
 }
+
+store_test! {
+    async fn idle_sessions_and_those_over_an_agents_limit_are_pruned_unless_a_turn_is_open(store) {
+        let now = Utc::now();
+        let old = now - Duration::days(40);
+        store.create_session("idle", "a", old).await.unwrap();
+        store.create_session("idle-busy", "a", old).await.unwrap();
+        store.create_session("fresh", "a", now).await.unwrap();
+        for (i, id) in ["b1", "b2", "b3"].iter().enumerate() {
+            store.create_session(id, "b", now - Duration::minutes(10 - i as i64)).await.unwrap();
+        }
+        // A turn of `idle` stored (2 messages) long ago; `idle-busy` has a
+        // turn still running.
+        store.claim_run(turn_run("t1", "idle", RunState::Running)).await.unwrap();
+        store.finish_turn("t1", vec![], RunEnd::new(RunState::Succeeded, None), "idle", turn("t1", "q", "a", 1, None)).await.unwrap();
+        store.claim_run(turn_run("t2", "idle-busy", RunState::Running)).await.unwrap();
+        let cutoff = now - Duration::days(30);
+        // The stored turn made `idle` used now: age it again by hand.
+        store.create_session("idle2", "a", old).await.unwrap();
+        let dry = store.prune_sessions(cutoff, 2, 100, true).await.unwrap();
+        assert_eq!(dry.sessions, 2, "{dry:?}"); // idle2 and b1
+        assert!(store.session("b1").await.unwrap().is_some(), "a dry run deletes nothing");
+        let done = store.prune_sessions(cutoff, 2, 100, false).await.unwrap();
+        assert_eq!(done, dry);
+        for gone in ["idle2", "b1"] {
+            assert!(store.session(gone).await.unwrap().is_none(), "{gone} kept");
+        }
+        for kept in ["idle", "idle-busy", "fresh", "b2", "b3"] {
+            assert!(store.session(kept).await.unwrap().is_some(), "{kept} pruned");
+        }
+        // Nothing left to prune.
+        assert_eq!(store.prune_sessions(cutoff, 2, 100, false).await.unwrap().sessions, 0);
+        // Idle and over the limit with its messages: pruned with them.
+        let later = now + Duration::days(60);
+        store.finish_run_as("t2", vec![], RunEnd::new(RunState::Failed, None)).await.unwrap();
+        let pruned = store.prune_sessions(later - Duration::days(30), 1000, 100, false).await.unwrap();
+        assert_eq!(pruned.sessions, 5);
+        assert_eq!(pruned.messages, 2);
+        assert!(store.session_messages("idle").await.unwrap().is_empty());
+    }
+}

@@ -12,7 +12,8 @@ use super::run_rows::millis;
 use super::{Postgres, pg};
 use crate::store::sessions::{EncodedTurn, message_from};
 use crate::store::{
-    SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary, StoreError,
+    SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary, SessionsPruned,
+    StoreError,
 };
 
 const COLUMNS: &str = "id, agent, title, created_at, updated_at, turns, messages, \
@@ -217,6 +218,57 @@ impl Postgres {
             } else {
                 SessionDeletion::NotFound
             })
+        })
+        .await
+    }
+
+    pub(crate) async fn prune_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        max_per_agent: i64,
+        limit: i64,
+        dry_run: bool,
+    ) -> Result<SessionsPruned, StoreError> {
+        self.with_client(move |mut client| async move {
+            let context = "pruning sessions";
+            let tx = client.transaction().await.map_err(pg(context))?;
+            // Locked and skipped when another node holds them: nodes
+            // pruning at once take disjoint sessions.
+            let rows = tx
+                .query(
+                    "SELECT s.id, s.messages FROM sessions s
+                     JOIN (SELECT id, ROW_NUMBER() OVER (PARTITION BY agent
+                                                         ORDER BY updated_at DESC, id DESC) AS place
+                           FROM sessions) ranked ON ranked.id = s.id
+                     WHERE (s.updated_at < $1 OR ranked.place > $2)
+                       AND NOT EXISTS (SELECT 1 FROM runs
+                                       WHERE runs.session_id = s.id
+                                         AND runs.state IN ('queued', 'running', 'waiting_approval'))
+                     ORDER BY s.updated_at LIMIT $3
+                     FOR UPDATE OF s SKIP LOCKED",
+                    &[&idle_before, &max_per_agent, &limit],
+                )
+                .await
+                .map_err(pg(context))?;
+            let mut pruned = SessionsPruned::default();
+            let mut ids = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let id: String = row.try_get(0).map_err(pg(context))?;
+                let messages: i64 = row.try_get(1).map_err(pg(context))?;
+                pruned.sessions += 1;
+                pruned.messages += u64::try_from(messages).unwrap_or_default();
+                ids.push(id);
+            }
+            if !dry_run && !ids.is_empty() {
+                tx.execute("DELETE FROM session_messages WHERE session_id = ANY($1)", &[&ids])
+                    .await
+                    .map_err(pg(context))?;
+                tx.execute("DELETE FROM sessions WHERE id = ANY($1)", &[&ids])
+                    .await
+                    .map_err(pg(context))?;
+            }
+            tx.commit().await.map_err(pg(context))?;
+            Ok(pruned)
         })
         .await
     }

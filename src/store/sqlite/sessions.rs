@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::{Sqlite, StoreError, sql, time_text};
 use crate::store::sessions::{EncodedTurn, message_from};
 use crate::store::{
-    SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary,
+    SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary, SessionsPruned,
 };
 
 /// The condition under which run `?2` may take session `?1`'s turn: the
@@ -186,6 +186,61 @@ impl Sqlite {
             } else {
                 SessionDeletion::NotFound
             })
+        })
+        .await
+    }
+
+    pub async fn prune_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        max_per_agent: i64,
+        limit: i64,
+        dry_run: bool,
+    ) -> Result<SessionsPruned, StoreError> {
+        self.call(move |conn| {
+            let context = "pruning sessions";
+            let tx = conn.savepoint().map_err(sql(context))?;
+            let ids: Vec<String> = {
+                let mut stmt = tx
+                    .prepare_cached(&format!(
+                        "SELECT id FROM (
+                             SELECT id, updated_at,
+                                    ROW_NUMBER() OVER (PARTITION BY agent
+                                                       ORDER BY updated_at DESC, id DESC) AS place
+                             FROM sessions) AS ranked
+                         WHERE (updated_at < ?1 OR place > ?2)
+                           AND NOT EXISTS (SELECT 1 FROM runs
+                                           WHERE runs.session_id = ranked.id AND runs.state IN {OPEN})
+                         ORDER BY updated_at LIMIT ?3"
+                    ))
+                    .map_err(sql(context))?;
+                let rows = stmt
+                    .query_map(params![time_text(idle_before), max_per_agent, limit], |row| {
+                        row.get::<_, String>(0)
+                    })
+                    .map_err(sql(context))?;
+                rows.collect::<Result<_, _>>().map_err(sql(context))?
+            };
+            let mut pruned = SessionsPruned::default();
+            for id in &ids {
+                let messages: i64 = tx
+                    .query_row(
+                        "SELECT messages FROM sessions WHERE id = ?1",
+                        params![id],
+                        |row| row.get(0),
+                    )
+                    .map_err(sql(context))?;
+                pruned.sessions += 1;
+                pruned.messages += u64::try_from(messages).unwrap_or_default();
+                if !dry_run {
+                    tx.execute("DELETE FROM session_messages WHERE session_id = ?1", params![id])
+                        .map_err(sql(context))?;
+                    tx.execute("DELETE FROM sessions WHERE id = ?1", params![id])
+                        .map_err(sql(context))?;
+                }
+            }
+            tx.commit().map_err(sql(context))?;
+            Ok(pruned)
         })
         .await
     }
