@@ -637,6 +637,7 @@ async fn drive_chat(base: &str, addr: SocketAddr, webdriver: &str, mock: &MockLl
     check_accessibility(&client, "a new chat").await;
     say(&client, "first message", 1).await;
     say(&client, "second message", 2).await;
+    assert_eq!(text_of(&client, "#chat-turns").await, "2", "the turn count");
     let log = text_of(&client, "#chat-log").await;
     for expected in ["You said: first message", "You said: second message"] {
         assert!(log.contains(expected), "{expected} not in:\n{log}");

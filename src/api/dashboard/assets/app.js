@@ -767,8 +767,9 @@ async function chatView(root, parts, _params, isCurrent) {
     return;
   }
   const { session, messages } = await api("/v1/sessions/" + encodeURIComponent(sessionId));
+  const turns = el("span", { id: "chat-turns" }, String(session.turns));
   root.append(el("p", { class: "label" }, "Session ", el("code", {}, session.id), " · ",
-    String(session.turns), " turn(s) · last used ", timeEl(session.updated_at), " · ",
+    turns, " turn(s) · last used ", timeEl(session.updated_at), " · ",
     el("a", { href: "#/chat/" + path }, "other sessions")));
   const log = el("ol", { class: "chat", id: "chat-log", "aria-live": "polite" });
   root.append(log);
@@ -831,6 +832,7 @@ async function chatView(root, parts, _params, isCurrent) {
       if (!isCurrent()) return;
       status.textContent = done.state === "succeeded" ? "" : "The turn ended " + done.state.replace(/_/g, " ") + ".";
       status.dataset.finished = done.state;
+      turns.textContent = String(Number(turns.textContent) + 1);
     } catch (error) {
       if (error.name !== "AbortError" && isCurrent()) status.textContent = "Event stream: " + error.message;
     } finally {
