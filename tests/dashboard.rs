@@ -466,3 +466,28 @@ fn fires_memory_and_paged_runs_answer_json() {
     assert_eq!(bad.status, 400);
     drop(serve);
 }
+
+#[test]
+fn an_agent_shows_its_system_prompt_and_prompt_with_secrets_redacted() {
+    let secret = "sk-dashboard-4f1c9e-not-to-be-shown";
+    let (dir, addr) = support::test_model::project(&[(
+        "keyed",
+        "description: Holds a key.\nmodel: test\nsystem: \"Use the key ${DASH_KEY_VALUE} <b>carefully</b>.\"\nprompt: check the disk\ntools: [calculator]\n",
+    )]);
+    let serve = Serve::start_with_env(dir.path(), addr, &[], &[("DASH_KEY_VALUE", secret)]);
+    let answer = get(addr, "/v1/agents/keyed");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(!answer.body.contains(secret), "{}", answer.body);
+    let agent = answer.json();
+    assert_eq!(
+        agent["system"],
+        "Use the key [redacted:DASH_KEY_VALUE] <b>carefully</b>."
+    );
+    assert_eq!(agent["prompt"], "check the disk");
+    assert_eq!(agent["tools"], serde_json::json!(["calculator"]));
+    // The list stays short: the texts are on the agent's own answer only.
+    let list = get(addr, "/v1/agents").json();
+    assert!(list["agents"][0].get("system").is_none(), "{list}");
+    assert!(list["agents"][0].get("prompt").is_none(), "{list}");
+    drop(serve);
+}

@@ -13,7 +13,15 @@
 //! background is at least 4.5:1 (3:1 for large text), on every view in
 //! both color schemes.
 //!
-//! Without chromium and chromedriver the test prints "skipped: install
+//! The chat page and the rest of issue 33's item 7 run against the mock
+//! model (`the_chat_page_...`): a session's two turns (the second model
+//! request holds the first turn), a tool call approved inline, the session
+//! reopened after a reload, a hanging run cancelled from its page, a run
+//! started through the API appearing in the runs list without a reload,
+//! the agent page, and every time saying its zone (the browser runs in
+//! `Asia/Tokyo`, so the zone is not the daemon's UTC by accident).
+//!
+//! Without chromium and chromedriver the tests print "skipped: install
 //! chromium chromium-driver" and passes, unless `CI` is set: then it fails
 //! (`.ci/run` installs them).
 
@@ -34,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
+use support::mock_llm::{MockLlm, Recorded, Reply};
 use support::serve::{KillOnDrop, Serve, free_port, poll};
 
 const TOKEN: &str = "browser-token-7c2d-long-enough";
@@ -71,8 +80,15 @@ fn browser_installed() -> bool {
 
 /// chromedriver on a free loopback port, killed when dropped.
 fn start_chromedriver() -> (KillOnDrop, String) {
+    start_chromedriver_with(&[])
+}
+
+/// [`start_chromedriver`] with `env` for it and the browsers it starts
+/// (`TZ`: the browser's time zone).
+fn start_chromedriver_with(env: &[(&str, &str)]) -> (KillOnDrop, String) {
     let port = free_port();
     let child = Command::new(CHROMEDRIVER)
+        .envs(env.iter().copied())
         .arg(format!("--port={port}"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -488,4 +504,339 @@ fn the_dashboard_starts_watches_and_approves_runs_in_a_real_browser() {
         .filter_map(|r| r["state"].as_str())
         .collect();
     assert_eq!(states, ["succeeded", "succeeded"], "{runs}");
+}
+
+// ---------- the chat page and issue 33's item 7 ----------
+
+/// The mock model's answer to `request`, by its conversation: a tool
+/// result gets the final answer, "hang" never answers, "compute" calls the
+/// calculator (which waits for approval), anything else is echoed.
+fn chat_reply(request: &Recorded) -> Reply {
+    let messages = request.messages();
+    let Some(last) = messages.last() else {
+        return Reply::Text("nothing asked".into());
+    };
+    if last["role"] == "tool" {
+        return Reply::Text("The calculator says 42.".into());
+    }
+    let content = last["content"].as_str().unwrap_or_default().to_string();
+    if content.contains("hang") {
+        Reply::Hang
+    } else if content.contains("compute") {
+        Reply::tool_call("calc-1", "calculator", r#"{"expression":"6*7"}"#)
+    } else {
+        Reply::Text(format!("You said: {content}"))
+    }
+}
+
+/// A project with the mock model: `talk` (chats, the calculator waits for
+/// approval, a schedule) and `slow` (hangs when asked to).
+fn mock_project(mock: &MockLlm) -> (tempfile::TempDir, SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = support::serve::write_settings(dir.path(), mock);
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    std::fs::write(
+        dir.path().join("agents/talk.yaml"),
+        "description: Talks.\nmodel: mock/m\nsystem: You are terse.\nprompt: say hello\ntools: [calculator]\napprove: [calculator]\nschedule: [{ cron: \"0 6 * * *\", timezone: Europe/Paris }]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("agents/slow.yaml"),
+        "description: Takes its time.\nmodel: mock/m\nprompt: hang on\n",
+    )
+    .unwrap();
+    (dir, addr)
+}
+
+/// `method path` with the token and a JSON body: the status and the JSON.
+fn call(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// Types `text` in the chat box and sends it with Enter; waits until the
+/// turn has ended `succeeded` and `assistants` answers are shown.
+async fn say(client: &Client, text: &str, assistants: usize) {
+    let input = wait_for(client, "#chat-form textarea").await;
+    input.send_keys(&format!("{text}\u{E007}")).await.unwrap();
+    wait_until(
+        client,
+        &format!("the answer to {text:?}"),
+        &format!(
+            "return document.querySelector('#chat-status').dataset.finished === 'succeeded' \
+             && document.querySelectorAll('#chat-log .msg-assistant').length === {assistants}"
+        ),
+    )
+    .await;
+}
+
+/// Checks that every time on the page says its zone, the browser's
+/// (`Asia/Tokyo`: GMT+9), and is that instant there; returns how many.
+async fn check_times(client: &Client, view: &str) -> usize {
+    let times = client
+        .execute(
+            "return [...document.querySelectorAll('main time')].map((t) => [t.dateTime, t.textContent])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let times = times.as_array().unwrap();
+    let tokyo = chrono::FixedOffset::east_opt(9 * 3600).unwrap();
+    for time in times {
+        let (at, shown) = (time[0].as_str().unwrap(), time[1].as_str().unwrap());
+        let at = chrono::DateTime::parse_from_rfc3339(at).unwrap();
+        let expected = format!(
+            "{} GMT+9",
+            at.with_timezone(&tokyo).format("%Y-%m-%d %H:%M:%S")
+        );
+        assert_eq!(shown, expected, "a time on {view} without its zone");
+    }
+    times.len()
+}
+
+async fn drive_chat(base: &str, addr: SocketAddr, webdriver: &str, mock: &MockLlm) {
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(webdriver, false, profile.path()).await;
+    client.goto(&format!("{base}/")).await.unwrap();
+    wait_for(&client, "#token-form:not([hidden]) #token-input")
+        .await
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    click(&client, "#token-form button").await;
+    wait_for(&client, "#agents-live table").await;
+
+    // Pick the agent, start a session, talk twice.
+    let view = open(&client, base, "#/chat").await;
+    let select = view.find(Locator::Css("#chat-pick select")).await.unwrap();
+    select.select_by_value("talk").await.unwrap();
+    wait_for(
+        &client,
+        "main > .view[data-route=\"#/chat/talk\"] #new-session",
+    )
+    .await
+    .click()
+    .await
+    .unwrap();
+    wait_for(&client, "#chat-form textarea").await;
+    check_accessibility(&client, "a new chat").await;
+    say(&client, "first message", 1).await;
+    say(&client, "second message", 2).await;
+    assert_eq!(text_of(&client, "#chat-turns").await, "2", "the turn count");
+    let log = text_of(&client, "#chat-log").await;
+    for expected in ["You said: first message", "You said: second message"] {
+        assert!(log.contains(expected), "{expected} not in:\n{log}");
+    }
+    // The session is real: the second turn's model request holds the first.
+    let second = mock
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.messages()
+                .last()
+                .is_some_and(|m| m["content"] == "second message")
+        })
+        .expect("a model request for the second message");
+    let said: Vec<(String, String)> = second
+        .messages()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(r, c)| (r.to_string(), c.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        said,
+        pairs(&[
+            ("user", "first message"),
+            ("assistant", "You said: first message"),
+            ("user", "second message"),
+        ])
+    );
+
+    // Shift+Enter is a new line, not a message.
+    let input = wait_for(&client, "#chat-form textarea").await;
+    input
+        .send_keys("line one\u{E008}\u{E007}\u{E000}line two")
+        .await
+        .unwrap();
+    let value = client
+        .execute(
+            "return [document.querySelector('#chat-form textarea').value, document.querySelectorAll('#chat-log .msg-user').length]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(value, json!(["line one\nline two", 2]));
+    input.clear().await.unwrap();
+
+    // A tool call waiting for approval, shown inline, approved by a click.
+    let input = wait_for(&client, "#chat-form textarea").await;
+    input.send_keys("compute 6*7\u{E007}").await.unwrap();
+    let approve = wait_for(&client, "#chat-log .approval button.approve").await;
+    let tool = text_of(&client, "#chat-log .msg-tool").await;
+    assert!(tool.contains("Tool calculator"), "{tool}");
+    check_accessibility(&client, "a chat waiting for approval").await;
+    screenshot(&client, "dashboard-chat-light.png").await;
+    click_fresh(&client, &approve, "#chat-log .approval button.approve").await;
+    wait_until(
+        &client,
+        "the approved turn's answer",
+        "return document.querySelector('#chat-status').dataset.finished === 'succeeded' \
+         && document.querySelector('#chat-log').textContent.includes('The calculator says 42.')",
+    )
+    .await;
+    let log = text_of(&client, "#chat-log").await;
+    assert!(log.contains("Approved by api"), "{log}");
+    assert!(log.contains("calculator · ok"), "{log}");
+
+    // A reload reopens the session with its messages.
+    let hash = client
+        .execute("return location.hash", vec![])
+        .await
+        .unwrap();
+    let hash = hash.as_str().unwrap().to_string();
+    let session = hash.rsplit('/').next().unwrap().to_string();
+    client.refresh().await.unwrap();
+    wait_for(
+        &client,
+        &format!("main > .view[data-route=\"{hash}\"] #chat-log"),
+    )
+    .await;
+    let log = text_of(&client, "#chat-log").await;
+    for expected in [
+        "first message",
+        "You said: first message",
+        "second message",
+        "You said: second message",
+        "compute 6*7",
+        "Tool calculator",
+        "The calculator says 42.",
+    ] {
+        assert!(
+            log.contains(expected),
+            "{expected} not in the reopened:\n{log}"
+        );
+    }
+    assert!(check_times(&client, "the chat").await >= 1);
+    // And from the agent's list of sessions.
+    open(&client, base, "#/chat/talk").await;
+    let link = wait_for(&client, &format!("main a[href=\"#/chat/talk/{session}\"]")).await;
+    assert_eq!(link.text().await.unwrap(), "first message");
+    let turns = text_of(&client, "main table tbody tr td").await;
+    assert_eq!(turns, "3", "the session's turns");
+    check_times(&client, "the sessions").await;
+
+    // The agent's page: triggers, system prompt, prompt, tools, runs, sessions.
+    open(&client, base, "#/agent/talk").await;
+    let page = text_of(&client, "main").await;
+    for expected in [
+        "0 6 * * *",
+        "Europe/Paris",
+        "You are terse.",
+        "say hello",
+        "calculator",
+        "Recent runs",
+        "first message",
+    ] {
+        assert!(
+            page.contains(expected),
+            "{expected} not on the agent page:\n{page}"
+        );
+    }
+    assert_eq!(text_of(&client, "#agent-system").await, "You are terse.");
+    assert!(check_times(&client, "the agent page").await >= 3);
+    check_accessibility(&client, "the agent page").await;
+    screenshot(&client, "dashboard-agent-light.png").await;
+
+    // The runs list updates live: a run started through the API appears.
+    open(&client, base, "#/runs").await;
+    let (status, run) = call(
+        addr,
+        "POST",
+        "/v1/agents/talk/runs",
+        r#"{"input":"from the API"}"#,
+    );
+    assert_eq!(status, 202, "{run}");
+    let id = run["id"].as_str().unwrap();
+    wait_for(&client, &format!("#runs-live a[href=\"#/run/{id}\"]")).await;
+    assert!(check_times(&client, "the runs").await >= 4);
+
+    // A hanging run cancelled from its page.
+    let (status, run) = call(
+        addr,
+        "POST",
+        "/v1/agents/slow/runs",
+        r#"{"input":"hang there"}"#,
+    );
+    assert_eq!(status, 202, "{run}");
+    let id = run["id"].as_str().unwrap().to_string();
+    let requests = mock.request_count();
+    open(&client, base, &format!("#/run/{id}")).await;
+    // The run waits on the model (hanging) before it is cancelled.
+    mock.wait_for_requests(requests + 1, STEP).await;
+    let cancel = wait_for(&client, "#cancel-run:not([hidden])").await;
+    cancel.click().await.unwrap();
+    wait_for(&client, "#live[data-finished='cancelled']").await;
+    let hidden = client
+        .execute(
+            "return document.querySelector('#cancel-run').hidden",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(hidden, json!(true), "Cancel stays on an ended run");
+    let (status, run) = call(addr, "GET", &format!("/v1/runs/{id}"), "");
+    assert_eq!(
+        (status, run["state"].as_str()),
+        (200, Some("cancelled")),
+        "{run}"
+    );
+    assert!(check_times(&client, "the cancelled run").await >= 3);
+    client.close().await.unwrap();
+}
+
+#[test]
+fn the_chat_page_talks_approves_reopens_and_the_lists_cancel_and_times_work() {
+    if !browser_installed() {
+        return;
+    }
+    let mock = MockLlm::start_in_thread();
+    mock.set_responder(chat_reply);
+    let (dir, addr) = mock_project(&mock);
+    let serve = Serve::start_with_env(dir.path(), addr, &[], &[("AURAD_TOKEN", TOKEN)]);
+    let (chromedriver, webdriver) = start_chromedriver_with(&[("TZ", "Asia/Tokyo")]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(drive_chat(
+        &format!("http://{addr}"),
+        addr,
+        &webdriver,
+        &mock,
+    ));
+    drop(chromedriver);
+    let log = serve.log();
+    assert!(!log.contains("refused a request"), "{log}");
 }

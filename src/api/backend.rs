@@ -176,6 +176,14 @@ pub struct AgentInfo {
     /// Only the daemon knows them (it holds the MCP connections).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// `system:` as written (secrets redacted), on `GET /v1/agents/{name}`
+    /// only: the dashboard's agent page shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// `prompt:` as written (secrets redacted), on `GET /v1/agents/{name}`
+    /// only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
 }
 
 /// One `after:` entry of an agent.

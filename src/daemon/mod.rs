@@ -123,6 +123,8 @@ impl AgentInfo {
             consecutive_failures,
             backoff_until: backoff_until.filter(|until| *until > now),
             tools: None,
+            system: None,
+            prompt: None,
         }
     }
 }
@@ -169,10 +171,20 @@ impl Daemon {
 
     pub async fn agent(&self, name: &str) -> Result<Option<AgentInfo>, StoreError> {
         let snapshot = self.snapshot();
-        match snapshot.project.agents.get(name) {
-            Some(agent) => Ok(Some(self.describe(&snapshot, agent).await?)),
-            None => Ok(None),
-        }
+        let Some(agent) = snapshot.project.agents.get(name) else {
+            return Ok(None);
+        };
+        // The texts as written, with the secrets the snapshot knows
+        // redacted, as everything else shown.
+        let redact = |text: &Option<String>| {
+            text.as_deref()
+                .map(|t| snapshot.redactor.redact(t).into_owned())
+        };
+        Ok(Some(AgentInfo {
+            system: redact(&agent.system),
+            prompt: redact(&agent.prompt),
+            ..self.describe(&snapshot, agent).await?
+        }))
     }
 
     async fn describe(

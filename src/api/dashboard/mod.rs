@@ -4,7 +4,10 @@
 //! everything from the JSON API with `fetch`, sending the bearer token the
 //! page asks for when the API answers 401 (kept in `sessionStorage`, never
 //! in a cookie, so there is nothing for another site to ride on), and reads
-//! a run's events from its SSE stream with a stream reader.
+//! a run's events from its SSE stream with a stream reader. The chat page
+//! talks through the session routes (a message's turn is a run whose
+//! events it streams); the lists (agents, runs, schedules) poll the API
+//! every few seconds while shown, as there is no stream of list changes.
 //!
 //! These routes sit behind the same guard as the API (`guard`: Host,
 //! Origin, `Sec-Fetch-Site`) but need no token. Every answer carries a

@@ -12,6 +12,13 @@ const TRIGGERS = ["api", "cli", "schedule", "webhook", "after", "watch", "retry"
 
 let stream = null; // the AbortController of the open event stream
 let renderSeq = 0; // bumps on each navigation; late answers of an old view are dropped
+let poller = null; // the interval of the shown list's live refresh
+
+// The lists (Agents, Runs, Schedules) update live by polling: the API has
+// no stream of list changes (only each run's event stream), so the shown
+// list is read again every LIVE_MS while the tab is visible, and redrawn
+// only when what it shows changed.
+const LIVE_MS = 4000;
 
 // ---------- DOM ----------
 
@@ -132,14 +139,31 @@ async function readEvents(path, onEvent, signal) {
 
 // ---------- formatting ----------
 
+// Every time shown says its zone: the browser's own, by its short name
+// ("UTC", "GMT+1", "EST": the names depend on its language), as
+// 2026-12-06 11:34:05 UTC. The title holds the
+// instant in UTC.
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+  second: "2-digit", hourCycle: "h23", timeZoneName: "short", numberingSystem: "latn",
+});
+
 function when(text) {
   if (!text) return "";
   const date = new Date(text);
-  return isNaN(date) ? text : date.toLocaleString();
+  if (isNaN(date)) return text;
+  const p = {};
+  for (const part of TIME_FORMAT.formatToParts(date)) p[part.type] = part.value;
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+}
+
+function utc(text) {
+  const date = new Date(text);
+  return isNaN(date) ? text : date.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
 }
 
 function timeEl(text) {
-  return text ? el("time", { datetime: text }, when(text)) : "—";
+  return text ? el("time", { datetime: text, title: utc(text) }, when(text)) : "—";
 }
 
 function duration(run) {
@@ -218,15 +242,20 @@ function parseHash() {
 
 async function route() {
   if (stream) { stream.abort(); stream = null; }
+  if (poller) { clearInterval(poller); poller = null; }
   const seq = ++renderSeq;
   if (Date.now() - noticeAt > 3000) notice("");
   const { parts, params } = parseHash();
   const name = parts[0] || "agents";
   for (const link of document.querySelectorAll("nav a")) {
-    if (link.dataset.view === (name === "run" ? "runs" : name)) link.setAttribute("aria-current", "page");
+    const section = { run: "runs", agent: "agents" }[name] || name;
+    if (link.dataset.view === section) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  const views = { agents: agentsView, runs: runsView, run: runView, schedules: schedulesView, memory: memoryView };
+  const views = {
+    agents: agentsView, agent: agentView, runs: runsView, run: runView, chat: chatView,
+    schedules: schedulesView, memory: memoryView,
+  };
   const render = views[name] || agentsView;
   const container = el("div", { class: "view", "data-route": location.hash });
   try {
@@ -242,13 +271,54 @@ function current(isCurrent, fn) {
   return (...args) => { if (isCurrent()) fn(...args); };
 }
 
+// Keeps `box` showing draw(data) for the data load() reads, live: read
+// again every LIVE_MS while the view is shown and the tab visible, and
+// redrawn only when the data changed (so nothing moves under a pointer for
+// nothing). `first` is the data already read for the first drawing.
+function live(isCurrent, box, load, draw, first) {
+  let shown = JSON.stringify(first);
+  box.replaceChildren(draw(first));
+  let busy = false;
+  const tick = async () => {
+    if (busy || document.hidden || !isCurrent()) return;
+    busy = true;
+    try {
+      const data = await load();
+      const text = JSON.stringify(data);
+      if (isCurrent() && text !== shown) {
+        shown = text;
+        box.replaceChildren(draw(data));
+      }
+    } catch (_) {
+      // A failed read keeps what is shown; the next tick tries again.
+    } finally {
+      busy = false;
+    }
+  };
+  if (poller) clearInterval(poller);
+  poller = setInterval(tick, LIVE_MS);
+  return box;
+}
+
 // ---------- agents ----------
 
-async function agentsView(root) {
-  const [{ agents }, status, waiting] = await Promise.all([
-    api("/v1/agents"), api("/v1/status"), api("/v1/approvals"),
-  ]);
+async function agentsView(root, _parts, _params, isCurrent) {
+  const load = async () => {
+    const [{ agents }, status, waiting] = await Promise.all([
+      api("/v1/agents"), api("/v1/status"), api("/v1/approvals"),
+    ]);
+    return { agents, status, approvals: waiting.approvals };
+  };
+  const data = await load();
   root.append(el("h2", {}, "Agents"));
+  const lists = el("div", { class: "live-list", id: "agents-live" });
+  root.append(lists);
+  live(isCurrent, lists, load, (d) => agentsLists(d), data);
+  // The form is outside the live part: what is typed stays.
+  root.append(startForm(data.agents));
+}
+
+function agentsLists({ agents, status, approvals }) {
   const stale = new Set((status.agents || []).filter((a) => a.stale).map((a) => a.name));
   const rows = agents.map((agent) => {
     const last = agent.last_run;
@@ -258,23 +328,24 @@ async function agentsView(root) {
     else if (agent.backoff_until) health = "backing off until " + when(agent.backoff_until);
     else if (agent.consecutive_failures) health = agent.consecutive_failures + " failure(s) in a row";
     return el("tr", {},
-      el("th", { scope: "row" }, el("a", { href: "#/runs?agent=" + encodeURIComponent(agent.name) }, agent.name)),
+      el("th", { scope: "row" }, el("a", { href: "#/agent/" + encodeURIComponent(agent.name) }, agent.name)),
       el("td", {}, agent.description),
       el("td", {}, health),
       el("td", {}, last ? [stateBadge(last.state), " ", runLink(last.id), " ", timeEl(last.created_at)] : "never run"),
       el("td", {}, next ? timeEl(next) : "—"),
       el("td", {}, agent.model));
   });
-  root.append(table("Agents", ["Agent", "Description", "Status", "Last run", "Next fire", "Model"], rows));
-  root.append(startForm(agents));
-  root.append(waitingSection(waiting.approvals));
+  const out = document.createDocumentFragment();
+  out.append(table("Agents", ["Agent", "Description", "Status", "Last run", "Next fire", "Model"], rows));
+  out.append(waitingSection(approvals));
   const skipped = status.skipped || [];
-  root.append(section("Load errors",
+  out.append(section("Load errors",
     skipped.length
       ? el("ul", { class: "errors" }, skipped.map((item) => el("li", {},
         el("strong", {}, item.kind + " " + item.name), item.stale ? " (last good version kept)" : " (left out)",
         ": ", el("code", {}, item.path + ":" + item.line + ":" + item.column), " ", item.message)))
       : el("p", {}, "Every file loaded.")));
+  return out;
 }
 
 function startForm(agents) {
@@ -343,7 +414,7 @@ function approvalButtons(call, after) {
 
 // ---------- runs ----------
 
-async function runsView(root, _parts, params) {
+async function runsView(root, _parts, params, isCurrent) {
   const filter = {
     agent: params.get("agent") || "",
     state: params.get("state") || "",
@@ -352,7 +423,8 @@ async function runsView(root, _parts, params) {
   };
   const query = new URLSearchParams({ limit: String(PAGE), offset: String(filter.offset) });
   for (const key of ["agent", "state", "trigger"]) if (filter[key]) query.set(key, filter[key]);
-  const [{ agents }, { runs }] = await Promise.all([api("/v1/agents"), api("/v1/runs?" + query)]);
+  const loadRuns = async () => (await api("/v1/runs?" + query)).runs;
+  const [{ agents }, runs] = await Promise.all([api("/v1/agents"), loadRuns()]);
   root.append(el("h2", {}, "Runs"));
   const agentSelect = select("agent", [["", "any"], ...agents.map((a) => [a.name, a.name])], filter.agent);
   const stateSelect = select("state", [["", "any"], ...STATES.map((s) => [s, s.replace(/_/g, " ")])], filter.state);
@@ -365,7 +437,8 @@ async function runsView(root, _parts, params) {
     location.hash = "#/runs?" + pageQuery(agentSelect.value, stateSelect.value, triggerSelect.value, 0);
   });
   root.append(form);
-  root.append(runTable("Runs", runs));
+  root.append(live(isCurrent, el("div", { class: "live-list", id: "runs-live" }), loadRuns,
+    (list) => runTable("Runs", list), runs));
   const pager = el("nav", { class: "pager", "aria-label": "Pages" });
   if (filter.offset > 0) {
     pager.append(el("a", { href: "#/runs?" + pageQuery(filter.agent, filter.state, filter.trigger, Math.max(0, filter.offset - PAGE)) }, "← Newer"));
@@ -420,6 +493,21 @@ async function runView(root, parts, _params, isCurrent) {
   };
   fillSummary(run);
   root.append(summary);
+  // Cancel, while the run is queued, running or waiting for a person.
+  const cancel = el("button", { type: "button", class: "deny", id: "cancel-run" }, "Cancel run");
+  const showCancel = (state) => { cancel.hidden = !["queued", "running", "waiting_approval"].includes(state); };
+  cancel.addEventListener("click", async () => {
+    cancel.disabled = true;
+    try {
+      await api("/v1/runs/" + encodeURIComponent(run.id) + "/cancel", { method: "POST", body: {} });
+      notice("Cancelling run " + run.id + ".", "ok");
+    } catch (error) {
+      cancel.disabled = false;
+      notice("Could not cancel: " + error.message, "bad");
+    }
+  });
+  showCancel(run.state);
+  root.append(el("p", { class: "actions" }, cancel));
   const approval = el("div", { class: "approval" });
   // The call the run waits on, from its approval_requested event.
   let pending = null;
@@ -442,7 +530,7 @@ async function runView(root, parts, _params, isCurrent) {
   const onTimeline = makeTimeline(timeline);
   const onEvent = current(isCurrent, (kind, data) => {
     onTimeline(kind, data);
-    if (kind === "started") live.textContent = "Running…";
+    if (kind === "started") { live.textContent = "Running…"; showCancel("running"); }
     if (kind === "approval_requested" || kind === "approval_decided") {
       run.state = kind === "approval_requested" ? "waiting_approval" : "running";
       pending = kind === "approval_requested"
@@ -463,6 +551,7 @@ async function runView(root, parts, _params, isCurrent) {
       if (!isCurrent()) return;
       fillSummary(done);
       showApproval(done);
+      showCancel(done.state);
       output.textContent = done.output || "";
       live.textContent = "Finished: " + done.state.replace(/_/g, " ") + ".";
       live.dataset.finished = done.state;
@@ -567,22 +656,316 @@ function makeTimeline(timeline) {
   };
 }
 
+// ---------- one agent ----------
+
+function triggerList(agent) {
+  const items = [];
+  for (const s of agent.schedules) {
+    items.push(el("li", { class: "trigger trigger-schedule" }, el("strong", {}, "Schedule "), el("code", {}, s.cron),
+      " (", s.timezone, "): ", s.description, ". Next: ",
+      s.next_fires.length ? s.next_fires.slice(0, 3).map((t, i) => [i ? ", " : "", timeEl(t)]) : "none soon"));
+  }
+  if (agent.webhook) {
+    items.push(el("li", { class: "trigger trigger-webhook" }, el("strong", {}, "Webhook "),
+      el("code", {}, "POST /hooks/" + agent.name), " (signed)"));
+  }
+  for (const after of agent.after || []) {
+    items.push(el("li", { class: "trigger trigger-after" }, el("strong", {}, "After "),
+      el("a", { href: "#/agent/" + encodeURIComponent(after.agent) }, after.agent), " ", after.on));
+  }
+  for (const glob of agent.watch || []) {
+    items.push(el("li", { class: "trigger trigger-watch" }, el("strong", {}, "Watch "), el("code", {}, glob)));
+  }
+  return items.length
+    ? el("ul", { class: "triggers" }, items)
+    : el("p", {}, "No trigger: it runs when asked (the API, the command line, a chat, another agent).");
+}
+
+function sessionTable(caption, agent, sessions) {
+  return table(caption, ["Session", "Turns", "Last used"],
+    sessions.map((s) => el("tr", {},
+      el("th", { scope: "row" }, el("a", {
+        href: "#/chat/" + encodeURIComponent(agent) + "/" + encodeURIComponent(s.id), title: s.id,
+      }, s.title || "(no message yet)")),
+      el("td", {}, String(s.turns)),
+      el("td", {}, timeEl(s.updated_at)))));
+}
+
+async function agentView(root, parts) {
+  const name = parts[0] || "";
+  const path = encodeURIComponent(name);
+  const agent = await api("/v1/agents/" + path);
+  const pipeline = agent.steps !== undefined;
+  const [{ runs }, { sessions }] = await Promise.all([
+    api("/v1/runs?limit=10&agent=" + path),
+    pipeline ? { sessions: [] } : api("/v1/sessions?limit=10&agent=" + path),
+  ]);
+  root.append(el("h2", {}, "Agent ", el("code", {}, agent.name)));
+  if (agent.description) root.append(el("p", {}, agent.description));
+  const pairs = [
+    ["Model", agent.model], ["On overlap", agent.on_overlap],
+    ["Last run", agent.last_run ? [stateBadge(agent.last_run.state), " ", runLink(agent.last_run.id)] : "never run"],
+    ["Failures in a row", String(agent.consecutive_failures)],
+  ];
+  if (agent.backoff_until) pairs.push(["Backing off until", timeEl(agent.backoff_until)]);
+  if (pipeline) pairs.push(["Pipeline steps", String(agent.steps)]);
+  if ((agent.approve || []).length) pairs.push(["Approval for", agent.approve.join(", ")]);
+  if ((agent.agents || []).length) pairs.push(["Calls agents", agent.agents.join(", ")]);
+  root.append(el("dl", { class: "summary" }, pairs.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))));
+  root.append(el("p", { class: "actions" },
+    pipeline ? "" : [el("a", { href: "#/chat/" + path, id: "chat-with" }, "Chat with " + agent.name), " · "],
+    el("a", { href: "#/runs?agent=" + path }, "All its runs")));
+  root.append(section("Triggers", triggerList(agent)));
+  root.append(section("System prompt", el("pre", { class: "text", id: "agent-system" }, agent.system || "(none)")));
+  root.append(section("Prompt (the input of a run started without one)",
+    el("pre", { class: "text", id: "agent-prompt" }, agent.prompt || "(none)")));
+  const tools = agent.tools || [];
+  root.append(section("Tools",
+    tools.length ? el("ul", { class: "tools", id: "agent-tools" }, tools.map((t) => el("li", {}, el("code", {}, t))))
+      : el("p", {}, "No tools.")));
+  root.append(runTable("Recent runs", runs));
+  if (!pipeline) root.append(sessionTable("Sessions (last used first)", agent.name, sessions));
+}
+
+// ---------- chat ----------
+
+// #/chat: pick an agent; #/chat/AGENT: its sessions, or a new one;
+// #/chat/AGENT/SESSION: the conversation, and a box to go on with it.
+async function chatView(root, parts, _params, isCurrent) {
+  const [chosen, sessionId] = parts;
+  const { agents } = await api("/v1/agents");
+  // A pipeline has no conversation: it is left out.
+  const chatty = agents.filter((a) => a.steps === undefined);
+  root.append(el("h2", {}, "Chat"));
+  const agentSelect = select("agent", [["", "choose an agent"], ...chatty.map((a) => [a.name, a.name])], chosen || "");
+  agentSelect.addEventListener("change", () => {
+    if (agentSelect.value) location.hash = "#/chat/" + encodeURIComponent(agentSelect.value);
+  });
+  const picker = el("form", { class: "filters", "aria-label": "Pick an agent", id: "chat-pick" }, field("Agent", agentSelect));
+  picker.addEventListener("submit", (event) => event.preventDefault());
+  root.append(picker);
+  if (!chosen) {
+    root.append(el("p", {}, chatty.length ? "Choose the agent to talk to." : "No agent can chat (pipelines cannot)."));
+    return;
+  }
+  const path = encodeURIComponent(chosen);
+  if (!sessionId) {
+    const { sessions } = await api("/v1/sessions?limit=50&agent=" + path);
+    const start = el("button", { type: "button", id: "new-session" }, "New session");
+    start.addEventListener("click", async () => {
+      start.disabled = true;
+      try {
+        const session = await api("/v1/agents/" + path + "/sessions", { method: "POST", body: {} });
+        location.hash = "#/chat/" + path + "/" + encodeURIComponent(session.id);
+      } catch (error) {
+        start.disabled = false;
+        notice("Could not start a session: " + error.message, "bad");
+      }
+    });
+    root.append(el("p", { class: "actions" }, start));
+    root.append(sessionTable("Sessions of " + chosen + " (last used first)", chosen, sessions));
+    return;
+  }
+  const { session, messages } = await api("/v1/sessions/" + encodeURIComponent(sessionId));
+  const turns = el("span", { id: "chat-turns" }, String(session.turns));
+  root.append(el("p", { class: "label" }, "Session ", el("code", {}, session.id), " · ",
+    turns, " turn(s) · last used ", timeEl(session.updated_at), " · ",
+    el("a", { href: "#/chat/" + path }, "other sessions")));
+  const log = el("ol", { class: "chat", id: "chat-log", "aria-live": "polite" });
+  root.append(log);
+  const chat = makeChat(log, chosen);
+  for (const message of messages) chat.stored(message);
+
+  const input = el("textarea", { name: "message", rows: "3", placeholder: "Enter sends, Shift+Enter starts a new line" });
+  const send = el("button", { type: "submit", id: "chat-send" }, "Send");
+  const stop = el("button", { type: "button", class: "deny", id: "chat-stop", hidden: true }, "Stop");
+  const status = el("p", { class: "live", id: "chat-status" }, "");
+  const form = el("form", { class: "chat-form", id: "chat-form", "aria-label": "Message" },
+    field("Message", input), send, stop);
+  root.append(form, status);
+  let turn = null; // the run of the turn in flight
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  stop.addEventListener("click", async () => {
+    if (!turn) return;
+    stop.disabled = true;
+    try {
+      await api("/v1/runs/" + encodeURIComponent(turn) + "/cancel", { method: "POST", body: {} });
+      status.textContent = "Stopping…";
+    } catch (error) {
+      stop.disabled = false;
+      notice("Could not stop the turn: " + error.message, "bad");
+    }
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = input.value;
+    if (!text.trim() || turn) return;
+    send.disabled = true;
+    let run;
+    try {
+      run = await api("/v1/sessions/" + encodeURIComponent(session.id) + "/messages", { method: "POST", body: { input: text } });
+    } catch (error) {
+      send.disabled = false;
+      notice("Could not send: " + error.message, "bad");
+      return;
+    }
+    if (!isCurrent()) return;
+    input.value = "";
+    turn = run.id;
+    chat.user(text, run.id);
+    stop.hidden = false;
+    stop.disabled = false;
+    status.textContent = "Answering…";
+    delete status.dataset.finished;
+    const controller = new AbortController();
+    stream = controller;
+    const onEvent = current(isCurrent, (kind, data) => chat.event(kind, data, run));
+    try {
+      // The turn's answer streams from its run's events.
+      await readEvents("/v1/runs/" + encodeURIComponent(run.id) + "/events", onEvent, controller.signal);
+      const done = await api("/v1/runs/" + encodeURIComponent(run.id));
+      if (!isCurrent()) return;
+      status.textContent = done.state === "succeeded" ? "" : "The turn ended " + done.state.replace(/_/g, " ") + ".";
+      status.dataset.finished = done.state;
+      turns.textContent = String(Number(turns.textContent) + 1);
+    } catch (error) {
+      if (error.name !== "AbortError" && isCurrent()) status.textContent = "Event stream: " + error.message;
+    } finally {
+      if (isCurrent()) {
+        turn = null;
+        stop.hidden = true;
+        send.disabled = false;
+        input.focus();
+      }
+    }
+  });
+  input.focus();
+}
+
+// The conversation's entries: the messages as stored, and a turn's events
+// as they come. Text deltas of a model turn merge into one answer; a tool
+// call is one folded line with its result; a call waiting for a person has
+// Approve and Deny.
+function makeChat(log, agent) {
+  let answer = null;
+  const calls = new Map();
+  const entry = (role, ...children) => {
+    const li = el("li", { class: "msg msg-" + role }, children);
+    log.append(li);
+    return li;
+  };
+  const who = (role) => el("div", { class: "who" }, role === "user" ? "You" : agent);
+  const toolCall = (call) => {
+    const result = el("div", { class: "result" }, el("em", {}, "waiting for the result…"));
+    const summary = el("summary", {}, el("strong", {}, "Tool "), el("code", {}, call.name));
+    const approval = el("div", { class: "approval" });
+    const details = el("details", { class: "tool" }, summary,
+      el("div", { class: "label" }, "Arguments"), el("pre", { class: "text" }, pretty(call.arguments)), result);
+    calls.set(call.id, { summary, result, approval });
+    entry("tool", details, approval);
+  };
+  const toolResult = (id, name, output, isError, note) => {
+    const body = [el("div", { class: "label" }, isError ? "Error" : "Result"),
+      el("pre", { class: isError ? "text error" : "text" }, output)];
+    const call = calls.get(id);
+    if (call) { call.result.replaceChildren(...body); call.summary.append(note); }
+    else entry("tool", el("details", { class: "tool" }, el("summary", {}, "Result of ", el("code", {}, name), note), body));
+  };
+  return {
+    stored(message) {
+      answer = null;
+      if (message.role === "user") entry("user", who("user"), el("pre", { class: "text" }, message.content));
+      else if (message.role === "assistant") {
+        if (message.content) entry("assistant", who("assistant"), el("pre", { class: "text" }, message.content));
+        for (const call of message.tool_calls || []) toolCall(call);
+      } else if (message.role === "tool") {
+        toolResult(message.tool_call_id, message.name, message.content, message.is_error,
+          " · " + (message.is_error ? "error" : "ok"));
+      }
+    },
+    user(text, runId) {
+      answer = null;
+      entry("user", who("user"), el("pre", { class: "text" }, text), el("div", { class: "label" }, "turn ", runLink(runId)));
+    },
+    event(kind, data, run) {
+      if (kind !== "text_delta") answer = null;
+      switch (kind) {
+        case "text_delta":
+          if (!answer) {
+            answer = el("pre", { class: "text answer" });
+            entry("assistant", who("assistant"), answer);
+          }
+          answer.append(document.createTextNode(data.text));
+          break;
+        case "tool_call":
+          toolCall(data);
+          break;
+        case "tool_result":
+          toolResult(data.id, data.name, data.output, data.is_error,
+            " · " + (data.is_error ? "error" : "ok") + " · " + data.duration_ms + " ms");
+          break;
+        case "approval_requested": {
+          const call = calls.get(data.id);
+          const box = call ? call.approval : entry("tool").appendChild(el("div", { class: "approval" }));
+          box.replaceChildren(el("span", {}, "Waits for your decision (until ", timeEl(data.timeout_at), ")"),
+            approvalButtons({ run_id: run.id, agent: run.agent, call_id: data.id }));
+          break;
+        }
+        case "approval_decided": {
+          const call = calls.get(data.id);
+          if (call) {
+            call.approval.replaceChildren(el("span", { class: "decided" },
+              (data.approved ? "Approved" : "Denied") + " by " + String(data.by) + (data.reason ? ": " + data.reason : "")));
+          }
+          break;
+        }
+        case "finished":
+          if (data.state !== "succeeded") {
+            entry("note", stateBadge(data.state), data.reason ? " " + data.reason : "");
+          }
+          break;
+        default:
+          break;
+      }
+    },
+  };
+}
+
 // ---------- schedules and fires ----------
 
-async function schedulesView(root, _parts, params) {
+async function schedulesView(root, _parts, params, isCurrent) {
   const offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0);
-  const [{ agents }, { fires }] = await Promise.all([
-    api("/v1/agents"), api("/v1/fires?limit=" + PAGE + "&offset=" + offset),
-  ]);
+  const load = async () => {
+    const [{ agents }, { fires }] = await Promise.all([
+      api("/v1/agents"), api("/v1/fires?limit=" + PAGE + "&offset=" + offset),
+    ]);
+    // Only what this view shows, so a run's end elsewhere redraws nothing.
+    return { schedules: agents.map((a) => [a.name, a.schedules]), fires };
+  };
+  const data = await load();
   root.append(el("h2", {}, "Schedules"));
-  const rows = agents.flatMap((agent) => agent.schedules.map((s) => el("tr", {},
-    el("th", { scope: "row" }, agent.name),
+  root.append(live(isCurrent, el("div", { class: "live-list", id: "schedules-live" }), load, schedulesLists, data));
+  const pager = el("nav", { class: "pager", "aria-label": "Pages of fires" });
+  if (offset > 0) pager.append(el("a", { href: "#/schedules?offset=" + Math.max(0, offset - PAGE) }, "← Newer"));
+  if (data.fires.length === PAGE) pager.append(el("a", { href: "#/schedules?offset=" + (offset + PAGE) }, "Older →"));
+  root.append(pager);
+}
+
+function schedulesLists({ schedules, fires }) {
+  const out = document.createDocumentFragment();
+  const rows = schedules.flatMap(([name, list]) => list.map((s) => el("tr", {},
+    el("th", { scope: "row" }, el("a", { href: "#/agent/" + encodeURIComponent(name) }, name)),
     el("td", {}, el("code", {}, s.cron)),
     el("td", {}, s.timezone),
     el("td", {}, s.description),
     el("td", {}, s.next_fires.slice(0, 3).map((t, i) => [i ? ", " : "", timeEl(t)])))));
-  root.append(table("Schedules", ["Agent", "Cron", "Time zone", "Means", "Next fires"], rows));
-  root.append(table("Fires (newest first; skipped and missed with their reasons)",
+  out.append(table("Schedules", ["Agent", "Cron", "Time zone", "Means", "Next fires"], rows));
+  out.append(table("Fires (newest first; skipped and missed with their reasons)",
     ["Fire", "Agent", "Outcome", "Reason", "Run"],
     fires.map((run) => el("tr", {},
       el("th", { scope: "row" }, timeEl(run.scheduled_for)),
@@ -590,10 +973,7 @@ async function schedulesView(root, _parts, params) {
       el("td", {}, stateBadge(run.state)),
       el("td", {}, run.error || ""),
       el("td", {}, runLink(run.id))))));
-  const pager = el("nav", { class: "pager", "aria-label": "Pages of fires" });
-  if (offset > 0) pager.append(el("a", { href: "#/schedules?offset=" + Math.max(0, offset - PAGE) }, "← Newer"));
-  if (fires.length === PAGE) pager.append(el("a", { href: "#/schedules?offset=" + (offset + PAGE) }, "Older →"));
-  root.append(pager);
+  return out;
 }
 
 // ---------- memory ----------
