@@ -171,6 +171,11 @@ fn the_files_are_served_with_their_types_and_a_strict_policy() {
             "readEvents",
         ),
         (
+            "/dashboard/chat.js",
+            "text/javascript; charset=utf-8",
+            "chatView",
+        ),
+        (
             "/dashboard/app.css",
             "text/css; charset=utf-8",
             "prefers-color-scheme: dark",
@@ -261,7 +266,12 @@ fn with_a_token_the_data_needs_it_and_the_files_do_not() {
     );
     assert_eq!(approve.status, 401);
     // The files hold no data and load without it: the page asks for it.
-    for path in ["/", "/dashboard/app.js", "/dashboard/app.css"] {
+    for path in [
+        "/",
+        "/dashboard/app.js",
+        "/dashboard/chat.js",
+        "/dashboard/app.css",
+    ] {
         assert_eq!(get(addr, path).status, 200, "{path}");
     }
     drop(serve);

@@ -785,7 +785,9 @@ async fn drive_chat(base: &str, addr: SocketAddr, webdriver: &str, mock: &MockLl
     wait_for(&client, &format!("#runs-live a[href=\"#/run/{id}\"]")).await;
     assert!(check_times(&client, "the runs").await >= 4);
 
-    // A hanging run cancelled from its page.
+    // A hanging run cancelled from its page. Counted before it starts: its
+    // model request may come before the API's answer does.
+    let requests = mock.request_count();
     let (status, run) = call(
         addr,
         "POST",
@@ -794,7 +796,6 @@ async fn drive_chat(base: &str, addr: SocketAddr, webdriver: &str, mock: &MockLl
     );
     assert_eq!(status, 202, "{run}");
     let id = run["id"].as_str().unwrap().to_string();
-    let requests = mock.request_count();
     open(&client, base, &format!("#/run/{id}")).await;
     // The run waits on the model (hanging) before it is cancelled.
     mock.wait_for_requests(requests + 1, STEP).await;

@@ -48,6 +48,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("assets/app.js"),
     },
     Asset {
+        path: "/dashboard/chat.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/chat.js"),
+    },
+    Asset {
         path: "/dashboard/app.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("assets/app.css"),
@@ -116,16 +121,17 @@ mod tests {
     }
 
     #[test]
-    fn the_script_never_writes_html() {
-        let js = ASSETS[1].body;
-        for sink in [
-            "innerHTML",
-            "outerHTML",
-            "insertAdjacentHTML",
-            "document.write",
-            "eval(",
-        ] {
-            assert!(!js.contains(sink), "app.js uses `{sink}`");
+    fn the_scripts_never_write_html() {
+        for asset in ASSETS.iter().filter(|a| a.path.ends_with(".js")) {
+            for sink in [
+                "innerHTML",
+                "outerHTML",
+                "insertAdjacentHTML",
+                "document.write",
+                "eval(",
+            ] {
+                assert!(!asset.body.contains(sink), "{} uses `{sink}`", asset.path);
+            }
         }
     }
 }
