@@ -40,6 +40,7 @@ fn request(text: &str) -> ChatRequest {
         temperature: None,
         max_tokens: None,
         output_schema: None,
+        cache_key: None,
     }
 }
 
@@ -207,6 +208,7 @@ async fn request_carries_stream_options_tools_messages_and_key() {
         temperature: Some(0.5),
         max_tokens: Some(256),
         output_schema: None,
+        cache_key: None,
     };
     call(&provider(&mock, Some("sk-test")), &req)
         .await

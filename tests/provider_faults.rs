@@ -403,6 +403,7 @@ fn chat(text: &str) -> ChatRequest {
         temperature: None,
         max_tokens: None,
         output_schema: None,
+        cache_key: None,
     }
 }
 

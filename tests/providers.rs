@@ -201,6 +201,7 @@ fn request(text: &str) -> ChatRequest {
         temperature: None,
         max_tokens: None,
         output_schema: None,
+        cache_key: None,
     }
 }
 

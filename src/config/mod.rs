@@ -19,6 +19,7 @@ pub mod otel;
 pub mod plugins;
 mod prices;
 pub mod private;
+pub mod providers;
 mod schema;
 pub mod sessions;
 pub mod settings;
@@ -36,7 +37,8 @@ use sha2::{Digest, Sha256};
 pub use after::{AfterOutcome, AfterTrigger};
 pub use agent::{Agent, HistoryMode, Limits, MemoryConfig, SkillsChoice, SkillsMode};
 pub use diag::{Diagnostic, Severity};
-pub use settings::{ProviderConfig, ProviderKind, Settings};
+pub use providers::{ProviderConfig, ProviderKind, ProviderLimits, ToolCallMode};
+pub use settings::Settings;
 pub use triggers::{
     OnInterrupt, OnOverlap, ScheduleEntry, Triggers, WebhookConfig, WebhookSignature,
 };

@@ -12,9 +12,10 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::bounds::{Syntax, check_text};
-use super::diag::{Diagnostic, MAX_LIST_ERRORS, locate, locate_item, offset_to_place};
+use super::diag::{Diagnostic, locate, locate_item, offset_to_place};
 use super::duration::duration_value;
 use super::prices::parse_prices;
+use super::providers::{ProviderConfig, builtin_providers, parse_providers};
 use super::yaml_value::yaml_diagnostic;
 use crate::types::{Database, Price};
 
@@ -23,13 +24,11 @@ pub const DEFAULT_CLUSTER_LEASE: Duration = Duration::from_secs(15);
 const MIN_CLUSTER_LEASE: Duration = Duration::from_secs(1);
 const MAX_CLUSTER_LEASE: Duration = Duration::from_secs(600);
 
-pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSettings {
     #[serde(default)]
-    providers: BTreeMap<String, RawProvider>,
+    providers: BTreeMap<String, super::providers::RawProvider>,
     database: Option<String>,
     listen: Option<String>,
     max_concurrent_runs: Option<usize>,
@@ -58,63 +57,6 @@ struct RawMcpServer {
 #[serde(deny_unknown_fields)]
 struct RawCluster {
     lease: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawProvider {
-    kind: String,
-    base_url: Option<String>,
-    api_key_env: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    OpenAi,
-    Anthropic,
-    Gemini,
-}
-
-impl ProviderKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Gemini => "gemini",
-        }
-    }
-
-    fn parse(s: &str) -> Option<ProviderKind> {
-        [
-            ProviderKind::OpenAi,
-            ProviderKind::Anthropic,
-            ProviderKind::Gemini,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
-    }
-
-    /// The variable holding the key of the built-in provider of this kind.
-    fn default_key_env(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "OPENAI_API_KEY",
-            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::Gemini => "GEMINI_API_KEY",
-        }
-    }
-}
-
-/// A configured model provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderConfig {
-    pub name: String,
-    pub kind: ProviderKind,
-    /// `None`: the kind's default (the vendor's public endpoint; for the
-    /// built-in `openai`, `OPENAI_BASE_URL` first), resolved when the
-    /// provider is built.
-    pub base_url: Option<String>,
-    /// The environment variable holding the API key.
-    pub api_key_env: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -253,27 +195,10 @@ pub const DEFAULT_LISTEN: SocketAddr =
 
 impl Settings {
     pub fn defaults(root: &Path) -> Settings {
-        let providers = [
-            ProviderKind::OpenAi,
-            ProviderKind::Anthropic,
-            ProviderKind::Gemini,
-        ]
-        .into_iter()
-        .map(|kind| {
-            let name = kind.as_str().to_string();
-            let config = ProviderConfig {
-                name: name.clone(),
-                kind,
-                base_url: None,
-                api_key_env: Some(kind.default_key_env().into()),
-            };
-            (name, config)
-        })
-        .collect();
         Settings {
             database: Database::Sqlite(root.join("aurad.db")),
             cluster_lease: DEFAULT_CLUSTER_LEASE,
-            providers,
+            providers: builtin_providers(),
             listen: DEFAULT_LISTEN,
             max_concurrent_runs: 8,
             shutdown_grace: Duration::from_secs(30),
@@ -393,69 +318,7 @@ pub fn parse_settings(root: &Path, path: &Path, text: &str) -> (Settings, Vec<Di
             Err(msg) => diags.push(err(&["cluster", "lease"], format!("cluster.lease: {msg}"))),
         }
     }
-    let start = diags.len();
-    for (name, p) in raw.providers {
-        if diags.len() - start >= MAX_LIST_ERRORS {
-            diags.push(err(
-                &["providers"],
-                format!("more than {MAX_LIST_ERRORS} problems in `providers`; fix these first"),
-            ));
-            break;
-        }
-        let valid = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-        if !valid {
-            diags.push(err(
-                &["providers", &name],
-                format!("provider name {name:?} must be lowercase letters, digits, `_` or `-`"),
-            ));
-            continue;
-        }
-        let Some(kind) = ProviderKind::parse(&p.kind) else {
-            diags.push(err(
-                &["providers", &name, "kind"],
-                format!(
-                    "unknown provider kind {:?}: expected one of `openai`, `anthropic`, `gemini`",
-                    p.kind
-                ),
-            ));
-            continue;
-        };
-        if let Some(url) = &p.base_url
-            && !(url.starts_with("http://") || url.starts_with("https://"))
-        {
-            diags.push(err(
-                &["providers", &name, "base_url"],
-                format!("base_url {url:?} must start with http:// or https://"),
-            ));
-            continue;
-        }
-        if p.base_url.is_none() && kind == ProviderKind::OpenAi && name != "openai" {
-            diags.push(err(
-                &["providers", &name],
-                format!("provider `{name}` needs a `base_url`, e.g. http://localhost:11434/v1 for Ollama"),
-            ));
-            continue;
-        }
-        // A provider under a built-in name keeps that name's key variable,
-        // and so does one talking to the vendor's own endpoint; a gateway
-        // (own base_url) has a key only when it names its variable.
-        let builtin = ProviderKind::parse(&name).is_some_and(|k| k == kind);
-        let api_key_env = p.api_key_env.or_else(|| {
-            (builtin || p.base_url.is_none()).then(|| kind.default_key_env().to_string())
-        });
-        settings.providers.insert(
-            name.clone(),
-            ProviderConfig {
-                name,
-                kind,
-                base_url: p.base_url,
-                api_key_env,
-            },
-        );
-    }
+    parse_providers(raw.providers, &mut settings.providers, &err, &mut diags);
     (settings, diags)
 }
 
@@ -556,6 +419,7 @@ fn entry_place(text: &str, entry: &str) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ProviderKind;
 
     #[test]
     fn defaults_and_custom_provider() {

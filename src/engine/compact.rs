@@ -49,6 +49,7 @@ impl LoopState<'_> {
             temperature: self.spec.temperature,
             max_tokens: Some(u32::try_from(reserve).unwrap_or(u32::MAX)),
             output_schema: None,
+            cache_key: None,
         };
         let mut on_retry = retry_events(self.events.clone());
         let mut ignore_deltas = |_| {};

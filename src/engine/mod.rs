@@ -399,6 +399,7 @@ impl LoopState<'_> {
                 temperature: spec.temperature,
                 max_tokens: spec.max_tokens,
                 output_schema: spec.output_schema.clone(),
+                cache_key: Some(spec.agent.clone()),
             };
             let turn = {
                 let events = self.events.clone();

@@ -305,6 +305,7 @@ mod tests {
             temperature: Some(0.2),
             max_tokens: Some(100),
             output_schema: Some(json!({ "type": "object" })),
+            cache_key: None,
         };
         let body = request_body(&request);
         assert_eq!(
@@ -360,6 +361,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             output_schema: None,
+            cache_key: None,
         };
         let body = request_body(&bare);
         assert_eq!(body["max_tokens"], json!(DEFAULT_MAX_TOKENS));

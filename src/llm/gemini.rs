@@ -283,6 +283,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             output_schema: None,
+            cache_key: None,
         }
     }
 

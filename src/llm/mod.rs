@@ -35,6 +35,11 @@ pub struct ChatRequest {
     /// `output_schema`), for providers with a native structured-output or
     /// JSON mode. The engine validates the answer whatever the provider did.
     pub output_schema: Option<serde_json::Value>,
+    /// The prompt-cache key of the call (the agent's name): a provider
+    /// built with prompt caching on marks what to cache (Anthropic
+    /// `cache_control` breakpoints) or sends it (OpenAI
+    /// `prompt_cache_key`); `None`: nothing to cache under.
+    pub cache_key: Option<String>,
 }
 
 /// A piece of a streamed answer, delivered as it arrives.

@@ -207,6 +207,7 @@ mod tests {
             temperature: Some(0.2),
             max_tokens: Some(100),
             output_schema: None,
+            cache_key: None,
         };
         let body = request_body(&request);
         assert_eq!(
@@ -238,6 +239,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             output_schema: None,
+            cache_key: None,
         };
         let body = request_body(&bare);
         assert!(body.get("tools").is_none() && body.get("temperature").is_none());

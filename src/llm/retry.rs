@@ -432,6 +432,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             output_schema: None,
+            cache_key: None,
         };
         let slept = std::sync::Arc::new(Mutex::new(Vec::new()));
         let slept2 = slept.clone();
@@ -746,6 +747,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             output_schema: None,
+            cache_key: None,
         };
         let p = RetryPolicy {
             max_attempts: 2,

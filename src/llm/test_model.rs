@@ -199,6 +199,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             output_schema: None,
+            cache_key: None,
         }
     }
 

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::config::diag::{locate, locate_item};
 use crate::config::mcp::{McpServerConfig, McpTransport};
-use crate::config::settings::DEFAULT_OPENAI_BASE_URL;
+use crate::config::providers::DEFAULT_OPENAI_BASE_URL;
 use crate::config::{Agent, Diagnostic, EnvLookup, Loaded, Project, ProviderKind, Settings};
 use crate::llm::Provider;
 use crate::llm::anthropic::{self, AnthropicProvider};

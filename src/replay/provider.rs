@@ -81,6 +81,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             output_schema: None,
+            cache_key: None,
         };
         let mut seen = Vec::new();
         let mut on_delta = |d: Delta| seen.push(d);
