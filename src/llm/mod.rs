@@ -57,6 +57,38 @@ pub struct ModelTurn {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub finish_reason: Option<String>,
+    /// The answer's id as the provider gave it (for traces).
+    pub response_id: Option<String>,
+    /// The model that answered, as the provider names it (may be more
+    /// precise than the one asked for: a dated version).
+    pub response_model: Option<String>,
+}
+
+/// Which answer it was and which model gave it, as the first piece of the
+/// stream that names them says (for traces).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct AnswerIdentity {
+    pub id: Option<String>,
+    pub model: Option<String>,
+}
+
+impl AnswerIdentity {
+    /// Notes `value[id_key]` and `value[model_key]` unless already known.
+    pub fn note(&mut self, value: &serde_json::Value, id_key: &str, model_key: &str) {
+        let text = |key: &str| {
+            value
+                .get(key)
+                .and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        if self.id.is_none() {
+            self.id = text(id_key);
+        }
+        if self.model.is_none() {
+            self.model = text(model_key);
+        }
+    }
 }
 
 /// Why a model stopped before a whole answer.

@@ -135,6 +135,8 @@ impl Trace {
                 tool_calls: t.calls.clone(),
                 usage: t.usage,
                 finish_reason: None,
+                response_id: None,
+                response_model: None,
             })
             .collect()
     }

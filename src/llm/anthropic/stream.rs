@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::super::http::{Assemble, Flow, error_text, event_json, truncate};
-use crate::llm::{CutKind, Delta, ModelTurn, ProviderError};
+use crate::llm::{AnswerIdentity, CutKind, Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
 /// A content block being assembled. Only `tool_use` blocks need state:
@@ -42,6 +42,7 @@ pub(crate) struct Assembler {
     cache_creation_tokens: Option<u64>,
     output_tokens: Option<u64>,
     finish_reason: Option<String>,
+    identity: AnswerIdentity,
     done: bool,
 }
 
@@ -55,6 +56,9 @@ impl Assembler {
     ) -> Result<Flow, ProviderError> {
         match kind {
             "message_start" => {
+                if let Some(message) = value.get("message") {
+                    self.identity.note(message, "id", "model");
+                }
                 if let Some(usage) = value.pointer("/message/usage") {
                     self.push_usage(usage);
                 }
@@ -315,6 +319,8 @@ impl Assemble for Assembler {
             tool_calls,
             usage,
             finish_reason: self.finish_reason,
+            response_id: self.identity.id,
+            response_model: self.identity.model,
         })
     }
 
@@ -334,6 +340,7 @@ impl Assemble for Assembler {
             )));
         };
         let mut assembler = Assembler::default();
+        assembler.identity.note(value, "id", "model");
         for (index, block) in (0u64..).zip(content) {
             assembler.start_block(index, block, on_delta)?;
         }
@@ -436,6 +443,8 @@ mod tests {
         assert_eq!(turn.reasoning, "hmm ok");
         assert_eq!(turn.finish_reason.as_deref(), Some("end_turn"));
         assert!(turn.tool_calls.is_empty());
+        assert_eq!(turn.response_id.as_deref(), Some("msg_1"));
+        assert_eq!(turn.response_model.as_deref(), Some("claude-x"));
         assert_eq!(
             turn.usage,
             Usage {

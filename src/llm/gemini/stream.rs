@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::super::http::{Assemble, Flow, error_text, invalid_chunk, truncate};
-use crate::llm::{CutKind, Delta, ModelTurn, ProviderError};
+use crate::llm::{AnswerIdentity, CutKind, Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
 /// Assembles a [`ModelTurn`] from streamed responses, forwarding text and
@@ -23,6 +23,7 @@ pub(crate) struct Assembler {
     finish_reason: Option<String>,
     /// Whether any response carried a candidate.
     saw_candidate: bool,
+    identity: AnswerIdentity,
 }
 
 impl Assembler {
@@ -48,6 +49,7 @@ impl Assembler {
         response: &Value,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<(), ProviderError> {
+        self.identity.note(response, "responseId", "modelVersion");
         let Some(obj) = response.as_object() else {
             return Err(ProviderError::Stream(format!(
                 "response is not an object: {}",
@@ -276,6 +278,8 @@ impl Assemble for Assembler {
             tool_calls: self.tool_calls,
             usage: self.usage,
             finish_reason: self.finish_reason,
+            response_id: self.identity.id,
+            response_model: self.identity.model,
         })
     }
 
@@ -319,7 +323,7 @@ mod tests {
 
     fn parts(parts: Value) -> Value {
         json!({ "candidates": [{ "content": { "role": "model", "parts": parts }, "index": 0 }],
-                "modelVersion": "gemini-x" })
+                "modelVersion": "gemini-x", "responseId": "r-1" })
     }
 
     fn last(parts: Value, usage: Value) -> Value {
@@ -347,6 +351,8 @@ mod tests {
         assert_eq!(turn.reasoning, "hmm ok");
         assert!(turn.tool_calls.is_empty());
         assert_eq!(turn.finish_reason.as_deref(), Some("STOP"));
+        assert_eq!(turn.response_id.as_deref(), Some("r-1"));
+        assert_eq!(turn.response_model.as_deref(), Some("gemini-x"));
         assert_eq!(
             turn.usage,
             Usage {

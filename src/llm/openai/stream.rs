@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::super::http::{Assemble, Flow, error_text, event_json, truncate};
-use crate::llm::{CutKind, Delta, ModelTurn, ProviderError};
+use crate::llm::{AnswerIdentity, CutKind, Delta, ModelTurn, ProviderError};
 use crate::types::{ToolCall, Usage};
 
 /// A tool call being assembled from stream pieces.
@@ -32,6 +32,7 @@ pub(crate) struct Assembler {
     last_index: Option<u64>,
     usage: Usage,
     finish_reason: Option<String>,
+    identity: AnswerIdentity,
     done: bool,
 }
 
@@ -48,6 +49,7 @@ impl Assembler {
                 truncate(&chunk.to_string())
             )));
         };
+        self.identity.note(chunk, "id", "model");
         if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
             let message = match err {
                 Value::String(s) => s.clone(),
@@ -248,6 +250,8 @@ impl Assemble for Assembler {
             tool_calls,
             usage: self.usage,
             finish_reason: self.finish_reason,
+            response_id: self.identity.id,
+            response_model: self.identity.model,
         })
     }
 
@@ -320,7 +324,8 @@ mod tests {
     #[test]
     fn text_reasoning_and_usage() {
         let (turn, deltas) = assemble(&[
-            delta(json!({ "role": "assistant", "content": "" })),
+            json!({ "id": "chatcmpl-1", "model": "gpt-x-2026-01-01",
+                    "choices": [{ "index": 0, "delta": { "role": "assistant", "content": "" } }] }),
             delta(json!({ "reasoning_content": "hmm" })),
             delta(json!({ "reasoning": " ok" })),
             delta(json!({ "content": "Hel" })),
@@ -335,6 +340,8 @@ mod tests {
         assert_eq!(turn.finish_reason.as_deref(), Some("stop"));
         assert_eq!(turn.usage.input_tokens, Some(7));
         assert_eq!(turn.usage.output_tokens, Some(3));
+        assert_eq!(turn.response_id.as_deref(), Some("chatcmpl-1"));
+        assert_eq!(turn.response_model.as_deref(), Some("gpt-x-2026-01-01"));
         assert_eq!(
             deltas,
             vec![
