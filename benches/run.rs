@@ -258,7 +258,12 @@ fn engine_bench() {
         for _ in 0..runs {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
             let parts = Parts {
-                provider: &provider,
+                models: aurad::engine::Models::single(
+                    &spec.model,
+                    &spec.model_name,
+                    &provider,
+                    spec.price,
+                ),
                 tools: &tools,
                 retry: RetryPolicy::default(),
                 spending: None,

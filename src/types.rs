@@ -423,6 +423,24 @@ pub enum RunEvent {
         #[serde(default)]
         discarded_output: bool,
     },
+    /// A model call failed for a reason the agent's model chain names, and
+    /// it goes on with the next model of the chain (no tool of the turn
+    /// had run: tools run only once an answer has ended whole). The rest
+    /// of the run stays on `to`.
+    ModelFallback {
+        /// `provider/model` of the model that failed, and of the next.
+        from: String,
+        to: String,
+        reason: FallbackReason,
+        error: String,
+    },
+    /// A model call waited for its turn under the provider's shared limits
+    /// (requests at once, per minute, tokens per minute, a 429's pause).
+    LimitWait {
+        /// The provider's name in aurad.yaml.
+        provider: String,
+        waited_ms: u64,
+    },
     /// Messages were dropped from the context to fit the token budget.
     ContextTrimmed {
         dropped_messages: usize,
@@ -451,6 +469,10 @@ pub enum RunEvent {
         /// US dollars, where the model's price is known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// `provider/model` of the call, priced by its own price (a chain
+        /// may have answered with another model than the first).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     ToolCall {
         id: String,
@@ -543,6 +565,8 @@ impl RunEvent {
             RunEvent::TextDelta { .. } => "text_delta",
             RunEvent::ReasoningDelta { .. } => "reasoning_delta",
             RunEvent::ModelRetry { .. } => "model_retry",
+            RunEvent::ModelFallback { .. } => "model_fallback",
+            RunEvent::LimitWait { .. } => "limit_wait",
             RunEvent::ContextTrimmed { .. } => "context_trimmed",
             RunEvent::HistoryCompacted { .. } => "history_compacted",
             RunEvent::Usage { .. } => "usage",
@@ -554,6 +578,44 @@ impl RunEvent {
             RunEvent::StepFinished { .. } => "step_finished",
             RunEvent::Finished { .. } => "finished",
         }
+    }
+}
+
+/// Why a model call moves on to the next model of its chain
+/// (`fallback_on:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackReason {
+    /// No connection, or the answer stream broke or went idle, after the
+    /// retries the model was given.
+    Unreachable,
+    /// 5xx answers after the retries.
+    ServerError,
+    /// 429 answers whose retries no longer fit.
+    RateLimited,
+    /// The request is longer than the model's context window.
+    ContextLength,
+}
+
+impl FallbackReason {
+    pub const ALL: [FallbackReason; 4] = [
+        FallbackReason::Unreachable,
+        FallbackReason::ServerError,
+        FallbackReason::RateLimited,
+        FallbackReason::ContextLength,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackReason::Unreachable => "unreachable",
+            FallbackReason::ServerError => "server_error",
+            FallbackReason::RateLimited => "rate_limited",
+            FallbackReason::ContextLength => "context_length",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FallbackReason> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
     }
 }
 

@@ -490,7 +490,7 @@ async fn a_hanging_provider_is_cut_after_the_idle_timeout_and_retried() {
     );
     let store = Store::open(&dir.path().join("aurad.db")).unwrap();
     let mut prepared = prepare_agent(dir.path(), "x");
-    prepared.provider = idle_provider("openai", &mock, idle);
+    prepared.models[0].provider = idle_provider("openai", &mock, idle);
     let (outcome, events, _) = run(prepared, &store).await;
     assert_eq!(outcome.state, RunState::Succeeded, "{:?}", outcome.reason);
     assert_eq!(outcome.output.as_deref(), Some("awake again"));

@@ -196,6 +196,28 @@ impl Renderer {
                 }
                 self.meta(self.paint("33", &line));
             }
+            RunEvent::ModelFallback {
+                from,
+                to,
+                reason,
+                error,
+            } => {
+                let line = format!(
+                    "! {from} failed ({}: {error}); going on with {to}",
+                    reason.as_str()
+                );
+                self.meta(self.paint("33", &line));
+            }
+            RunEvent::LimitWait {
+                provider,
+                waited_ms,
+            } => {
+                let line = format!(
+                    "… waited {:.1}s for provider `{provider}`'s limits",
+                    *waited_ms as f64 / 1000.0
+                );
+                self.meta(self.paint("2", &line));
+            }
             RunEvent::ContextTrimmed {
                 dropped_messages,
                 estimated_tokens,

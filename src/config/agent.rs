@@ -12,6 +12,8 @@ use super::bounds::{Syntax, check_text};
 use super::diag::{Diagnostic, locate, locate_item};
 pub use super::limits::Limits;
 use super::limits::{RawLimits, parse_limits};
+pub use super::model_chain::Fallback;
+use super::model_chain::parse_model;
 use super::schema::json_schema;
 use super::skills::parse_skills;
 pub use super::skills::{SkillsChoice, SkillsMode};
@@ -24,7 +26,7 @@ use crate::types::SandboxMode;
 #[serde(deny_unknown_fields)]
 struct RawAgent {
     description: Option<String>,
-    model: Option<String>,
+    model: Option<Value>,
     system: Option<String>,
     prompt: Option<String>,
     #[serde(default)]
@@ -116,8 +118,12 @@ pub struct Agent {
     /// The file, relative to the project root.
     pub path: std::path::PathBuf,
     pub description: String,
-    /// `provider/model`, or `test` for the built-in offline test model.
+    /// `provider/model`, or `test` for the built-in offline test model;
+    /// the first of a chain.
     pub model: String,
+    /// The rest of a model chain, and when a call moves down it; `None`:
+    /// one model.
+    pub fallback: Option<Fallback>,
     /// minijinja template of the system prompt.
     pub system: Option<String>,
     /// minijinja template of the input of runs started without one.
@@ -243,24 +249,34 @@ pub fn parse_agent(
             ));
         }
     }
-    let model = match raw.model.as_deref().map(str::trim) {
-        _ if pipeline.is_some() => String::new(),
-        None | Some("") => {
+    let check_model = |m: &str| match m.split_once('/') {
+        _ if m == "test" => Ok(m.to_string()),
+        Some((p, rest)) if !p.is_empty() && !rest.is_empty() => Ok(m.to_string()),
+        _ => Err(format!(
+            "model {m:?} must be `provider/model`, e.g. openai/{m}, or `test`"
+        )),
+    };
+    let (model, fallback) = match &raw.model {
+        _ if pipeline.is_some() => (String::new(), None),
+        None => {
             diags.push(err(
                 &["model"],
                 "`model` is required: write `model: provider/model` (e.g. openai/gpt-4o-mini) or `model: test`".into(),
             ));
-            String::new()
+            (String::new(), None)
         }
-        Some(m) if m == "test" => m.to_string(),
-        Some(m) => match m.split_once('/') {
-            Some((p, rest)) if !p.is_empty() && !rest.is_empty() => m.to_string(),
-            _ => {
-                diags.push(err(
-                    &["model"],
-                    format!("model {m:?} must be `provider/model`, e.g. openai/{m}, or `test`"),
-                ));
-                String::new()
+        Some(Value::String(m)) if m.trim().is_empty() => {
+            diags.push(err(
+                &["model"],
+                "`model` is required: write `model: provider/model` (e.g. openai/gpt-4o-mini) or `model: test`".into(),
+            ));
+            (String::new(), None)
+        }
+        Some(value) => match parse_model(value, &check_model) {
+            Ok(chain) => chain,
+            Err((keys, message)) => {
+                diags.push(err(&keys, message));
+                (String::new(), None)
             }
         },
     };
@@ -449,6 +465,7 @@ pub fn parse_agent(
         path: path.to_path_buf(),
         description: raw.description.unwrap_or_default(),
         model,
+        fallback,
         system: raw.system,
         prompt: raw.prompt,
         tools: raw.tools,

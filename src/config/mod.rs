@@ -15,6 +15,7 @@ pub mod duration;
 pub mod interp;
 pub mod limits;
 pub mod mcp;
+pub mod model_chain;
 pub mod otel;
 pub mod plugins;
 mod prices;

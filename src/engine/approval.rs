@@ -75,6 +75,12 @@ pub struct Checkpoint {
     /// What its sub-runs (agents called as tools) cost so far.
     #[serde(default)]
     pub sub_runs_cost: Option<f64>,
+    /// The model of the agent's chain the run had moved on to.
+    #[serde(default)]
+    pub model_index: usize,
+    /// What its calls answered by a fallback model cost.
+    #[serde(default)]
+    pub fallback_cost: Option<f64>,
     pub iterations: u32,
     pub tool_calls_made: u32,
     /// Set while the one repair turn of a schema-violating answer runs.

@@ -5,11 +5,12 @@
 //! (`LoopState`), in a file of its own.
 
 use crate::llm::ChatRequest;
-use crate::llm::retry::stream_with_retry_until;
+use crate::llm::retry::{Gated, stream_gated_until};
 use crate::types::{Message, RunEvent};
 
+use super::emit::retry_events;
 use super::history::{self, TurnHistory};
-use super::{End, LoopState, context, retry_events};
+use super::{End, LoopState, context};
 
 impl LoopState<'_> {
     /// Replaces the oldest part of a session's history by a summary the
@@ -42,8 +43,12 @@ impl LoopState<'_> {
         let room = budget.saturating_sub(reserve + context::estimate_message(&instruction) + 8);
         let text =
             history::summary_request(history.summary.as_deref(), &history.messages[..cut], room);
+        // The summary is written by the model the run calls now, under its
+        // provider's limits; it does not move down the chain (a failed
+        // summary falls back to trimming).
+        let route = &self.parts.models.routes[self.model_index];
         let request = ChatRequest {
-            model: self.spec.model_name.clone(),
+            model: route.model_name.clone(),
             messages: vec![instruction, Message::user(text)],
             tools: Vec::new(),
             temperature: self.spec.temperature,
@@ -53,8 +58,14 @@ impl LoopState<'_> {
         };
         let mut on_retry = retry_events(self.events.clone());
         let mut ignore_deltas = |_| {};
-        let call = stream_with_retry_until(
-            self.parts.provider,
+        let mut ignore_waits = |_| {};
+        let gated = route.gate.as_ref().map(|gate| Gated {
+            gate,
+            on_wait: &mut ignore_waits,
+        });
+        let call = stream_gated_until(
+            route.provider,
+            gated,
             &request,
             &self.parts.retry,
             self.clock.deadline(),
@@ -73,13 +84,7 @@ impl LoopState<'_> {
                 return Ok(());
             }
         };
-        self.usage.add(&answer.usage);
-        self.own_usage.add(&answer.usage);
-        self.emit(RunEvent::Usage {
-            iteration: self.iterations,
-            usage: answer.usage,
-            cost_usd: self.spec.price.and_then(|p| p.cost(&answer.usage)),
-        });
+        self.count_usage(&answer, self.model_index);
         let summary = self.parts.redactor.redact(answer.text.trim()).into_owned();
         if summary.is_empty() {
             tracing::warn!(run = %self.spec.run_id, "the model wrote an empty summary of the session's history; trimming it instead");

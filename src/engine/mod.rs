@@ -10,6 +10,7 @@ mod compact;
 pub mod context;
 mod emit;
 pub mod history;
+mod model_call;
 pub mod output;
 pub mod sub_runs;
 
@@ -24,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
 use crate::config::duration::format_duration;
-use crate::llm::retry::{RetryPolicy, stream_with_retry_until};
-use crate::llm::{ChatRequest, Delta, EarlyStop, ModelTurn, Provider};
+use crate::llm::retry::RetryPolicy;
+use crate::llm::{ChatRequest, EarlyStop, ModelTurn};
 use crate::redact::Redactor;
 use crate::tools::{DEFAULT_OUTPUT_CAP, ToolContext, ToolSet};
 use crate::types::approval::ApprovalRequest;
@@ -33,8 +34,9 @@ use crate::types::{
     Message, Price, RecalledMemory, RunEvent, RunState, SkillActivation, ToolCall, Trigger, Usage,
 };
 use approval::{ApprovalGate, CallResult, Checkpoint, NoDecision, RunClock};
-use emit::{announce, retry_events};
+use emit::announce;
 use history::{TurnHistory, TurnRecord};
+pub use model_call::{ModelRoute, Models, fallback_reason};
 use output::OutputCheck;
 pub use sub_runs::{SharedSpend, SubRunSpend};
 
@@ -104,7 +106,8 @@ pub struct RecalledBlock {
 
 /// The parts a run uses.
 pub struct Parts<'a> {
-    pub provider: &'a dyn Provider,
+    /// The agent's model, and the rest of its chain.
+    pub models: Models<'a>,
     pub tools: &'a ToolSet,
     pub retry: RetryPolicy,
     /// Where the agent's other spending today is read, for a daily budget;
@@ -182,6 +185,8 @@ pub async fn run(
         usage: Usage::default(),
         own_usage: Usage::default(),
         sub_runs_cost: None,
+        model_index: 0,
+        fallback_cost: None,
         iterations: 0,
         clock,
         turn_start: 0,
@@ -287,6 +292,11 @@ struct LoopState<'a> {
     own_usage: Usage,
     /// What its sub-runs cost, at their own models' prices.
     sub_runs_cost: Option<f64>,
+    /// The model of the chain the run calls now (an index into
+    /// `parts.models.routes`).
+    model_index: usize,
+    /// What its calls answered by a fallback model cost, at their prices.
+    fallback_cost: Option<f64>,
     iterations: u32,
     /// The run's time for `limits.timeout`, stopped while waiting.
     clock: Arc<RunClock>,
@@ -334,6 +344,10 @@ impl LoopState<'_> {
                 self.usage = checkpoint.usage;
                 self.own_usage = checkpoint.own_usage;
                 self.sub_runs_cost = checkpoint.sub_runs_cost;
+                self.fallback_cost = checkpoint.fallback_cost;
+                self.model_index = checkpoint
+                    .model_index
+                    .min(self.parts.models.routes.len().saturating_sub(1));
                 self.iterations = checkpoint.iterations;
                 tool_calls_made = checkpoint.tool_calls_made;
                 repairing = checkpoint.repairing;
@@ -401,45 +415,11 @@ impl LoopState<'_> {
                 output_schema: spec.output_schema.clone(),
                 cache_key: Some(spec.agent.clone()),
             };
-            let turn = {
-                let events = self.events.clone();
-                let mut on_delta = move |d: Delta| {
-                    let _ = events.send(match d {
-                        Delta::Text(text) => RunEvent::TextDelta { text },
-                        Delta::Reasoning(text) => RunEvent::ReasoningDelta { text },
-                    });
-                };
-                let mut on_retry = retry_events(self.events.clone());
-                // Retries spend the run's own time: none is made that
-                // could not start before the run's timeout.
-                let call = stream_with_retry_until(
-                    self.parts.provider,
-                    &request,
-                    &self.parts.retry,
-                    self.clock.deadline(),
-                    &mut on_delta,
-                    &mut on_retry,
-                );
-                tokio::select! {
-                    biased;
-                    _ = self.token.cancelled() => return End::Stopped,
-                    turn = call => turn,
-                }
+            let (turn, answered_by) = match self.call_model(request).await {
+                Ok(answer) => answer,
+                Err(end) => return end,
             };
-            let turn = match turn {
-                Ok(turn) => turn,
-                Err(e) => return End::Failed(format!("model call failed: {e}")),
-            };
-            self.usage.add(&turn.usage);
-            self.own_usage.add(&turn.usage);
-            if let Some(shared) = self.parts.sub_runs {
-                shared.set_counted(self.usage.total_tokens());
-            }
-            self.emit(RunEvent::Usage {
-                iteration: self.iterations,
-                usage: turn.usage,
-                cost_usd: spec.price.and_then(|p| p.cost(&turn.usage)),
-            });
+            self.count_usage(&turn, answered_by);
             if turn.tool_calls.is_empty() {
                 if let Some(reason) = cut_off(&turn) {
                     return End::Failed(reason);
@@ -612,6 +592,8 @@ impl LoopState<'_> {
             usage: self.usage,
             own_usage: self.own_usage,
             sub_runs_cost: self.sub_runs_cost,
+            model_index: self.model_index,
+            fallback_cost: self.fallback_cost,
             iterations: self.iterations,
             tool_calls_made: state.tool_calls_made,
             repairing: state.repairing,
@@ -697,6 +679,28 @@ impl LoopState<'_> {
         let _ = self.events.send(event);
     }
 
+    /// Adds a model answer's tokens to the run's, priced at the price of
+    /// the model of the chain that gave it, with a `usage` event.
+    fn count_usage(&mut self, turn: &ModelTurn, answered_by: usize) {
+        let route = &self.parts.models.routes[answered_by];
+        self.usage.add(&turn.usage);
+        let cost_usd = route.price.and_then(|p| p.cost(&turn.usage));
+        if answered_by == 0 {
+            self.own_usage.add(&turn.usage);
+        } else if let Some(cost) = cost_usd {
+            self.fallback_cost = Some(self.fallback_cost.unwrap_or(0.0) + cost);
+        }
+        if let Some(shared) = self.parts.sub_runs {
+            shared.set_counted(self.usage.total_tokens());
+        }
+        self.emit(RunEvent::Usage {
+            iteration: self.iterations,
+            usage: turn.usage,
+            cost_usd,
+            model: (self.parts.models.routes.len() > 1).then(|| route.model.clone()),
+        });
+    }
+
     /// Adds what the sub-runs that ended since the last call spent to the
     /// run's usage and cost, each with a `usage` event (so the stored run
     /// counts it as it goes).
@@ -713,6 +717,7 @@ impl LoopState<'_> {
                 iteration: self.iterations,
                 usage: spend.usage,
                 cost_usd: spend.cost_usd,
+                model: None,
             });
         }
         shared.set_counted(self.usage.total_tokens());
@@ -722,10 +727,11 @@ impl LoopState<'_> {
     /// the counts are known.
     fn cost(&self) -> Option<f64> {
         let own = self.spec.price.and_then(|p| p.cost(&self.own_usage));
-        match (own, self.sub_runs_cost) {
-            (None, None) => None,
-            (own, subs) => Some(own.unwrap_or(0.0) + subs.unwrap_or(0.0)),
-        }
+        let parts = [own, self.fallback_cost, self.sub_runs_cost];
+        parts
+            .iter()
+            .any(Option::is_some)
+            .then(|| parts.iter().flatten().sum())
     }
 
     /// What the agent's other runs have spent today; 0 when the agent has

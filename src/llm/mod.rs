@@ -7,6 +7,7 @@ pub mod anthropic;
 pub mod decode;
 pub mod gemini;
 mod http;
+pub mod limits;
 pub mod openai;
 pub mod retry;
 pub mod test_model;

@@ -35,14 +35,15 @@
 //! [`ProviderError::GaveUp`] it returns. May depend on `backon`, `llm` and
 //! `types` only.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::{Retryable, Sleeper};
 use rand::Rng;
 use tokio::time::Instant;
 
+use super::limits::ProviderGate;
 use super::{ChatRequest, CutKind, Delta, ModelTurn, Provider, ProviderError};
 use crate::types::RetryReason;
 
@@ -207,6 +208,7 @@ pub async fn stream_with_retry_until(
 ) -> Result<ModelTurn, ProviderError> {
     retry_with_sleep(
         provider,
+        None,
         request,
         policy,
         deadline,
@@ -215,6 +217,22 @@ pub async fn stream_with_retry_until(
         tokio::time::sleep,
     )
     .await
+}
+
+/// A rough count of the tokens `request` sends (4 characters a token), to
+/// charge a tokens-per-minute limit before the answer reports the real one.
+pub fn estimate_tokens(request: &ChatRequest) -> u64 {
+    let text: usize = request
+        .messages
+        .iter()
+        .map(|m| m.content().len())
+        .sum::<usize>()
+        + request
+            .tools
+            .iter()
+            .map(|t| t.description.len() + t.parameters.to_string().len())
+            .sum::<usize>();
+    (text / 4) as u64 + u64::from(request.max_tokens.unwrap_or(0).min(4096))
 }
 
 /// How long an attempt may go without progress (a delta) when `left` is
@@ -263,10 +281,48 @@ async fn cut_when_stalled(
     }
 }
 
+/// A provider's shared limits a call passes before each attempt
+/// ([`super::limits`]), and who hears of the waits.
+pub struct Gated<'a> {
+    pub gate: &'a Arc<ProviderGate>,
+    /// Told how long an attempt waited for its turn, when it waited.
+    pub on_wait: &'a mut (dyn FnMut(Duration) + Send),
+}
+
+/// [`stream_with_retry_until`], each attempt passing `gated`'s gate first:
+/// the wait for the gate is not an attempt's idleness, and a 429 an
+/// attempt gets slows every caller of the provider.
+pub async fn stream_gated_until(
+    provider: &dyn Provider,
+    gated: Option<Gated<'_>>,
+    request: &ChatRequest,
+    policy: &RetryPolicy,
+    deadline: Option<Instant>,
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+    on_retry: &mut (dyn FnMut(&RetryNotice<'_>) + Send),
+) -> Result<ModelTurn, ProviderError> {
+    retry_with_sleep(
+        provider,
+        gated,
+        request,
+        policy,
+        deadline,
+        on_delta,
+        on_retry,
+        tokio::time::sleep,
+    )
+    .await
+}
+
 /// [`stream_with_retry_until`] with the waiting supplied, so tests need not
 /// wait.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the private core of the public entries, each of which passes fewer"
+)]
 async fn retry_with_sleep(
     provider: &dyn Provider,
+    gated: Option<Gated<'_>>,
     request: &ChatRequest,
     policy: &RetryPolicy,
     deadline: Option<Instant>,
@@ -281,10 +337,24 @@ async fn retry_with_sleep(
     let gave_up: Mutex<Option<String>> = Mutex::new(None);
     // Each attempt borrows the caller's delta sink in turn.
     let on_delta = futures::lock::Mutex::new(on_delta);
+    let (gate, on_wait) = match gated {
+        Some(g) => (Some(g.gate), Some(futures::lock::Mutex::new(g.on_wait))),
+        None => (None, None),
+    };
+    let estimate = gate.map_or(0, |_| estimate_tokens(request));
     let attempt = || async {
         attempts.fetch_add(1, Ordering::SeqCst);
         delivered.store(false, Ordering::SeqCst);
         let mut on_delta = on_delta.lock().await;
+        let pass = match gate {
+            Some(gate) => Some(gate.enter(estimate).await),
+            None => None,
+        };
+        if let (Some(pass), Some(on_wait)) = (&pass, &on_wait)
+            && !pass.waited.is_zero()
+        {
+            (on_wait.lock().await)(pass.waited);
+        }
         let started = Instant::now();
         // When the attempt last showed progress (ms after `started`).
         let progress = AtomicU64::new(0);
@@ -294,10 +364,15 @@ async fn retry_with_sleep(
             on_delta(d);
         };
         let call = provider.stream(request, &mut tracking);
-        match deadline.and_then(|d| patience(d.saturating_duration_since(Instant::now()))) {
-            None => call.await,
-            Some(patience) => cut_when_stalled(call, started, &progress, patience).await,
+        let result =
+            match deadline.and_then(|d| patience(d.saturating_duration_since(Instant::now()))) {
+                None => call.await,
+                Some(patience) => cut_when_stalled(call, started, &progress, patience).await,
+            };
+        if let Some(pass) = pass {
+            pass.leave(&result).await;
         }
+        result
     };
     // Full jitter: the n-th wait is drawn from `[0, backoff_cap(n)]`.
     let full_jitter = (1..).map(|n| policy.backoff(n));
@@ -445,6 +520,7 @@ mod tests {
         let mut notices = Vec::new();
         let result = retry_with_sleep(
             &provider,
+            None,
             &request,
             policy,
             deadline,

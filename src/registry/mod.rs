@@ -286,41 +286,42 @@ pub fn check_agent(agent: &Agent, refs: &Refs, env: EnvLookup) -> Vec<Diagnostic
             format!("sandbox: {message}"),
         ));
     }
-    if agent.steps.is_none()
-        && let Err(message) = check_model(&agent.model, settings)
-    {
-        diags.push(Diagnostic::error(
-            &agent.path,
-            locate(&agent.text, &["model"]),
-            message,
-        ));
-    }
-    if agent.limits.max_cost_usd_per_day.is_some()
-        && agent.model != "test"
-        && !settings.prices.contains_key(&agent.model)
-    {
-        diags.push(Diagnostic::error(
-            &agent.path,
-            locate(&agent.text, &["limits", "max_cost_usd_per_day"]),
-            format!(
-                "limits.max_cost_usd_per_day needs the price of {:?}: add it under `prices` in aurad.yaml, e.g. prices: {{ {:?}: {{ input_per_mtok: 0.15, output_per_mtok: 0.6 }} }}",
-                agent.model, agent.model
-            ),
-        ));
-    }
-    if let Some((provider, _)) = agent.model.split_once('/')
-        && provider != "openai"
-        && let Some(var) = settings
-            .providers
-            .get(provider)
-            .and_then(|p| p.api_key_env.as_ref())
-        && env(var).is_none_or(|v| v.is_empty())
-    {
-        diags.push(Diagnostic::warning(
-            &agent.path,
-            locate(&agent.text, &["model"]),
-            format!("{var} is not set: runs of this agent will fail until it is (api_key_env of provider `{provider}`)"),
-        ));
+    let chain = std::iter::once(&agent.model).chain(agent.fallback.iter().flat_map(|f| &f.models));
+    for model in chain.filter(|_| agent.steps.is_none()) {
+        let place = match &agent.fallback {
+            Some(_) => locate_item(&agent.text, &["model"], model),
+            None => locate(&agent.text, &["model"]),
+        };
+        if let Err(message) = check_model(model, settings) {
+            diags.push(Diagnostic::error(&agent.path, place, message));
+            continue;
+        }
+        if agent.limits.max_cost_usd_per_day.is_some()
+            && model != "test"
+            && !settings.prices.contains_key(model)
+        {
+            diags.push(Diagnostic::error(
+                &agent.path,
+                locate(&agent.text, &["limits", "max_cost_usd_per_day"]),
+                format!(
+                    "limits.max_cost_usd_per_day needs the price of {model:?}: add it under `prices` in aurad.yaml, e.g. prices: {{ {model:?}: {{ input_per_mtok: 0.15, output_per_mtok: 0.6 }} }}"
+                ),
+            ));
+        }
+        if let Some((provider, _)) = model.split_once('/')
+            && provider != "openai"
+            && let Some(var) = settings
+                .providers
+                .get(provider)
+                .and_then(|p| p.api_key_env.as_ref())
+            && env(var).is_none_or(|v| v.is_empty())
+        {
+            diags.push(Diagnostic::warning(
+                &agent.path,
+                place,
+                format!("{var} is not set: runs of this agent will fail until it is (api_key_env of provider `{provider}`)"),
+            ));
+        }
     }
     if agent.memory.tools {
         for name in ["memory_save", "memory_search", "memory_delete"] {

@@ -5,7 +5,7 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::approval::ApprovalGate;
-use crate::engine::{self, Parts, RunOutcome, RunSpec};
+use crate::engine::{self, Models, Parts, RunOutcome, RunSpec};
 use crate::llm::Provider;
 use crate::llm::retry::RetryPolicy;
 use crate::redact::Redactor;
@@ -39,7 +39,7 @@ pub async fn play(
 ) -> Played {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let parts = Parts {
-        provider,
+        models: Models::single(&spec.model, &spec.model_name, provider, spec.price),
         tools,
         retry,
         spending: None,

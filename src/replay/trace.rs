@@ -179,6 +179,7 @@ mod tests {
                 cached_input_tokens: None,
             },
             cost_usd: None,
+            model: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! step), the final state stored, `notify:` told. The way in is
 //! [`super::Job`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use backon::Retryable;
@@ -11,7 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::MemoryConfig;
 use crate::config::approval::NotifyEvent;
-use crate::engine::{self, DaySpending, Parts, RecalledBlock, RunOutcome, RunSpec, SharedSpend};
+use crate::engine::{
+    self, DaySpending, ModelRoute, Models, Parts, RecalledBlock, RunOutcome, RunSpec, SharedSpend,
+};
+use crate::llm::Provider;
+use crate::llm::limits;
 use crate::redact::Redactor;
 use crate::store::{RunEnd, SessionSummary, SessionTurn, Store, StoreError};
 use crate::types::{RecalledMemory, RunState};
@@ -143,7 +148,10 @@ pub(super) async fn run_agent(
     let PreparedRun {
         mut spec,
         memory,
-        provider,
+        models,
+        fallback_on,
+        fallback_attempts,
+        cluster_lease,
         tools,
         retry,
         timezone,
@@ -169,11 +177,30 @@ pub(super) async fn run_agent(
             resumed: spec.resume.is_some(),
         },
     );
-    let provider = traced.provider(provider, &spec.model, &redactor);
-    let provider = match services.claim {
-        Some(claim) => claim.gate(provider),
-        None => provider,
-    };
+    // Each model of the chain traced, kept to the run's claim, and behind
+    // its provider's limits (shared through the store across nodes).
+    let shared = super::shared_limits::for_store(store, cluster_lease);
+    let providers: Vec<Arc<dyn Provider>> = models
+        .iter()
+        .map(|m| {
+            let provider = traced.provider(m.provider.clone(), &m.model, &redactor);
+            match services.claim {
+                Some(claim) => claim.gate(provider),
+                None => provider,
+            }
+        })
+        .collect();
+    let routes = models
+        .iter()
+        .zip(&providers)
+        .map(|(m, provider)| ModelRoute {
+            model: m.model.clone(),
+            model_name: m.model_name.clone(),
+            provider: provider.as_ref(),
+            price: m.price,
+            gate: limits::gate(&m.provider_name, m.limits, shared.clone()),
+        })
+        .collect();
     let mut tools = traced.tools(tools, &redactor);
     let sink: &mut dyn RunSink = &mut traced;
     // Events already stored: a resumed run numbers its own after them.
@@ -237,7 +264,11 @@ pub(super) async fn run_agent(
         closing: services.closing,
     };
     let parts = Parts {
-        provider: provider.as_ref(),
+        models: Models {
+            routes,
+            fallback_on,
+            attempts: fallback_attempts,
+        },
         tools: &tools,
         retry,
         spending: Some(&day),

@@ -11,6 +11,7 @@ use crate::config::{HistoryMode, MemoryConfig, SkillsChoice, SkillsMode};
 use crate::engine::history::TurnHistory;
 use crate::engine::{ActiveSkills, RunSpec};
 use crate::llm::Provider;
+use crate::llm::limits::Limits;
 use crate::llm::retry::RetryPolicy;
 use crate::redact::Redactor;
 use crate::registry::ceiling::Ceiling;
@@ -19,7 +20,7 @@ use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunParent, new_run_id};
 use crate::tools::ToolSet;
 use crate::tools::sandbox::Sandbox;
-use crate::types::{RunState, SkillActivation};
+use crate::types::{FallbackReason, Price, RunState, SkillActivation};
 
 use super::agent_tool::SubAgents;
 use super::request::RunRequest;
@@ -34,7 +35,16 @@ pub struct PreparedRun {
     /// The agent's memory settings: recall and tools happen in `execute`,
     /// which has the store.
     pub memory: MemoryConfig,
-    pub provider: Arc<dyn Provider>,
+    /// The agent's model and the rest of its chain, in order (one model
+    /// when the request names one).
+    pub models: Vec<PreparedModel>,
+    /// When a call moves down the chain.
+    pub fallback_on: Vec<FallbackReason>,
+    /// Attempts each model but the last gets.
+    pub fallback_attempts: u32,
+    /// How long a node may go silent before the request slots it holds
+    /// are free (`cluster.lease`).
+    pub cluster_lease: std::time::Duration,
     pub tools: ToolSet,
     pub retry: RetryPolicy,
     /// Where the agent's day starts for its daily budget: the time zone of
@@ -61,6 +71,46 @@ pub struct PreparedRun {
     pub history: HistoryMode,
     /// The skills it may load with `load_skill` (`skills.mode: catalog`).
     pub skill_catalog: Option<SkillCatalog>,
+}
+
+/// One model of a run's chain, resolved.
+pub struct PreparedModel {
+    /// `provider/model`, or `test`.
+    pub model: String,
+    /// The name sent to the provider.
+    pub model_name: String,
+    pub provider: Arc<dyn Provider>,
+    pub price: Option<Price>,
+    /// The provider's name in aurad.yaml and the limits its runs share.
+    pub provider_name: String,
+    pub limits: Limits,
+}
+
+/// Resolves `model` (`provider/model` or `test`) against the settings.
+fn prepare_model(
+    snapshot: &Snapshot,
+    model: &str,
+    env: EnvLookup,
+) -> Result<PreparedModel, String> {
+    let settings = &snapshot.project.settings;
+    let (provider, model_name) = provider_for(model, settings, &snapshot.http, env)?;
+    let provider_name = model.split_once('/').map_or(model, |(p, _)| p).to_string();
+    let limits = settings
+        .providers
+        .get(&provider_name)
+        .map_or_else(Limits::default, |p| Limits {
+            concurrent: p.limits.concurrent,
+            requests_per_minute: p.limits.requests_per_minute,
+            tokens_per_minute: p.limits.tokens_per_minute,
+        });
+    Ok(PreparedModel {
+        model: model.to_string(),
+        model_name,
+        provider,
+        price: settings.prices.get(model).copied(),
+        provider_name,
+        limits,
+    })
 }
 
 /// Resolves `request` against `snapshot`. Errors say what to do.
@@ -101,8 +151,23 @@ fn prepare_with(
             }
         ));
     };
-    let model = request.model.clone().unwrap_or_else(|| agent.model.clone());
-    let (provider, model_name) = provider_for(&model, &project.settings, &snapshot.http, env)?;
+    // A model the request names replaces the whole chain.
+    let chain: Vec<&str> = match &request.model {
+        Some(model) => vec![model.as_str()],
+        None => std::iter::once(agent.model.as_str())
+            .chain(
+                agent
+                    .fallback
+                    .iter()
+                    .flat_map(|f| f.models.iter().map(String::as_str)),
+            )
+            .collect(),
+    };
+    let models = chain
+        .into_iter()
+        .map(|m| prepare_model(snapshot, m, env))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (model, model_name) = (models[0].model.clone(), models[0].model_name.clone());
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let vars = RequestVars {
         vars: request.vars,
@@ -151,7 +216,7 @@ fn prepare_with(
         SkillsMode::Inject => resolve_skills(&snapshot.skills, &agent.skills, &input)?,
         SkillsMode::Catalog => skill_catalog.as_ref().map(SkillCatalog::active),
     };
-    let price = project.settings.prices.get(&model).copied();
+    let price = models[0].price;
     let template_context =
         (!vars.is_empty()).then(|| snapshot.redactor.redact(&vars.to_stored()).into_owned());
     let run_id = request.run_id.unwrap_or_else(new_run_id);
@@ -199,7 +264,13 @@ fn prepare_with(
         fire: request.fire,
         memory: agent.memory.clone(),
         spec,
-        provider,
+        fallback_on: agent
+            .fallback
+            .as_ref()
+            .map_or_else(Vec::new, |f| f.on.clone()),
+        fallback_attempts: agent.fallback.as_ref().map_or(1, |f| f.attempts),
+        models,
+        cluster_lease: project.settings.cluster_lease,
         tools,
         retry: RetryPolicy::default(),
         redactor: snapshot.redactor.clone(),

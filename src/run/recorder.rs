@@ -189,6 +189,7 @@ mod tests {
             iteration: 1,
             usage: Default::default(),
             cost_usd: None,
+            model: None,
         });
         assert_eq!(seq, 2);
         assert!(r.at_boundary());
@@ -203,6 +204,7 @@ mod tests {
                     iteration: 1,
                     usage: Default::default(),
                     cost_usd: None,
+                    model: None,
                 },
                 RunEvent::TextDelta { text: "d".into() },
             ]
@@ -285,6 +287,7 @@ mod tests {
             iteration: 1,
             usage: Default::default(),
             cost_usd: None,
+            model: None,
         };
         streamed.extend(r.redact(usage.clone()));
         assert_eq!(streamed[4..], [delta("split-s"), usage.clone()]);

@@ -56,6 +56,7 @@ pub mod memory_score;
 mod nodes;
 mod page_reads;
 mod postgres;
+pub mod provider_limits;
 mod queue;
 #[cfg(test)]
 mod queue_tests;

@@ -67,6 +67,7 @@ store_test! {
                 iteration: 1,
                 usage,
                 cost_usd: None,
+                model: None,
             },
             RunEvent::Finished {
                 state: RunState::Succeeded,
@@ -330,6 +331,7 @@ fn usage_event(input: u64, output: u64, cost_usd: Option<f64>) -> RunEvent {
             cached_input_tokens: None,
         },
         cost_usd,
+        model: None,
     }
 }
 

@@ -368,6 +368,7 @@ fn run_events_feed_tool_and_token_counters() {
                 cached_input_tokens: None,
             },
             cost_usd: None,
+            model: None,
         },
     );
     m.observe_event(
@@ -413,6 +414,7 @@ fn run_events_feed_tool_and_token_counters() {
                 iteration: 2,
                 usage: Usage::default(),
                 cost_usd: Some(cost),
+                model: None,
             },
         );
     }

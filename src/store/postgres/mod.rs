@@ -32,6 +32,7 @@ mod nodes_tests;
 mod page_reads;
 #[cfg(test)]
 mod page_reads_tests;
+mod provider_limits;
 mod queue;
 #[cfg(test)]
 mod queue_tests;

@@ -278,6 +278,29 @@ ALTER TABLE sessions ADD COLUMN summary_through BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN turn_run TEXT;
 "#,
     },
+    Migration {
+        name: "provider limits",
+        // The limits every node shares per provider (store::provider_limits):
+        // its request slots, each free or held by one call of one node, and
+        // the reservations of its request and token rates and of a 429's
+        // pause, as times of the database's clock.
+        sql: r#"
+CREATE TABLE provider_slots (
+    provider TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    holder TEXT,
+    node TEXT,
+    taken_at TIMESTAMPTZ,
+    PRIMARY KEY (provider, slot)
+);
+CREATE TABLE provider_rates (
+    provider TEXT PRIMARY KEY,
+    next_request TIMESTAMPTZ NOT NULL,
+    tokens_paid TIMESTAMPTZ NOT NULL,
+    paused_until TIMESTAMPTZ NOT NULL
+);
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`], one node at a time.
