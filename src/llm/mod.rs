@@ -10,6 +10,7 @@ mod http;
 pub mod openai;
 pub mod retry;
 pub mod test_model;
+pub mod text_tools;
 
 use std::time::Duration;
 
