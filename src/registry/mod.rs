@@ -512,8 +512,20 @@ pub fn provider_for(
     }
     let client = http.for_url(&base_url)?;
     let provider: Arc<dyn Provider> = match config.kind {
-        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(base_url, api_key, client)),
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(base_url, api_key, client)),
+        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(
+            base_url,
+            api_key,
+            client,
+            config.prompt_caching,
+        )),
+        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
+            base_url,
+            api_key,
+            client,
+            config.prompt_caching,
+        )),
+        // Gemini caches by itself (the cached tokens are read from its
+        // answers); its explicit `cachedContents` are not used.
         ProviderKind::Gemini => Arc::new(GeminiProvider::new(base_url, api_key, client)),
     };
     let provider: Arc<dyn Provider> = match config.tool_calls {
