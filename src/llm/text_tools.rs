@@ -164,7 +164,8 @@ impl Provider for TextTools {
 /// The request as a model without tool calling sees it: the tools
 /// described in a system message after the others, earlier calls as
 /// `<tool_call>` text in the assistant's turns, results as
-/// `<tool_result>` user turns (consecutive ones in one turn), no `tools`.
+/// `<tool_result>` user turns (consecutive ones in one turn), no `tools`,
+/// and, while there are tools, no output schema.
 pub fn rewrite_request(request: &ChatRequest) -> ChatRequest {
     let mut messages: Vec<Message> = Vec::with_capacity(request.messages.len() + 1);
     let leading_system = request
@@ -223,6 +224,14 @@ pub fn rewrite_request(request: &ChatRequest) -> ChatRequest {
     ChatRequest {
         messages,
         tools: vec![],
+        // A server held to the answer's schema (a JSON mode or grammar)
+        // could not write a call; the engine checks the final answer
+        // against it whatever the provider did.
+        output_schema: if request.tools.is_empty() {
+            request.output_schema.clone()
+        } else {
+            None
+        },
         ..request.clone()
     }
 }

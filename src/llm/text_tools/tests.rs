@@ -193,6 +193,13 @@ fn the_request_describes_the_tools_and_renders_the_history_as_text() {
             ("now".to_string(), "{}".to_string())
         ]
     );
+    // The answer's schema is not imposed while a call may be due.
+    let schema = json!({ "type": "object" });
+    let mut with_schema = req.clone();
+    with_schema.output_schema = Some(schema.clone());
+    assert_eq!(rewrite_request(&with_schema).output_schema, None);
+    with_schema.tools.clear();
+    assert_eq!(rewrite_request(&with_schema).output_schema, Some(schema));
     // Without a system message, the description comes first.
     let out = rewrite_request(&request(vec![Message::user("hi")]));
     assert!(matches!(&out.messages[0], Message::System { content } if content.contains("## now")));
