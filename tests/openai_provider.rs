@@ -29,7 +29,7 @@ fn provider(mock: &MockLlm, key: Option<&str>) -> OpenAiProvider {
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap();
-    OpenAiProvider::new(mock.base_url(), key.map(str::to_string), client)
+    OpenAiProvider::new(mock.base_url(), key.map(str::to_string), client, true)
 }
 
 fn request(text: &str) -> ChatRequest {
@@ -361,6 +361,7 @@ async fn connection_refused_is_a_connect_error() {
         format!("http://127.0.0.1:{port}/v1"),
         None,
         reqwest::Client::new(),
+        true,
     );
     let (result, _) = call(&p, &request("x")).await;
     assert!(

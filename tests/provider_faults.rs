@@ -411,12 +411,12 @@ fn chat(text: &str) -> ChatRequest {
 fn idle_provider(kind: &str, mock: &MockLlm, idle: Duration) -> Arc<dyn Provider> {
     let client = reqwest::Client::new();
     match kind {
-        "openai" => {
-            Arc::new(OpenAiProvider::new(mock.base_url(), None, client).with_idle_timeout(idle))
-        }
-        "anthropic" => {
-            Arc::new(AnthropicProvider::new(mock.root_url(), None, client).with_idle_timeout(idle))
-        }
+        "openai" => Arc::new(
+            OpenAiProvider::new(mock.base_url(), None, client, true).with_idle_timeout(idle),
+        ),
+        "anthropic" => Arc::new(
+            AnthropicProvider::new(mock.root_url(), None, client, true).with_idle_timeout(idle),
+        ),
         _ => Arc::new(GeminiProvider::new(mock.root_url(), None, client).with_idle_timeout(idle)),
     }
 }

@@ -46,8 +46,8 @@ impl Wire {
             .unwrap();
         let key = Some(KEY.to_string());
         match self {
-            Wire::OpenAi => Box::new(OpenAiProvider::new(mock.base_url(), key, client)),
-            Wire::Anthropic => Box::new(AnthropicProvider::new(mock.root_url(), key, client)),
+            Wire::OpenAi => Box::new(OpenAiProvider::new(mock.base_url(), key, client, true)),
+            Wire::Anthropic => Box::new(AnthropicProvider::new(mock.root_url(), key, client, true)),
             Wire::Gemini => Box::new(GeminiProvider::new(mock.root_url(), key, client)),
         }
     }
@@ -572,6 +572,7 @@ async fn an_unreachable_server_is_a_retryable_connection_error() {
                 format!("http://{addr}/v1"),
                 None,
                 client.clone(),
+                true,
             )),
         ),
         (
@@ -580,6 +581,7 @@ async fn an_unreachable_server_is_a_retryable_connection_error() {
                 format!("http://{addr}"),
                 None,
                 client.clone(),
+                true,
             )),
         ),
         (
@@ -632,5 +634,40 @@ async fn configured_vendor_kinds_run_agents_end_to_end() {
             _ => &sent[0].body["generationConfig"]["maxOutputTokens"],
         };
         assert_eq!(max_tokens, &json!(321), "{kind}: {}", sent[0].body);
+    }
+}
+
+/// With a cache key, what each wire sends to ask for its prompt cache:
+/// OpenAI the key as `prompt_cache_key`, Anthropic `cache_control`
+/// breakpoints (the system prompt as a block, the last tool, the last
+/// message), Gemini nothing (its caching is implicit).
+#[tokio::test]
+async fn a_cache_key_asks_each_wire_for_its_prompt_cache() {
+    let mock = MockLlm::start().await;
+    let mut req = request("hi");
+    req.tools = vec![read_file_spec()];
+    req.cache_key = Some("agent-a".into());
+    for wire in WIRES {
+        mock.push(Reply::Text("ok".into()));
+        call(wire.provider(&mock).as_ref(), &req).await.0.unwrap();
+        let body = mock.requests().pop().unwrap().body;
+        let text = body.to_string();
+        match wire {
+            Wire::OpenAi => {
+                assert_eq!(body["prompt_cache_key"], "agent-a");
+                assert!(!text.contains("cache_control"), "{text}");
+            }
+            Wire::Anthropic => {
+                let mark = json!({ "type": "ephemeral" });
+                assert_eq!(body["system"][0]["cache_control"], mark);
+                assert_eq!(body["system"][0]["text"], "Be brief.");
+                assert_eq!(body["tools"][0]["cache_control"], mark);
+                assert_eq!(body["messages"][0]["content"][0]["cache_control"], mark);
+                assert_eq!(text.matches("cache_control").count(), 3, "{text}");
+            }
+            Wire::Gemini => {
+                assert!(!text.contains("cache"), "{text}");
+            }
+        }
     }
 }

@@ -41,19 +41,29 @@ pub struct AnthropicProvider {
     /// The longest wait for the answer head or between two pieces of the
     /// answer body ([`DEFAULT_IDLE_TIMEOUT`] unless set).
     idle_timeout: Duration,
+    /// Whether requests with a cache key mark `cache_control` breakpoints.
+    prompt_caching: bool,
 }
 
 impl AnthropicProvider {
     /// `base_url` is the API root such as [`DEFAULT_BASE_URL`] (without
     /// `/v1`); a trailing `/` is ignored. With `api_key`, requests carry
-    /// `x-api-key: KEY`; an empty key counts as none.
-    pub fn new(base_url: String, api_key: Option<String>, client: reqwest::Client) -> Self {
+    /// `x-api-key: KEY`; an empty key counts as none. With
+    /// `prompt_caching`, a request with a cache key marks what to cache
+    /// ([`request_body`]).
+    pub fn new(
+        base_url: String,
+        api_key: Option<String>,
+        client: reqwest::Client,
+        prompt_caching: bool,
+    ) -> Self {
         let base_url = base_url.trim_end_matches('/').to_string();
         AnthropicProvider {
             base_url,
             api_key: api_key.filter(|k| !k.is_empty()),
             client,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            prompt_caching,
         }
     }
 
@@ -81,7 +91,7 @@ impl AnthropicProvider {
             .header(ACCEPT, "text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .header("anthropic-version", API_VERSION)
-            .json(&request_body(request));
+            .json(&request_body(request, self.prompt_caching));
         if let Some(key) = &self.api_key {
             builder = builder.header("x-api-key", key);
         }
@@ -103,7 +113,22 @@ impl Provider for AnthropicProvider {
     }
 }
 
+/// The most `cache_control` breakpoints a request may carry.
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
+
 /// The JSON body of a streamed Messages request.
+///
+/// With `prompt_caching` and a cache key, the request marks `cache_control`
+/// breakpoints, each caching the prompt up to it (the API renders tools,
+/// then system, then messages): the last tool definition, the system
+/// prompt (sent as a content block for it), the last content block of the
+/// conversation, and the last block of the user turn before the newest
+/// one, where the previous call of the loop put its own last breakpoint,
+/// so this call reads what that one wrote even when more than the API's
+/// lookback of 20 blocks came between. Never more than
+/// [`MAX_CACHE_BREAKPOINTS`]. A prefix shorter than the model's minimum
+/// (1024 tokens and up) is not cached by the API, and marking it costs
+/// nothing.
 ///
 /// System messages are joined into the top-level `system`; tool results are
 /// `tool_result` blocks of a user turn, and consecutive turns of one role
@@ -112,7 +137,8 @@ impl Provider for AnthropicProvider {
 /// `output_schema` is not sent: the stable Messages API has no JSON or
 /// structured-output mode, and the engine validates (and asks the model to
 /// repair) the final answer whatever the provider did.
-pub fn request_body(request: &ChatRequest) -> Value {
+pub fn request_body(request: &ChatRequest, prompt_caching: bool) -> Value {
+    let cache = prompt_caching && request.cache_key.is_some();
     let system: Vec<&str> = request
         .messages
         .iter()
@@ -127,15 +153,19 @@ pub fn request_body(request: &ChatRequest) -> Value {
         "max_tokens".into(),
         json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
     );
+    let mut marks = 0;
     if !system.is_empty() {
-        body.insert("system".into(), json!(system.join("\n\n")));
+        let system = system.join("\n\n");
+        let system = if cache {
+            marks += 1;
+            json!([{ "type": "text", "text": system, "cache_control": ephemeral() }])
+        } else {
+            json!(system)
+        };
+        body.insert("system".into(), system);
     }
-    body.insert(
-        "messages".into(),
-        Value::Array(messages_json(&request.messages)),
-    );
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| {
@@ -146,13 +176,55 @@ pub fn request_body(request: &ChatRequest) -> Value {
                 })
             })
             .collect();
+        if cache && let Some(last) = tools.last_mut() {
+            last["cache_control"] = ephemeral();
+            marks += 1;
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
+    let mut messages = messages_json(&request.messages);
+    if cache {
+        mark_conversation(&mut messages, MAX_CACHE_BREAKPOINTS - marks);
+    }
+    body.insert("messages".into(), Value::Array(messages));
     if let Some(t) = request.temperature.and_then(shortest_decimal) {
         body.insert("temperature".into(), t);
     }
     body.insert("stream".into(), json!(true));
     Value::Object(body)
+}
+
+fn ephemeral() -> Value {
+    json!({ "type": "ephemeral" })
+}
+
+/// Marks at most `budget` breakpoints in the conversation: the last block
+/// of the last turn, then the last block of the user turn before the
+/// newest user turn.
+fn mark_conversation(turns: &mut [Value], budget: usize) {
+    let mut places = Vec::with_capacity(2);
+    if let Some(last) = turns.len().checked_sub(1) {
+        places.push(last);
+    }
+    let users: Vec<usize> = (0..turns.len())
+        .filter(|&i| turns[i]["role"] == "user")
+        .collect();
+    if let [.., previous, _newest] = users.as_slice()
+        && !places.contains(previous)
+    {
+        places.push(*previous);
+    }
+    for at in places.into_iter().take(budget) {
+        let turn = &mut turns[at];
+        // A plain-string turn becomes one text block, which can carry
+        // the mark (the API reads both forms the same).
+        if let Some(text) = turn["content"].as_str().map(str::to_string) {
+            turn["content"] = json!([text_block(&text)]);
+        }
+        if let Some(block) = turn["content"].as_array_mut().and_then(|b| b.last_mut()) {
+            block["cache_control"] = ephemeral();
+        }
+    }
 }
 
 /// The conversation as Anthropic turns: `{role, content}` with consecutive
@@ -307,7 +379,7 @@ mod tests {
             output_schema: Some(json!({ "type": "object" })),
             cache_key: None,
         };
-        let body = request_body(&request);
+        let body = request_body(&request, true);
         assert_eq!(
             body,
             json!({
@@ -363,7 +435,7 @@ mod tests {
             output_schema: None,
             cache_key: None,
         };
-        let body = request_body(&bare);
+        let body = request_body(&bare, true);
         assert_eq!(body["max_tokens"], json!(DEFAULT_MAX_TOKENS));
         assert!(body.get("system").is_none() && body.get("tools").is_none());
         assert!(body.get("temperature").is_none());
@@ -377,12 +449,135 @@ mod tests {
         );
     }
 
+    /// Every `cache_control` of a body, by where it is.
+    fn breakpoints(body: &Value) -> Vec<String> {
+        let mut found = Vec::new();
+        for (i, t) in body["tools"].as_array().into_iter().flatten().enumerate() {
+            if t.get("cache_control").is_some() {
+                found.push(format!("tools/{i}"));
+            }
+        }
+        for (i, b) in body["system"].as_array().into_iter().flatten().enumerate() {
+            if b.get("cache_control").is_some() {
+                found.push(format!("system/{i}"));
+            }
+        }
+        for (m, turn) in body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            for (i, b) in turn["content"].as_array().into_iter().flatten().enumerate() {
+                if b.get("cache_control").is_some() {
+                    found.push(format!("messages/{m}/{i}"));
+                }
+            }
+        }
+        found
+    }
+
+    fn cached_request(messages: Vec<Message>, tools: usize) -> ChatRequest {
+        ChatRequest {
+            model: "claude-x".into(),
+            messages,
+            tools: (0..tools)
+                .map(|i| ToolSpec {
+                    name: format!("t{i}"),
+                    description: "d".into(),
+                    parameters: json!({ "type": "object" }),
+                })
+                .collect(),
+            temperature: None,
+            max_tokens: None,
+            output_schema: None,
+            cache_key: Some("agent".into()),
+        }
+    }
+
+    #[test]
+    fn prompt_caching_marks_tools_system_and_the_conversation_prefix() {
+        let request = cached_request(
+            vec![
+                Message::system("sys"),
+                Message::user("first"),
+                Message::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![call("c1", "t0", "{}")],
+                },
+                tool("c1", "out", false),
+                Message::Assistant {
+                    content: "and".into(),
+                    tool_calls: vec![call("c2", "t1", "{}")],
+                },
+                tool("c2", "more", false),
+            ],
+            2,
+        );
+        let body = request_body(&request, true);
+        assert_eq!(
+            breakpoints(&body),
+            ["tools/1", "system/0", "messages/2/0", "messages/4/0"]
+        );
+        assert_eq!(
+            body["system"],
+            json!([{ "type": "text", "text": "sys", "cache_control": { "type": "ephemeral" } }])
+        );
+        assert_eq!(
+            body["tools"][1]["cache_control"],
+            json!({ "type": "ephemeral" })
+        );
+        // A plain-string user turn becomes a block to carry its mark.
+        let body = request_body(&cached_request(vec![Message::user("hi")], 0), true);
+        assert_eq!(
+            body["messages"],
+            json!([{ "role": "user", "content": [
+                { "type": "text", "text": "hi", "cache_control": { "type": "ephemeral" } },
+            ] }])
+        );
+        assert!(body.get("system").is_none() && body.get("tools").is_none());
+    }
+
+    #[test]
+    fn prompt_caching_never_marks_more_than_four_and_not_when_off() {
+        let mut messages = vec![Message::system("a"), Message::system("b")];
+        for i in 0..10 {
+            messages.push(Message::user(format!("q{i}")));
+            messages.push(Message::Assistant {
+                content: format!("a{i}"),
+                tool_calls: vec![],
+            });
+        }
+        messages.push(Message::user("last"));
+        for tools in [0, 1, 5] {
+            let request = cached_request(messages.clone(), tools);
+            let marks = breakpoints(&request_body(&request, true));
+            assert!(marks.len() <= MAX_CACHE_BREAKPOINTS, "{marks:?}");
+            assert_eq!(marks.len(), if tools == 0 { 3 } else { 4 }, "{marks:?}");
+            assert!(marks.contains(&"messages/20/0".to_string()), "{marks:?}");
+            assert!(marks.contains(&"messages/18/0".to_string()), "{marks:?}");
+            // Off, or without a cache key: no marks, system a string.
+            let off = request_body(&request, false);
+            assert!(breakpoints(&off).is_empty() && off["system"] == json!("a\n\nb"));
+            let keyless = ChatRequest {
+                cache_key: None,
+                ..request
+            };
+            assert!(breakpoints(&request_body(&keyless, true)).is_empty());
+        }
+    }
+
     #[test]
     fn base_url_trailing_slash_is_ignored_and_empty_key_is_none() {
-        let p = AnthropicProvider::new("http://h/".into(), Some(String::new()), Default::default());
+        let p = AnthropicProvider::new(
+            "http://h/".into(),
+            Some(String::new()),
+            Default::default(),
+            true,
+        );
         assert_eq!(p.endpoint(), "http://h/v1/messages");
         assert!(p.api_key.is_none());
-        let p = AnthropicProvider::new(DEFAULT_BASE_URL.into(), None, Default::default());
+        let p = AnthropicProvider::new(DEFAULT_BASE_URL.into(), None, Default::default(), true);
         assert_eq!(p.endpoint(), "https://api.anthropic.com/v1/messages");
     }
 }

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod openai;
 pub mod retry;
 pub mod test_model;
+pub mod text_tools;
 
 use std::time::Duration;
 

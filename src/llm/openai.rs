@@ -32,19 +32,28 @@ pub struct OpenAiProvider {
     /// The longest wait for the answer head or between two pieces of the
     /// answer body ([`DEFAULT_IDLE_TIMEOUT`] unless set).
     idle_timeout: Duration,
+    /// Whether requests with a cache key send it as `prompt_cache_key`.
+    prompt_caching: bool,
 }
 
 impl OpenAiProvider {
     /// `base_url` is the API root such as `https://api.openai.com/v1`; a
     /// trailing `/` is ignored. With `api_key`, requests carry
-    /// `Authorization: Bearer KEY`.
-    pub fn new(base_url: String, api_key: Option<String>, client: reqwest::Client) -> Self {
+    /// `Authorization: Bearer KEY`. With `prompt_caching`, a request's
+    /// cache key is sent as `prompt_cache_key` ([`request_body`]).
+    pub fn new(
+        base_url: String,
+        api_key: Option<String>,
+        client: reqwest::Client,
+        prompt_caching: bool,
+    ) -> Self {
         let base_url = base_url.trim_end_matches('/').to_string();
         OpenAiProvider {
             base_url,
             api_key: api_key.filter(|k| !k.is_empty()),
             client,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            prompt_caching,
         }
     }
 
@@ -70,7 +79,7 @@ impl OpenAiProvider {
             .client
             .post(self.endpoint())
             .header(ACCEPT, "text/event-stream")
-            .json(&request_body(request));
+            .json(&request_body(request, self.prompt_caching));
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -92,8 +101,11 @@ impl Provider for OpenAiProvider {
     }
 }
 
-/// The JSON body of a streamed chat-completions request.
-pub fn request_body(request: &ChatRequest) -> Value {
+/// The JSON body of a streamed chat-completions request. With
+/// `prompt_caching`, the request's cache key goes as `prompt_cache_key`:
+/// OpenAI caches prompt prefixes by itself (1024 tokens and up), and the
+/// key routes the calls of one agent to where its prefix is cached.
+pub fn request_body(request: &ChatRequest, prompt_caching: bool) -> Value {
     let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
@@ -126,6 +138,9 @@ pub fn request_body(request: &ChatRequest) -> Value {
             "response_format".into(),
             json!({ "type": "json_schema", "json_schema": { "name": "output", "schema": schema } }),
         );
+    }
+    if prompt_caching && let Some(key) = &request.cache_key {
+        body.insert("prompt_cache_key".into(), json!(key));
     }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({ "include_usage": true }));
@@ -209,7 +224,7 @@ mod tests {
             output_schema: None,
             cache_key: None,
         };
-        let body = request_body(&request);
+        let body = request_body(&request, true);
         assert_eq!(
             body,
             json!({
@@ -241,14 +256,45 @@ mod tests {
             output_schema: None,
             cache_key: None,
         };
-        let body = request_body(&bare);
+        let body = request_body(&bare, true);
         assert!(body.get("tools").is_none() && body.get("temperature").is_none());
         assert!(body.get("max_tokens").is_none());
     }
 
     #[test]
+    fn prompt_caching_sends_the_cache_key_unless_off() {
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![Message::user("hi")],
+            tools: vec![],
+            temperature: None,
+            max_tokens: None,
+            output_schema: None,
+            cache_key: Some("triage".into()),
+        };
+        assert_eq!(
+            request_body(&request, true)["prompt_cache_key"],
+            json!("triage")
+        );
+        assert!(
+            request_body(&request, false)
+                .get("prompt_cache_key")
+                .is_none()
+        );
+        let keyless = ChatRequest {
+            cache_key: None,
+            ..request
+        };
+        assert!(
+            request_body(&keyless, true)
+                .get("prompt_cache_key")
+                .is_none()
+        );
+    }
+
+    #[test]
     fn base_url_trailing_slash_is_ignored() {
-        let p = OpenAiProvider::new("http://h/v1/".into(), None, reqwest::Client::new());
+        let p = OpenAiProvider::new("http://h/v1/".into(), None, reqwest::Client::new(), true);
         assert_eq!(p.endpoint(), "http://h/v1/chat/completions");
     }
 }

@@ -19,13 +19,14 @@ use std::sync::{Arc, OnceLock};
 
 use crate::config::diag::{locate, locate_item};
 use crate::config::mcp::{McpServerConfig, McpTransport};
-use crate::config::providers::DEFAULT_OPENAI_BASE_URL;
+use crate::config::providers::{DEFAULT_OPENAI_BASE_URL, ToolCallMode};
 use crate::config::{Agent, Diagnostic, EnvLookup, Loaded, Project, ProviderKind, Settings};
 use crate::llm::Provider;
 use crate::llm::anthropic::{self, AnthropicProvider};
 use crate::llm::gemini::{self, GeminiProvider};
 use crate::llm::openai::OpenAiProvider;
 use crate::llm::test_model::TestModel;
+use crate::llm::text_tools::TextTools;
 use crate::mcp::McpManager;
 use crate::redact::Redactor;
 use crate::tools::builtin::{ProtectedPaths, database_files};
@@ -512,9 +513,26 @@ pub fn provider_for(
     }
     let client = http.for_url(&base_url)?;
     let provider: Arc<dyn Provider> = match config.kind {
-        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(base_url, api_key, client)),
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(base_url, api_key, client)),
+        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(
+            base_url,
+            api_key,
+            client,
+            config.prompt_caching,
+        )),
+        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
+            base_url,
+            api_key,
+            client,
+            config.prompt_caching,
+        )),
+        // Gemini caches by itself (the cached tokens are read from its
+        // answers); its explicit `cachedContents` are not used.
         ProviderKind::Gemini => Arc::new(GeminiProvider::new(base_url, api_key, client)),
+    };
+    let provider: Arc<dyn Provider> = match config.tool_calls {
+        ToolCallMode::Native => provider,
+        // Tools described in the prompt, calls read from the answer text.
+        ToolCallMode::Text => Arc::new(TextTools::new(provider)),
     };
     Ok((provider, model_name.to_string()))
 }
