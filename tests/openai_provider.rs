@@ -186,6 +186,7 @@ async fn request_carries_stream_options_tools_messages_and_key() {
             Message::system("sys"),
             Message::user("read it"),
             Message::Assistant {
+                provider_items: None,
                 content: String::new(),
                 tool_calls: vec![ToolCall {
                     id: "call_7".into(),

@@ -416,6 +416,7 @@ async fn tool_results_are_fed_back_in_one_turn() {
         let mut req = request("read a.txt and b.txt");
         req.tools = vec![read_file_spec()];
         req.messages.push(Message::Assistant {
+            provider_items: None,
             content: String::new(),
             tool_calls: vec![
                 ToolCall {

@@ -167,6 +167,7 @@ fn messages_json(messages: &[Message]) -> Vec<Value> {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
                 if !content.is_empty() {
@@ -276,6 +277,7 @@ mod tests {
                 Message::system("sys two"),
                 Message::user("hi"),
                 Message::Assistant {
+                    provider_items: None,
                     content: "let me look".into(),
                     tool_calls: vec![
                         call("c1", "read", "{\"p\":1}"),
@@ -288,14 +290,12 @@ mod tests {
                 tool("c3", "", false),
                 Message::user("and now?"),
                 Message::Assistant {
+                    provider_items: None,
                     content: String::new(),
                     tool_calls: vec![call("c4", "read", "{}")],
                 },
                 tool("c4", "more", false),
-                Message::Assistant {
-                    content: "done".into(),
-                    tool_calls: vec![],
-                },
+                Message::assistant("done", Vec::new()),
             ],
             tools: vec![ToolSpec {
                 name: "read".into(),
@@ -351,10 +351,7 @@ mod tests {
             model: "m".into(),
             messages: vec![
                 Message::user("a"),
-                Message::Assistant {
-                    content: String::new(),
-                    tool_calls: vec![],
-                },
+                Message::assistant(String::new(), Vec::new()),
                 Message::user("b"),
             ],
             tools: vec![],

@@ -220,6 +220,7 @@ fn contents(messages: &[Message]) -> Vec<Value> {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let mut parts: Vec<Value> = text_part(content).into_iter().collect();
                 for (i, call) in tool_calls.iter().enumerate() {
@@ -321,6 +322,7 @@ mod tests {
                 Message::user("hi"),
                 Message::user("again"),
                 Message::Assistant {
+                    provider_items: None,
                     content: "Looking.".into(),
                     tool_calls: vec![
                         call("c1", "read", "{\"p\":1}"),
@@ -330,15 +332,13 @@ mod tests {
                 tool_result("read", "out", false),
                 tool_result("list", "denied", true),
                 Message::Assistant {
+                    provider_items: None,
                     content: String::new(),
                     tool_calls: vec![call("c3", "read", "[1]")],
                 },
                 tool_result("read", "", false),
                 Message::user("thanks"),
-                Message::Assistant {
-                    content: "done".into(),
-                    tool_calls: vec![],
-                },
+                Message::assistant("done", Vec::new()),
             ],
             vec![
                 read_tool(json!({ "type": "object", "additionalProperties": false,

@@ -139,6 +139,7 @@ fn message_json(message: &Message) -> Value {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             if tool_calls.is_empty() {
                 return json!({ "role": "assistant", "content": content });
@@ -181,6 +182,7 @@ mod tests {
                 Message::system("sys"),
                 Message::user("hi"),
                 Message::Assistant {
+                    provider_items: None,
                     content: String::new(),
                     tool_calls: vec![ToolCall {
                         id: "c1".into(),
@@ -194,10 +196,7 @@ mod tests {
                     content: "out".into(),
                     is_error: false,
                 },
-                Message::Assistant {
-                    content: "done".into(),
-                    tool_calls: vec![],
-                },
+                Message::assistant("done", Vec::new()),
             ],
             tools: vec![ToolSpec {
                 name: "read".into(),

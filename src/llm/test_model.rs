@@ -239,6 +239,7 @@ mod tests {
         let mut messages = vec![
             Message::user("go"),
             Message::Assistant {
+                provider_items: None,
                 content: String::new(),
                 tool_calls: first.tool_calls,
             },
