@@ -85,12 +85,10 @@ impl Assembler {
                     on_delta(Delta::Text(text.to_string()));
                 }
             }
-            "response.reasoning_summary_part.added" => {
-                // Summary parts are paragraphs of their own.
-                if !self.reasoning.is_empty() {
-                    self.reasoning.push_str("\n\n");
-                    on_delta(Delta::Reasoning("\n\n".into()));
-                }
+            // Summary parts are paragraphs of their own.
+            "response.reasoning_summary_part.added" if !self.reasoning.is_empty() => {
+                self.reasoning.push_str("\n\n");
+                on_delta(Delta::Reasoning("\n\n".into()));
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 let text = delta();
