@@ -440,13 +440,13 @@ impl Text {
         vec![
             user,
             Message::Assistant {
-                provider_items: None,
                 content: String::new(),
                 tool_calls: vec![ToolCall {
                     id: id.clone(),
                     name: "bash".into(),
                     arguments: serde_json::json!({ "command": command }).to_string(),
                 }],
+                provider_items: None,
             },
             Message::Tool {
                 tool_call_id: id,

@@ -186,13 +186,13 @@ async fn request_carries_stream_options_tools_messages_and_key() {
             Message::system("sys"),
             Message::user("read it"),
             Message::Assistant {
-                provider_items: None,
                 content: String::new(),
                 tool_calls: vec![ToolCall {
                     id: "call_7".into(),
                     name: "read_file".into(),
                     arguments: r#"{"path":"a"}"#.into(),
                 }],
+                provider_items: None,
             },
             Message::Tool {
                 tool_call_id: "call_7".into(),

@@ -443,7 +443,6 @@ async fn tool_results_are_fed_back_in_one_turn() {
         let mut req = request("read a.txt and b.txt");
         req.tools = vec![read_file_spec()];
         req.messages.push(Message::Assistant {
-            provider_items: None,
             content: String::new(),
             tool_calls: vec![
                 ToolCall {
@@ -457,6 +456,7 @@ async fn tool_results_are_fed_back_in_one_turn() {
                     arguments: r#"{"path":"b.txt"}"#.into(),
                 },
             ],
+            provider_items: None,
         });
         for (id, content, is_error) in [("call_1", "hi", false), ("call_2", "no such file", true)] {
             req.messages.push(Message::Tool {

@@ -133,9 +133,9 @@ mod tests {
             })
             .collect();
         let mut v = vec![Message::Assistant {
-            provider_items: None,
             content: text.into(),
             tool_calls: calls,
+            provider_items: None,
         }];
         for i in 0..n {
             v.push(Message::Tool {

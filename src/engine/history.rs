@@ -198,13 +198,13 @@ mod tests {
 
     fn call(id: &str) -> Message {
         Message::Assistant {
-            provider_items: None,
             content: String::new(),
             tool_calls: vec![ToolCall {
                 id: id.into(),
                 name: "t".into(),
                 arguments: "{}".into(),
             }],
+            provider_items: None,
         }
     }
 

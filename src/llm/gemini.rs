@@ -322,19 +322,19 @@ mod tests {
                 Message::user("hi"),
                 Message::user("again"),
                 Message::Assistant {
-                    provider_items: None,
                     content: "Looking.".into(),
                     tool_calls: vec![
                         call("c1", "read", "{\"p\":1}"),
                         call("c2", "list", "not json"),
                     ],
+                    provider_items: None,
                 },
                 tool_result("read", "out", false),
                 tool_result("list", "denied", true),
                 Message::Assistant {
-                    provider_items: None,
                     content: String::new(),
                     tool_calls: vec![call("c3", "read", "[1]")],
+                    provider_items: None,
                 },
                 tool_result("read", "", false),
                 Message::user("thanks"),

@@ -182,13 +182,13 @@ mod tests {
                 Message::system("sys"),
                 Message::user("hi"),
                 Message::Assistant {
-                    provider_items: None,
                     content: String::new(),
                     tool_calls: vec![ToolCall {
                         id: "c1".into(),
                         name: "read".into(),
                         arguments: "{\"p\":1}".into(),
                     }],
+                    provider_items: None,
                 },
                 Message::Tool {
                     tool_call_id: "c1".into(),

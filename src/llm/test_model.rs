@@ -239,9 +239,9 @@ mod tests {
         let mut messages = vec![
             Message::user("go"),
             Message::Assistant {
-                provider_items: None,
                 content: String::new(),
                 tool_calls: first.tool_calls,
+                provider_items: None,
             },
         ];
         messages.push(Message::Tool {
