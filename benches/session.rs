@@ -244,10 +244,7 @@ async fn turn_bench(snapshot: &Arc<Snapshot>, store: &Store, rounds: usize) {
         for (i, id) in sessions.iter().enumerate() {
             let messages = vec![
                 Message::user(text.sized(400)),
-                Message::Assistant {
-                    content: text.sized(400),
-                    tool_calls: Vec::new(),
-                },
+                Message::assistant(text.sized(400), Vec::new()),
             ];
             let start = Instant::now();
             store
@@ -436,13 +433,7 @@ impl Text {
     fn turn(&mut self, n: usize) -> Vec<Message> {
         let user = Message::user(self.any());
         if n % 9 != 4 {
-            return vec![
-                user,
-                Message::Assistant {
-                    content: self.any(),
-                    tool_calls: Vec::new(),
-                },
-            ];
+            return vec![user, Message::assistant(self.any(), Vec::new())];
         }
         let id = format!("call_{n}");
         let command = format!("grep -rn '{}' logs/ | tail -20", self.sized(20));
@@ -455,6 +446,7 @@ impl Text {
                     name: "bash".into(),
                     arguments: serde_json::json!({ "command": command }).to_string(),
                 }],
+                provider_items: None,
             },
             Message::Tool {
                 tool_call_id: id,
@@ -462,10 +454,7 @@ impl Text {
                 content: self.any(),
                 is_error: false,
             },
-            Message::Assistant {
-                content: self.any(),
-                tool_calls: Vec::new(),
-            },
+            Message::assistant(self.any(), Vec::new()),
         ]
     }
 }

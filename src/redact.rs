@@ -209,10 +209,16 @@ impl Redactor {
             Message::Assistant {
                 content,
                 tool_calls,
+                provider_items,
             } => {
                 self.redact_in_place(content);
                 for call in tool_calls {
                     self.redact_in_place(&mut call.arguments);
+                }
+                // Reasoning summaries are text like the rest; an encrypted
+                // blob holds no secret's plain value, so it comes out as is.
+                if let Some(items) = provider_items {
+                    self.redact_json(items);
                 }
             }
         }

@@ -56,6 +56,14 @@ pub enum Message {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// What the wire format that gave this answer needs back with it in
+        /// later requests, opaque to everything else (the reasoning items
+        /// of an OpenAI Responses answer, which a stateless conversation
+        /// must send again before the answer's calls). Kept in the
+        /// conversation, and so in a session's stored messages, so a later
+        /// turn can send it. Other wire formats ignore it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_items: Option<serde_json::Value>,
     },
     Tool {
         tool_call_id: String,
@@ -76,6 +84,15 @@ impl Message {
     pub fn user(content: impl Into<String>) -> Self {
         Message::User {
             content: content.into(),
+        }
+    }
+
+    /// An assistant message with nothing for the provider to carry.
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Message::Assistant {
+            content: content.into(),
+            tool_calls,
+            provider_items: None,
         }
     }
 

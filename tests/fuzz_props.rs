@@ -161,6 +161,8 @@ fn stream_of(wire: Wire, pieces: &[String]) -> String {
     for piece in pieces {
         let event = match wire {
             Wire::OpenAi => serde_json::json!({"choices": [{"delta": {"content": piece}}]}),
+            Wire::OpenAiResponses => serde_json::json!({"type": "response.output_text.delta",
+                "output_index": 0, "content_index": 0, "delta": piece}),
             Wire::Anthropic => serde_json::json!({"type": "content_block_delta", "index": 0,
                 "delta": {"type": "text_delta", "text": piece}}),
             Wire::Gemini => {
@@ -176,6 +178,9 @@ fn stream_of(wire: Wire, pieces: &[String]) -> String {
     match wire {
         Wire::OpenAi => body.push_str(
             "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ),
+        Wire::OpenAiResponses => body.push_str(
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"output\":[]}}\n\n",
         ),
         Wire::Anthropic => body.push_str(
             "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n\
@@ -203,7 +208,12 @@ fn split_at<'a>(body: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
     parts
 }
 
-const WIRES: [Wire; 3] = [Wire::OpenAi, Wire::Anthropic, Wire::Gemini];
+const WIRES: [Wire; 4] = [
+    Wire::OpenAi,
+    Wire::OpenAiResponses,
+    Wire::Anthropic,
+    Wire::Gemini,
+];
 
 /// 256 cases from a fixed seed, so `cargo test` (and CI) is deterministic;
 /// `PROPTEST_RNG_SEED=N` explores other cases, `PROPTEST_CASES=N` more of

@@ -192,6 +192,7 @@ async fn request_carries_stream_options_tools_messages_and_key() {
                     name: "read_file".into(),
                     arguments: r#"{"path":"a"}"#.into(),
                 }],
+                provider_items: None,
             },
             Message::Tool {
                 tool_call_id: "call_7".into(),

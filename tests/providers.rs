@@ -1,6 +1,6 @@
 //! The provider conformance suite: the same cases, run against each of the
-//! three wire formats (OpenAI chat completions, Anthropic Messages, Gemini
-//! streamGenerateContent) through the one `Provider` trait, each provider
+//! four wire formats (OpenAI chat completions, OpenAI Responses, Anthropic
+//! Messages, Gemini streamGenerateContent) through the one `Provider` trait, each provider
 //! talking real HTTP to the scripted mock on 127.0.0.1, which answers in the
 //! format the route asks for. Only what differs by wire is written per wire:
 //! how a provider is built, where the auth key and tool results travel.
@@ -20,6 +20,7 @@ use std::time::Duration;
 use aurad::llm::anthropic::AnthropicProvider;
 use aurad::llm::gemini::GeminiProvider;
 use aurad::llm::openai::OpenAiProvider;
+use aurad::llm::openai_responses::OpenAiResponsesProvider;
 use aurad::llm::retry::{RetryPolicy, stream_with_retry};
 use aurad::llm::{ChatRequest, CutKind, Delta, ModelTurn, Provider, ProviderError};
 use aurad::types::{Message, ToolCall, ToolSpec};
@@ -32,11 +33,17 @@ const KEY: &str = "sk-test-key";
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Wire {
     OpenAi,
+    OpenAiResponses,
     Anthropic,
     Gemini,
 }
 
-const WIRES: [Wire; 3] = [Wire::OpenAi, Wire::Anthropic, Wire::Gemini];
+const WIRES: [Wire; 4] = [
+    Wire::OpenAi,
+    Wire::OpenAiResponses,
+    Wire::Anthropic,
+    Wire::Gemini,
+];
 
 impl Wire {
     fn provider(self, mock: &MockLlm) -> Box<dyn Provider> {
@@ -47,6 +54,12 @@ impl Wire {
         let key = Some(KEY.to_string());
         match self {
             Wire::OpenAi => Box::new(OpenAiProvider::new(mock.base_url(), key, client, true)),
+            Wire::OpenAiResponses => Box::new(OpenAiResponsesProvider::new(
+                mock.base_url(),
+                key,
+                client,
+                true,
+            )),
             Wire::Anthropic => Box::new(AnthropicProvider::new(mock.root_url(), key, client, true)),
             Wire::Gemini => Box::new(GeminiProvider::new(mock.root_url(), key, client)),
         }
@@ -56,6 +69,7 @@ impl Wire {
     fn path(self) -> &'static str {
         match self {
             Wire::OpenAi => "/v1/chat/completions",
+            Wire::OpenAiResponses => "/v1/responses",
             Wire::Anthropic => "/v1/messages",
             Wire::Gemini => "/v1beta/models/m:streamGenerateContent?alt=sse",
         }
@@ -64,7 +78,7 @@ impl Wire {
     /// The key as the request carried it.
     fn key_sent(self, request: &Recorded) -> Option<String> {
         match self {
-            Wire::OpenAi => request
+            Wire::OpenAi | Wire::OpenAiResponses => request
                 .header("authorization")
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::to_string),
@@ -83,6 +97,7 @@ impl Wire {
                 .find(|m| m["role"] == "system")
                 .and_then(|m| m["content"].as_str())
                 .map(str::to_string),
+            Wire::OpenAiResponses => body["instructions"].as_str().map(str::to_string),
             Wire::Anthropic => body["system"].as_str().map(str::to_string),
             Wire::Gemini => body
                 .pointer("/systemInstruction/parts/0/text")
@@ -100,6 +115,7 @@ impl Wire {
                 "/function/name",
                 "/function/parameters",
             ),
+            Wire::OpenAiResponses => (body["tools"].as_array(), "/name", "/parameters"),
             Wire::Anthropic => (body["tools"].as_array(), "/name", "/input_schema"),
             Wire::Gemini => (
                 body.pointer("/tools/0/functionDeclarations")
@@ -135,6 +151,17 @@ impl Wire {
                         results.push((
                             m["tool_call_id"].as_str().unwrap().to_string(),
                             m["content"].as_str().unwrap().to_string(),
+                        ));
+                    }
+                }
+            }
+            Wire::OpenAiResponses => {
+                for item in body["input"].as_array().unwrap() {
+                    if item["type"] == "function_call_output" {
+                        turns += 1;
+                        results.push((
+                            item["call_id"].as_str().unwrap().to_string(),
+                            item["output"].as_str().unwrap().to_string(),
                         ));
                     }
                 }
@@ -429,6 +456,7 @@ async fn tool_results_are_fed_back_in_one_turn() {
                     arguments: r#"{"path":"b.txt"}"#.into(),
                 },
             ],
+            provider_items: None,
         });
         for (id, content, is_error) in [("call_1", "hi", false), ("call_2", "no such file", true)] {
             req.messages.push(Message::Tool {
@@ -458,9 +486,13 @@ async fn tool_results_are_fed_back_in_one_turn() {
                 assert_eq!(ids, ["call_1", "call_2"], "{wire:?}");
             }
         }
-        // OpenAI sends one `tool` message per result; the others put all
-        // results of a turn into one user turn.
-        let expected_turns = if wire == Wire::OpenAi { 2 } else { 1 };
+        // OpenAI sends one `tool` message or `function_call_output` item
+        // per result; the others put all results of a turn into one user
+        // turn.
+        let expected_turns = match wire {
+            Wire::OpenAi | Wire::OpenAiResponses => 2,
+            Wire::Anthropic | Wire::Gemini => 1,
+        };
         assert_eq!(turns, expected_turns, "{wire:?}: {}", sent[0].body);
     }
 }
@@ -529,6 +561,8 @@ async fn a_stream_cut_before_its_end_is_an_error_not_an_answer() {
             Wire::OpenAi => {
                 json!({ "choices": [{ "index": 0, "delta": { "content": "Hel" }, "finish_reason": null }] })
             }
+            Wire::OpenAiResponses => json!({ "type": "response.output_text.delta",
+                "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "Hel" }),
             Wire::Anthropic => json!({ "type": "message_start", "message": {
                 "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
                 "usage": { "input_tokens": 10, "output_tokens": 1 } } }),
@@ -541,6 +575,9 @@ async fn a_stream_cut_before_its_end_is_an_error_not_an_answer() {
             headers: vec![("Content-Type".into(), "text/event-stream".into())],
             body: match wire {
                 Wire::Anthropic => format!("event: message_start\ndata: {first}\n\n"),
+                Wire::OpenAiResponses => {
+                    format!("event: response.output_text.delta\ndata: {first}\n\n")
+                }
                 _ => format!("data: {first}\n\n"),
             },
         });
@@ -569,6 +606,15 @@ async fn an_unreachable_server_is_a_retryable_connection_error() {
         (
             Wire::OpenAi,
             Box::new(OpenAiProvider::new(
+                format!("http://{addr}/v1"),
+                None,
+                client.clone(),
+                true,
+            )),
+        ),
+        (
+            Wire::OpenAiResponses,
+            Box::new(OpenAiResponsesProvider::new(
                 format!("http://{addr}/v1"),
                 None,
                 client.clone(),
@@ -653,7 +699,7 @@ async fn a_cache_key_asks_each_wire_for_its_prompt_cache() {
         let body = mock.requests().pop().unwrap().body;
         let text = body.to_string();
         match wire {
-            Wire::OpenAi => {
+            Wire::OpenAi | Wire::OpenAiResponses => {
                 assert_eq!(body["prompt_cache_key"], "agent-a");
                 assert!(!text.contains("cache_control"), "{text}");
             }

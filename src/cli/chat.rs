@@ -338,6 +338,7 @@ fn history_line(message: &Message) -> String {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } if !tool_calls.is_empty() => {
             let calls: Vec<String> = tool_calls
                 .iter()

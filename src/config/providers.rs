@@ -37,13 +37,28 @@ struct RawProviderLimits {
 /// A provider's wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
+    /// OpenAI chat completions, and any server that speaks them.
     OpenAi,
+    /// OpenAI's Responses API (`kind: openai-responses`); also what a
+    /// provider of kind `openai` at OpenAI's own endpoint uses for the
+    /// models served only there.
+    OpenAiResponses,
     Anthropic,
     Gemini,
 }
 
 impl ProviderKind {
-    const ALL: [ProviderKind; 3] = [
+    const ALL: [ProviderKind; 4] = [
+        ProviderKind::OpenAi,
+        ProviderKind::OpenAiResponses,
+        ProviderKind::Anthropic,
+        ProviderKind::Gemini,
+    ];
+
+    /// The kinds with a built-in provider of their name: OpenAI's
+    /// Responses API needs none of its own, the built-in `openai` uses it
+    /// where a model needs it.
+    const BUILTIN: [ProviderKind; 3] = [
         ProviderKind::OpenAi,
         ProviderKind::Anthropic,
         ProviderKind::Gemini,
@@ -52,6 +67,7 @@ impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiResponses => "openai-responses",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Gemini => "gemini",
         }
@@ -64,7 +80,7 @@ impl ProviderKind {
     /// The variable holding the key of the built-in provider of this kind.
     fn default_key_env(self) -> &'static str {
         match self {
-            ProviderKind::OpenAi => "OPENAI_API_KEY",
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => "OPENAI_API_KEY",
             ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
             ProviderKind::Gemini => "GEMINI_API_KEY",
         }
@@ -72,7 +88,7 @@ impl ProviderKind {
 
     /// The kind of the built-in provider called `name`, if it is one.
     fn builtin(name: &str) -> Option<ProviderKind> {
-        Self::ALL.into_iter().find(|k| k.as_str() == name)
+        Self::BUILTIN.into_iter().find(|k| k.as_str() == name)
     }
 }
 
@@ -138,7 +154,7 @@ impl ProviderConfig {
 
 /// The built-in providers, as they are without an entry.
 pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
-    ProviderKind::ALL
+    ProviderKind::BUILTIN
         .into_iter()
         .map(|kind| (kind.as_str().to_string(), ProviderConfig::builtin(kind)))
         .collect()
@@ -323,6 +339,28 @@ mod tests {
         );
         assert!(p["anthropic"].prompt_caching, "caching is on by default");
         assert!(p["anthropic"].limits.is_empty());
+    }
+
+    #[test]
+    fn openai_responses_is_a_kind_with_openais_endpoint_and_key_not_a_builtin() {
+        let (p, d) = parse(
+            "providers:\n  oai:\n    kind: openai-responses\n  gw:\n    kind: openai-responses\n    base_url: http://127.0.0.1:9/v1\n    prompt_caching: false\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let oai = &p["oai"];
+        assert_eq!(oai.kind, ProviderKind::OpenAiResponses);
+        assert_eq!(oai.base_url, None, "OpenAI's endpoint, resolved when built");
+        assert_eq!(oai.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert!(oai.prompt_caching);
+        let gw = &p["gw"];
+        assert_eq!(gw.api_key_env, None, "a gateway names its key variable");
+        assert!(!gw.prompt_caching);
+        assert!(
+            !p.contains_key("openai-responses"),
+            "no built-in of its own"
+        );
+        let (_, d) = parse("providers:\n  openai-responses:\n    prompt_caching: false\n");
+        assert!(d[0].message.contains("needs a `kind`"), "{d:?}");
     }
 
     #[test]

@@ -135,6 +135,7 @@ mod tests {
         let mut v = vec![Message::Assistant {
             content: text.into(),
             tool_calls: calls,
+            provider_items: None,
         }];
         for i in 0..n {
             v.push(Message::Tool {
@@ -169,10 +170,7 @@ mod tests {
         let mut m = vec![Message::system("sys"), Message::user(big.clone())];
         m.extend(assistant_calls(2, &big));
         m.push(Message::user("newest question"));
-        m.push(Message::Assistant {
-            content: "answer".into(),
-            tool_calls: vec![],
-        });
+        m.push(Message::assistant("answer", Vec::new()));
         let t = trim(&m, 60);
         assert_eq!(t.messages[0], Message::system("sys"));
         // The task (first user message) stays; the whole call group goes.
@@ -184,10 +182,7 @@ mod tests {
     fn arb_conversation() -> impl Strategy<Value = Vec<Message>> {
         let item = prop_oneof![
             (0usize..300).prop_map(|n| vec![Message::user("u".repeat(n))]),
-            (0usize..300).prop_map(|n| vec![Message::Assistant {
-                content: "a".repeat(n),
-                tool_calls: vec![]
-            }]),
+            (0usize..300).prop_map(|n| vec![Message::assistant("a".repeat(n), Vec::new())]),
             (1usize..4, 0usize..200).prop_map(|(k, n)| assistant_calls(k, &"r".repeat(n))),
             (0usize..100).prop_map(|n| vec![Message::system("s".repeat(n))]),
         ];

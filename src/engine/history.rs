@@ -57,6 +57,7 @@ pub fn summary_request(earlier: Option<&str>, messages: &[Message], max_tokens: 
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let mut line = format!("[assistant] {}", cut(content));
                 for call in tool_calls {
@@ -180,10 +181,7 @@ pub fn turn_messages(input: &str, after_input: &[Message], answer: Option<&str>)
         }
     }
     if let Some(answer) = answer {
-        turn.push(Message::Assistant {
-            content: answer.to_string(),
-            tool_calls: Vec::new(),
-        });
+        turn.push(Message::assistant(answer.to_string(), Vec::new()));
     }
     turn
 }
@@ -206,6 +204,7 @@ mod tests {
                 name: "t".into(),
                 arguments: "{}".into(),
             }],
+            provider_items: None,
         }
     }
 

@@ -437,7 +437,7 @@ impl LoopState<'_> {
                     }
                     Err(errors) => {
                         repairing = true;
-                        messages.push(self.echo(turn.text, &[]));
+                        messages.push(self.echo(turn.text, &[], turn.provider_items));
                         messages.push(Message::user(output::repair_message(&errors)));
                         continue;
                     }
@@ -452,7 +452,7 @@ impl LoopState<'_> {
                     calls.len()
                 ));
             }
-            messages.push(self.echo(turn.text, &calls));
+            messages.push(self.echo(turn.text, &calls, turn.provider_items));
             for call in &calls {
                 self.emit(RunEvent::ToolCall {
                     id: call.id.clone(),
@@ -661,8 +661,19 @@ impl LoopState<'_> {
     /// The model's answer as it goes back to the model in the next
     /// requests: with known secrets redacted, like everything else it is
     /// sent (the calls themselves run with their arguments as given).
-    fn echo(&self, text: String, calls: &[ToolCall]) -> Message {
+    /// `provider_items` is what the wire format asked to get back with the
+    /// answer (reasoning items it needs before the calls).
+    fn echo(
+        &self,
+        text: String,
+        calls: &[ToolCall],
+        provider_items: Option<serde_json::Value>,
+    ) -> Message {
         let redactor = self.parts.redactor;
+        let provider_items = provider_items.map(|mut items| {
+            redactor.redact_json(&mut items);
+            items
+        });
         Message::Assistant {
             content: redactor.redact(&text).into_owned(),
             tool_calls: calls
@@ -672,6 +683,7 @@ impl LoopState<'_> {
                     ..call.clone()
                 })
                 .collect(),
+            provider_items,
         }
     }
 

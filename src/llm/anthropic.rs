@@ -239,6 +239,7 @@ fn messages_json(messages: &[Message]) -> Vec<Value> {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
                 if !content.is_empty() {
@@ -354,6 +355,7 @@ mod tests {
                         call("c2", "grep", "not json"),
                         call("c3", "ls", ""),
                     ],
+                    provider_items: None,
                 },
                 tool("c1", "out", false),
                 tool("c2", "bad arguments", true),
@@ -362,12 +364,10 @@ mod tests {
                 Message::Assistant {
                     content: String::new(),
                     tool_calls: vec![call("c4", "read", "{}")],
+                    provider_items: None,
                 },
                 tool("c4", "more", false),
-                Message::Assistant {
-                    content: "done".into(),
-                    tool_calls: vec![],
-                },
+                Message::assistant("done", Vec::new()),
             ],
             tools: vec![ToolSpec {
                 name: "read".into(),
@@ -423,10 +423,7 @@ mod tests {
             model: "m".into(),
             messages: vec![
                 Message::user("a"),
-                Message::Assistant {
-                    content: String::new(),
-                    tool_calls: vec![],
-                },
+                Message::assistant(String::new(), Vec::new()),
                 Message::user("b"),
             ],
             tools: vec![],
@@ -502,11 +499,13 @@ mod tests {
                 Message::system("sys"),
                 Message::user("first"),
                 Message::Assistant {
+                    provider_items: None,
                     content: String::new(),
                     tool_calls: vec![call("c1", "t0", "{}")],
                 },
                 tool("c1", "out", false),
                 Message::Assistant {
+                    provider_items: None,
                     content: "and".into(),
                     tool_calls: vec![call("c2", "t1", "{}")],
                 },
@@ -544,6 +543,7 @@ mod tests {
         for i in 0..10 {
             messages.push(Message::user(format!("q{i}")));
             messages.push(Message::Assistant {
+                provider_items: None,
                 content: format!("a{i}"),
                 tool_calls: vec![],
             });

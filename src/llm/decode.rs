@@ -11,12 +11,13 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 
 use super::http::{Assemble, Flow};
-use super::{Delta, ModelTurn, ProviderError, anthropic, gemini, openai};
+use super::{Delta, ModelTurn, ProviderError, anthropic, gemini, openai, openai_responses};
 
 /// A provider wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wire {
     OpenAi,
+    OpenAiResponses,
     Anthropic,
     Gemini,
 }
@@ -26,6 +27,7 @@ pub enum Wire {
 pub fn replay_events(wire: Wire, chunks: &[&[u8]]) -> Result<ModelTurn, ProviderError> {
     match wire {
         Wire::OpenAi => replay::<openai::stream::Assembler>(chunks),
+        Wire::OpenAiResponses => replay::<openai_responses::stream::Assembler>(chunks),
         Wire::Anthropic => replay::<anthropic::stream::Assembler>(chunks),
         Wire::Gemini => replay::<gemini::stream::Assembler>(chunks),
     }
@@ -38,6 +40,9 @@ pub fn replay_whole(wire: Wire, body: &[u8]) -> Result<ModelTurn, ProviderError>
     let mut on_delta = |_: Delta| {};
     match wire {
         Wire::OpenAi => openai::stream::Assembler::parse_full(&value, &mut on_delta),
+        Wire::OpenAiResponses => {
+            openai_responses::stream::Assembler::parse_full(&value, &mut on_delta)
+        }
         Wire::Anthropic => anthropic::stream::Assembler::parse_full(&value, &mut on_delta),
         Wire::Gemini => gemini::stream::Assembler::parse_full(&value, &mut on_delta),
     }

@@ -220,6 +220,7 @@ fn contents(messages: &[Message]) -> Vec<Value> {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let mut parts: Vec<Value> = text_part(content).into_iter().collect();
                 for (i, call) in tool_calls.iter().enumerate() {
@@ -326,19 +327,18 @@ mod tests {
                         call("c1", "read", "{\"p\":1}"),
                         call("c2", "list", "not json"),
                     ],
+                    provider_items: None,
                 },
                 tool_result("read", "out", false),
                 tool_result("list", "denied", true),
                 Message::Assistant {
                     content: String::new(),
                     tool_calls: vec![call("c3", "read", "[1]")],
+                    provider_items: None,
                 },
                 tool_result("read", "", false),
                 Message::user("thanks"),
-                Message::Assistant {
-                    content: "done".into(),
-                    tool_calls: vec![],
-                },
+                Message::assistant("done", Vec::new()),
             ],
             vec![
                 read_tool(json!({ "type": "object", "additionalProperties": false,

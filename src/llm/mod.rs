@@ -9,6 +9,7 @@ pub mod gemini;
 mod http;
 pub mod limits;
 pub mod openai;
+pub mod openai_responses;
 pub mod retry;
 pub mod test_model;
 pub mod text_tools;
@@ -64,6 +65,11 @@ pub struct ModelTurn {
     /// The model that answered, as the provider names it (may be more
     /// precise than the one asked for: a dated version).
     pub response_model: Option<String>,
+    /// What the wire format needs back with this answer in later requests
+    /// (OpenAI Responses reasoning items), opaque to the engine, which
+    /// keeps it on the answer's [`Message::Assistant`]; `None` for the
+    /// formats that need nothing.
+    pub provider_items: Option<serde_json::Value>,
 }
 
 /// Which answer it was and which model gave it, as the first piece of the

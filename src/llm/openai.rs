@@ -154,6 +154,7 @@ fn message_json(message: &Message) -> Value {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             if tool_calls.is_empty() {
                 return json!({ "role": "assistant", "content": content });
@@ -202,6 +203,7 @@ mod tests {
                         name: "read".into(),
                         arguments: "{\"p\":1}".into(),
                     }],
+                    provider_items: None,
                 },
                 Message::Tool {
                     tool_call_id: "c1".into(),
@@ -209,10 +211,7 @@ mod tests {
                     content: "out".into(),
                     is_error: false,
                 },
-                Message::Assistant {
-                    content: "done".into(),
-                    tool_calls: vec![],
-                },
+                Message::assistant("done", Vec::new()),
             ],
             tools: vec![ToolSpec {
                 name: "read".into(),

@@ -241,6 +241,7 @@ mod tests {
             Message::Assistant {
                 content: String::new(),
                 tool_calls: first.tool_calls,
+                provider_items: None,
             },
         ];
         messages.push(Message::Tool {

@@ -62,10 +62,9 @@ impl TextTools {
         };
         // One repair: the answer as it was, and what was wrong with it.
         let mut repair = rewritten;
-        repair.messages.push(Message::Assistant {
-            content: first.text.clone(),
-            tool_calls: vec![],
-        });
+        repair
+            .messages
+            .push(Message::assistant(first.text.clone(), vec![]));
         repair
             .messages
             .push(Message::user(repair_prompt(&problems)));
@@ -181,6 +180,7 @@ pub fn rewrite_request(request: &ChatRequest) -> ChatRequest {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } if !tool_calls.is_empty() => {
                 let mut text = content.clone();
                 for call in tool_calls {
@@ -189,10 +189,7 @@ pub fn rewrite_request(request: &ChatRequest) -> ChatRequest {
                     }
                     text.push_str(&call_text(call));
                 }
-                messages.push(Message::Assistant {
-                    content: text,
-                    tool_calls: vec![],
-                });
+                messages.push(Message::assistant(text, vec![]));
             }
             Message::Tool {
                 tool_call_id,

@@ -25,6 +25,7 @@ use crate::llm::Provider;
 use crate::llm::anthropic::{self, AnthropicProvider};
 use crate::llm::gemini::{self, GeminiProvider};
 use crate::llm::openai::OpenAiProvider;
+use crate::llm::openai_responses::{OpenAiResponsesProvider, requires_responses_api};
 use crate::llm::test_model::TestModel;
 use crate::llm::text_tools::TextTools;
 use crate::mcp::McpManager;
@@ -483,7 +484,7 @@ pub fn provider_for(
     };
     let config = &settings.providers[name];
     let vendor_url = match config.kind {
-        ProviderKind::OpenAi => DEFAULT_OPENAI_BASE_URL,
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => DEFAULT_OPENAI_BASE_URL,
         ProviderKind::Anthropic => anthropic::DEFAULT_BASE_URL,
         ProviderKind::Gemini => gemini::DEFAULT_BASE_URL,
     };
@@ -512,8 +513,14 @@ pub fn provider_for(
         });
     }
     let client = http.for_url(&base_url)?;
-    let provider: Arc<dyn Provider> = match config.kind {
+    let provider: Arc<dyn Provider> = match wire_for(config.kind, &base_url, model_name) {
         ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(
+            base_url,
+            api_key,
+            client,
+            config.prompt_caching,
+        )),
+        ProviderKind::OpenAiResponses => Arc::new(OpenAiResponsesProvider::new(
             base_url,
             api_key,
             client,
@@ -535,6 +542,21 @@ pub fn provider_for(
         ToolCallMode::Text => Arc::new(TextTools::new(provider)),
     };
     Ok((provider, model_name.to_string()))
+}
+
+/// The wire format a provider of `kind` at `base_url` speaks for `model`:
+/// its kind's, except that OpenAI's own endpoint serves some models on the
+/// Responses API only ([`requires_responses_api`]), and a provider of kind
+/// `openai` pointed there asks them in that format. Another server of
+/// kind `openai` is taken at its word: it speaks chat completions.
+fn wire_for(kind: ProviderKind, base_url: &str, model: &str) -> ProviderKind {
+    let at_openai = base_url.trim_end_matches('/') == DEFAULT_OPENAI_BASE_URL;
+    match kind {
+        ProviderKind::OpenAi if at_openai && requires_responses_api(model) => {
+            ProviderKind::OpenAiResponses
+        }
+        other => other,
+    }
 }
 
 /// The MCP servers whose tools (`<server>_<tool>`) an allow-list can reach,
@@ -592,4 +614,40 @@ pub async fn connect_mcp(
         }
     }
     (manager, diagnostics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_at_its_own_endpoint_asks_responses_only_models_in_their_format() {
+        let openai = "https://api.openai.com/v1/";
+        assert_eq!(
+            wire_for(ProviderKind::OpenAi, openai, "o3-pro"),
+            ProviderKind::OpenAiResponses
+        );
+        assert_eq!(
+            wire_for(ProviderKind::OpenAi, DEFAULT_OPENAI_BASE_URL, "gpt-5-codex"),
+            ProviderKind::OpenAiResponses
+        );
+        assert_eq!(
+            wire_for(ProviderKind::OpenAi, openai, "gpt-4o-mini"),
+            ProviderKind::OpenAi,
+            "a model served on chat completions stays there"
+        );
+        assert_eq!(
+            wire_for(ProviderKind::OpenAi, "http://localhost:11434/v1", "o3-pro"),
+            ProviderKind::OpenAi,
+            "another server of kind openai speaks chat completions"
+        );
+        assert_eq!(
+            wire_for(ProviderKind::OpenAiResponses, "http://gw/v1", "gpt-4o"),
+            ProviderKind::OpenAiResponses
+        );
+        assert_eq!(
+            wire_for(ProviderKind::Anthropic, openai, "o3-pro"),
+            ProviderKind::Anthropic
+        );
+    }
 }

@@ -137,6 +137,7 @@ impl Trace {
                 finish_reason: None,
                 response_id: None,
                 response_model: None,
+                provider_items: None,
             })
             .collect()
     }

@@ -231,13 +231,7 @@ mod tests {
     #[test]
     fn a_caller_s_history_is_kept_with_a_queued_run() {
         let vars = RequestVars {
-            history: vec![
-                Message::user("hi"),
-                Message::Assistant {
-                    content: "hello".into(),
-                    tool_calls: Vec::new(),
-                },
-            ],
+            history: vec![Message::user("hi"), Message::assistant("hello", Vec::new())],
             ..RequestVars::default()
         };
         assert!(!vars.is_empty());

@@ -2,8 +2,9 @@
 //! (`store_test!`): a session keeps its turns' messages in order with their
 //! runs, its totals and a title from the first user message; ids are
 //! unique; turns sent at once to one session take turns (no message place
-//! is reused); deleting a session deletes its messages, and is refused
-//! while a turn of it has not ended.
+//! is reused), each message as it was sent (what a wire format carries
+//! with an answer included); deleting a session deletes its messages, and
+//! is refused while a turn of it has not ended.
 
 use chrono::{Duration, Utc};
 
@@ -20,10 +21,7 @@ fn turn(run: &str, user: &str, answer: &str, tokens: u64, cost: Option<f64>) -> 
             Message::User {
                 content: user.into(),
             },
-            Message::Assistant {
-                content: answer.into(),
-                tool_calls: Vec::new(),
-            },
+            Message::assistant(answer, Vec::new()),
         ],
         usage: Usage {
             input_tokens: Some(tokens),
@@ -44,9 +42,13 @@ store_test! {
         assert!(matches!(e, StoreError::Conflict(_)), "{e}");
 
         let mut first = turn("r1", "\n  Plan the release\nwith details", "Here is a plan", 100, None);
+        // What a wire format carries with an answer (a Responses reasoning
+        // item) comes back as it was stored, for the session's next turn.
         first.messages.insert(1, Message::Assistant {
             content: String::new(),
             tool_calls: vec![ToolCall { id: "c1".into(), name: "current_time".into(), arguments: "{}".into() }],
+            provider_items: Some(serde_json::json!({ "openai_responses": [{
+                "type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA-opaque" }] })),
         });
         first.messages.insert(2, Message::Tool { tool_call_id: "c1".into(), name: "current_time".into(), content: "12:00".into(), is_error: false });
         let after = store.append_turn("s1", first.clone(), t0 + Duration::seconds(1)).await.unwrap();

@@ -1,8 +1,9 @@
 //! A scripted mock of a model server for tests and benches: real HTTP/1.1
 //! on 127.0.0.1 (tokio `TcpListener`, minimal parsing), one scripted
 //! [`Reply`] per model request, every request recorded before it is
-//! answered. It speaks the three wire formats at once, chosen by the route:
-//! OpenAI `POST /v1/chat/completions` (base URL [`MockLlm::base_url`]),
+//! answered. It speaks the four wire formats at once, chosen by the route:
+//! OpenAI `POST /v1/chat/completions` and `POST /v1/responses` (base URL
+//! [`MockLlm::base_url`]),
 //! Anthropic `POST /v1/messages` and Gemini
 //! `POST /v1beta/models/{model}:streamGenerateContent` (base URL
 //! [`MockLlm::root_url`]). Streams are sent chunked, each SSE event
@@ -31,6 +32,7 @@ mod anthropic;
 mod faults;
 mod gemini;
 mod http;
+pub mod responses;
 
 #[allow(unused_imports, reason = "not every test crate uses each of them")]
 pub use faults::{Fault, FaultPlan, Injected, RetryAfter};
@@ -41,6 +43,7 @@ use http::{read_request, write_raw, write_stream};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wire {
     OpenAi,
+    OpenAiResponses,
     Anthropic,
     Gemini,
 }
@@ -51,6 +54,8 @@ impl Wire {
     fn of_route(route: &str) -> Option<Wire> {
         if route == "/v1/chat/completions" {
             Some(Wire::OpenAi)
+        } else if route == "/v1/responses" {
+            Some(Wire::OpenAiResponses)
         } else if route == "/v1/messages" {
             Some(Wire::Anthropic)
         } else if route.starts_with("/v1beta/models/") && route.ends_with(":streamGenerateContent")
@@ -532,6 +537,7 @@ async fn answer(
                         .iter()
                         .map(|data| format!("data: {data}\n\n"))
                         .collect(),
+                    Wire::OpenAiResponses => responses::frames(&other, model),
                     Wire::Anthropic => anthropic::frames(&other, model),
                     Wire::Gemini => gemini::frames(&other, model),
                 };

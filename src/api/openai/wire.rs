@@ -247,10 +247,9 @@ pub(super) fn conversation(messages: &[ChatMessage]) -> Result<Conversation, Ref
         match m.role {
             Role::System | Role::Developer => system.push(Message::System { content }),
             Role::User => rest.push(Message::User { content }),
-            Role::Assistant => rest.push(Message::Assistant {
+            Role::Assistant => rest.push(Message::assistant(
                 content,
-                tool_calls: m
-                    .tool_calls
+                m.tool_calls
                     .iter()
                     .flatten()
                     .map(|c| ToolCall {
@@ -259,7 +258,7 @@ pub(super) fn conversation(messages: &[ChatMessage]) -> Result<Conversation, Ref
                         arguments: c.function.arguments.clone(),
                     })
                     .collect(),
-            }),
+            )),
             Role::Tool => {
                 let Some(id) = &m.tool_call_id else {
                     return Err(refused(

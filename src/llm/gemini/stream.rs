@@ -280,6 +280,7 @@ impl Assemble for Assembler {
             finish_reason: self.finish_reason,
             response_id: self.identity.id,
             response_model: self.identity.model,
+            provider_items: None,
         })
     }
 

@@ -120,6 +120,7 @@ fn the_request_describes_the_tools_and_renders_the_history_as_text() {
         Message::system("be brief"),
         Message::user("what is 6*7 and the time?"),
         Message::Assistant {
+            provider_items: None,
             content: "Computing.".into(),
             tool_calls: vec![
                 ToolCall {
@@ -168,6 +169,7 @@ fn the_request_describes_the_tools_and_renders_the_history_as_text() {
     assert_eq!(
         out.messages[3],
         Message::Assistant {
+            provider_items: None,
             content: "Computing.\n<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\":\"6*7\"}}</tool_call>\n<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>".into(),
             tool_calls: vec![],
         }
@@ -245,6 +247,7 @@ async fn an_unknown_tool_gets_one_repair_and_the_usage_of_both_calls() {
     assert_eq!(
         repair[repair.len() - 2],
         Message::Assistant {
+            provider_items: None,
             content: bad.into(),
             tool_calls: vec![]
         }

@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use super::http::{end_stream, write_raw, write_stream_events, write_stream_head};
-use super::{Reply, Wire, anthropic, gemini, stream_chunks};
+use super::{Reply, Wire, anthropic, gemini, responses, stream_chunks};
 
 /// How a 429 says when to come back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,6 +209,7 @@ fn frames_of(reply: &Reply, wire: Wire, model: &str) -> Vec<String> {
             .iter()
             .map(|data| format!("data: {data}\n\n"))
             .collect(),
+        Wire::OpenAiResponses => responses::frames(reply, model),
         Wire::Anthropic => anthropic::frames(reply, model),
         Wire::Gemini => gemini::frames(reply, model),
     }
