@@ -168,6 +168,7 @@ fn is_boundary(event: &RunEvent) -> bool {
             | RunEvent::ToolCall { .. }
             | RunEvent::ToolResult { .. }
             | RunEvent::ModelRetry { .. }
+            | RunEvent::ModelFallback { .. }
             | RunEvent::ApprovalRequested { .. }
             | RunEvent::ApprovalDecided { .. }
             | RunEvent::Finished { .. }

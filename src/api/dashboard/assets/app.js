@@ -606,7 +606,8 @@ function makeTimeline(timeline) {
         break;
       }
       case "usage":
-        item(kind, "Model call ", String(data.iteration), tokens(data) ? ": " + tokens(data) : " ended",
+        item(kind, "Model call ", String(data.iteration), data.model ? [" (", el("code", {}, data.model), ")"] : "",
+          tokens(data) ? ": " + tokens(data) : " ended",
           data.cost_usd !== undefined ? " · " + cost(data.cost_usd) : "");
         break;
       case "approval_requested":
@@ -639,6 +640,13 @@ function makeTimeline(timeline) {
         } else {
           item(kind, el("strong", {}, "Skills: "), data.skills.join(", "), " (", data.how, ")");
         }
+        break;
+      case "model_fallback":
+        item(kind, el("strong", {}, "Fell back"), " from ", el("code", {}, data.from), " to ", el("code", {}, data.to),
+          " (", data.reason, "): ", data.error);
+        break;
+      case "limit_wait":
+        item(kind, "Waited ", (data.waited_ms / 1000).toFixed(1), " s for provider ", el("code", {}, data.provider), "'s limits");
         break;
       case "model_retry":
         item(kind, el("strong", {}, "Model call retried"), " (attempt ", String(data.attempt), "): ", data.error);
