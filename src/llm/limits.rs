@@ -14,8 +14,8 @@
 //! before the call and settled with the usage the answer reports; a call
 //! that used more leaves a debt the next callers wait out.
 //!
-//! One process has one gate per provider name ([`gate`]): runs, sub-runs,
-//! pipeline steps and sessions share it. Several processes on one
+//! One process has one gate per provider ([`gate`], by its name and
+//! endpoint): runs, sub-runs, pipeline steps and sessions share it. Several processes on one
 //! PostgreSQL database share the store's instead ([`SharedLimits`],
 //! implemented by `store`): the database keeps the reservations and the
 //! request slots, so all nodes together stay within the limits. May depend
@@ -413,38 +413,44 @@ pub fn gates() -> &'static Gates {
     GATES.get_or_init(Gates::default)
 }
 
-/// The gate of `provider` with `limits`, shared through `shared` when
-/// given; `None` when it has no limits. A gate whose limits changed (a
-/// reload) is replaced: calls already past the old one finish under it.
+/// The gate of `provider` with `limits`, shared through `shared` when it
+/// has limits. A provider without limits has a gate too: a 429 with
+/// `Retry-After` pauses all its calls in this process all the same. A gate
+/// whose limits changed (a reload) is replaced: calls already past the old
+/// one finish under it.
+/// `key` tells providers apart in the process (their name and endpoint:
+/// a reload that points a name elsewhere gets a fresh gate); `provider` is
+/// the name the store and status know it by.
 pub fn gate(
+    key: &str,
     provider: &str,
     limits: Limits,
     shared: Option<Arc<dyn SharedLimits>>,
-) -> Option<Arc<ProviderGate>> {
-    gates().get(provider, limits, shared)
+) -> Arc<ProviderGate> {
+    gates().get(key, provider, limits, shared)
 }
 
 impl Gates {
     fn get(
         &self,
+        key: &str,
         provider: &str,
         limits: Limits,
         shared: Option<Arc<dyn SharedLimits>>,
-    ) -> Option<Arc<ProviderGate>> {
+    ) -> Arc<ProviderGate> {
+        // Nothing to share without limits: the pause stays in the process,
+        // and no call pays the store's round trips.
+        let shared = shared.filter(|_| !limits.is_empty());
         let mut gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
-        if limits.is_empty() {
-            gates.remove(provider);
-            return None;
-        }
-        if let Some(gate) = gates.get(provider)
+        if let Some(gate) = gates.get(key)
             && gate.limits == limits
             && gate.shared.is_some() == shared.is_some()
         {
-            return Some(gate.clone());
+            return gate.clone();
         }
         let gate = Arc::new(ProviderGate::new(provider, limits, shared));
-        gates.insert(provider.to_string(), gate.clone());
-        Some(gate)
+        gates.insert(key.to_string(), gate.clone());
+        gate
     }
 
     /// Each provider's gate, by name.
@@ -503,19 +509,22 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_429_with_retry_after_pauses_every_caller() {
-        let gate = Arc::new(ProviderGate::new("p", limits(Some(8), None, None), None));
-        let pass = gate.enter(0).await;
-        pass.leave(&Err(ProviderError::Status {
-            status: 429,
-            message: "slow down".into(),
-            retry_after: Some(Duration::from_secs(7)),
-        }))
-        .await;
-        let start = Instant::now();
-        let other = gate.enter(0).await;
-        assert_eq!(start.elapsed(), Duration::from_secs(7));
-        assert_eq!(other.waited, Duration::from_secs(7));
-        assert_eq!(gate.stats().pauses.load(Ordering::Relaxed), 1);
+        // With limits or without: a provider without any still pauses.
+        for limits in [limits(Some(8), None, None), Limits::default()] {
+            let gate = Arc::new(ProviderGate::new("p", limits, None));
+            let pass = gate.enter(0).await;
+            pass.leave(&Err(ProviderError::Status {
+                status: 429,
+                message: "slow down".into(),
+                retry_after: Some(Duration::from_secs(7)),
+            }))
+            .await;
+            let start = Instant::now();
+            let other = gate.enter(0).await;
+            assert_eq!(start.elapsed(), Duration::from_secs(7));
+            assert_eq!(other.waited, Duration::from_secs(7));
+            assert_eq!(gate.stats().pauses.load(Ordering::Relaxed), 1);
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -546,11 +555,13 @@ mod tests {
     #[test]
     fn gates_are_one_per_provider_and_replaced_when_limits_change() {
         let gates = Gates::default();
-        assert!(gates.get("p", Limits::default(), None).is_none());
-        let a = gates.get("p", limits(Some(1), None, None), None).unwrap();
-        let b = gates.get("p", limits(Some(1), None, None), None).unwrap();
+        let unlimited = gates.get("p", "p", Limits::default(), None);
+        assert!(unlimited.limits().is_empty());
+        let a = gates.get("p", "p", limits(Some(1), None, None), None);
+        assert!(!Arc::ptr_eq(&unlimited, &a));
+        let b = gates.get("p", "p", limits(Some(1), None, None), None);
         assert!(Arc::ptr_eq(&a, &b));
-        let c = gates.get("p", limits(Some(2), None, None), None).unwrap();
+        let c = gates.get("p", "p", limits(Some(2), None, None), None);
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(gates.all().len(), 1);
     }

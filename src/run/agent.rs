@@ -198,7 +198,12 @@ pub(super) async fn run_agent(
             model_name: m.model_name.clone(),
             provider: provider.as_ref(),
             price: m.price,
-            gate: limits::gate(&m.provider_name, m.limits, shared.clone()),
+            gate: Some(limits::gate(
+                &m.gate_key,
+                &m.provider_name,
+                m.limits,
+                shared.clone(),
+            )),
         })
         .collect();
     let mut tools = traced.tools(tools, &redactor);

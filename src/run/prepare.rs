@@ -83,6 +83,9 @@ pub struct PreparedModel {
     pub price: Option<Price>,
     /// The provider's name in aurad.yaml and the limits its runs share.
     pub provider_name: String,
+    /// Tells the provider's gate apart in the process: its name and
+    /// endpoint.
+    pub gate_key: String,
     pub limits: Limits,
 }
 
@@ -95,20 +98,23 @@ fn prepare_model(
     let settings = &snapshot.project.settings;
     let (provider, model_name) = provider_for(model, settings, &snapshot.http, env)?;
     let provider_name = model.split_once('/').map_or(model, |(p, _)| p).to_string();
-    let limits = settings
-        .providers
-        .get(&provider_name)
-        .map_or_else(Limits::default, |p| Limits {
-            concurrent: p.limits.concurrent,
-            requests_per_minute: p.limits.requests_per_minute,
-            tokens_per_minute: p.limits.tokens_per_minute,
-        });
+    let config = settings.providers.get(&provider_name);
+    let limits = config.map_or_else(Limits::default, |p| Limits {
+        concurrent: p.limits.concurrent,
+        requests_per_minute: p.limits.requests_per_minute,
+        tokens_per_minute: p.limits.tokens_per_minute,
+    });
+    let gate_key = format!(
+        "{provider_name} {}",
+        config.and_then(|p| p.base_url.as_deref()).unwrap_or("")
+    );
     Ok(PreparedModel {
         model: model.to_string(),
         model_name,
         provider,
         price: settings.prices.get(model).copied(),
         provider_name,
+        gate_key,
         limits,
     })
 }
