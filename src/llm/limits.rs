@@ -151,6 +151,9 @@ pub struct Pass {
     shared_slot: Option<String>,
     /// The tokens charged before the call.
     charged: u64,
+    /// Counted in flight (it passed; a caller dropped while waiting was
+    /// not).
+    in_flight: bool,
     /// How long the call waited to pass.
     pub waited: Duration,
 }
@@ -218,6 +221,7 @@ impl ProviderGate {
             _permit: permit,
             shared_slot: None,
             charged: 0,
+            in_flight: false,
             waited: Duration::ZERO,
         };
         if let (Some(shared), Some(cap)) = (&self.shared, self.limits.concurrent) {
@@ -263,6 +267,7 @@ impl ProviderGate {
             );
         }
         self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+        pass.in_flight = true;
         pass
     }
 
@@ -388,7 +393,9 @@ impl Pass {
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        self.gate.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.in_flight {
+            self.gate.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
         // A call cancelled mid-request gives its shared slot back too.
         if let (Some(shared), Some(holder)) = (self.gate.shared.clone(), self.shared_slot.take()) {
             let provider = self.gate.provider.clone();
@@ -499,6 +506,15 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert_eq!(gate.stats().waiting.load(Ordering::Relaxed), 1);
+        // A caller given up while it waits leaves no count behind.
+        let given_up = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.enter(0).await }
+        });
+        tokio::task::yield_now().await;
+        given_up.abort();
+        assert!(given_up.await.is_err());
+        assert_eq!(gate.stats().in_flight.load(Ordering::Relaxed), 2);
         tokio::time::advance(Duration::from_secs(3)).await;
         drop(a);
         let waited = third.await.unwrap();
