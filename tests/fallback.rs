@@ -232,3 +232,48 @@ fn a_chain_naming_an_unknown_provider_is_a_located_error() {
         show(&out)
     );
 }
+
+#[test]
+fn a_providers_request_rate_spaces_a_runs_calls_and_each_wait_is_an_event() {
+    let b = MockLlm::start_in_thread();
+    b.push(Reply::tool_call(
+        "c1",
+        "calculator",
+        r#"{"expression":"6*7"}"#,
+    ));
+    b.push(Reply::Text("42.".into()));
+    let dir = project(&closed_url(), &b, "b/m");
+    // One request a second (1.01 s apart): the second call of the run waits.
+    let settings = dir.path().join("aurad.yaml");
+    let yaml = std::fs::read_to_string(&settings).unwrap().replace(
+        &format!("b: {{ kind: openai, base_url: \"{}\" }}", b.base_url()),
+        &format!(
+            "b: {{ kind: openai, base_url: \"{}\", limits: {{ requests_per_minute: 60 }} }}",
+            b.base_url()
+        ),
+    );
+    std::fs::write(&settings, yaml).unwrap();
+    let out = run(dir.path(), &["run", "agent", "--input", "6*7?"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let sent = b.requests();
+    assert_eq!(sent.len(), 2);
+    let apart = sent[1].received_at - sent[0].received_at;
+    assert!(
+        apart >= std::time::Duration::from_millis(1_000),
+        "{apart:?}"
+    );
+    let events = events(dir.path());
+    let waits = of_kind(&events, "limit_wait");
+    assert_eq!(waits.len(), 1, "{events:?}");
+    assert_eq!(waits[0]["provider"], "b");
+    assert!(
+        waits[0]["waited_ms"].as_u64().unwrap() > 0,
+        "{:?}",
+        waits[0]
+    );
+    assert!(
+        text(&out.stderr).contains("for provider `b`'s limits"),
+        "{}",
+        show(&out)
+    );
+}

@@ -258,8 +258,11 @@ impl ProviderGate {
             tokio::time::sleep(wait).await;
         }
         drop(waiting);
-        pass.waited = started.elapsed();
-        if pass.waited >= Duration::from_millis(1) {
+        // Under a millisecond is the gate's own bookkeeping, not a wait.
+        pass.waited = Some(started.elapsed())
+            .filter(|w| *w >= Duration::from_millis(1))
+            .unwrap_or_default();
+        if !pass.waited.is_zero() {
             self.stats.waits.fetch_add(1, Ordering::Relaxed);
             self.stats.waited_us.fetch_add(
                 u64::try_from(pass.waited.as_micros()).unwrap_or(u64::MAX),
