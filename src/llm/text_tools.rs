@@ -11,7 +11,6 @@
 mod parse;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -32,17 +31,11 @@ no tool, answer normally, without any <tool_call> block.";
 /// A provider whose models are offered tools in the prompt.
 pub struct TextTools {
     inner: Arc<dyn Provider>,
-    /// Numbers the calls' ids: unique for the life of the provider, which
-    /// outlives any run made with it.
-    next_id: AtomicU64,
 }
 
 impl TextTools {
     pub fn new(inner: Arc<dyn Provider>) -> Self {
-        TextTools {
-            inner,
-            next_id: AtomicU64::new(1),
-        }
+        TextTools { inner }
     }
 
     async fn call(
@@ -134,7 +127,10 @@ impl TextTools {
         turn.tool_calls = calls
             .into_iter()
             .map(|(name, arguments)| ToolCall {
-                id: format!("text_call_{}", self.next_id.fetch_add(1, Ordering::Relaxed)),
+                // Random, not counted: a provider is built per run, and a
+                // session's history (sent to another model of a chain as
+                // native calls) must never hold two calls of one id.
+                id: format!("text_call_{:012x}", rand::random::<u64>() >> 16),
                 name,
                 arguments,
             })
