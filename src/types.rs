@@ -11,6 +11,7 @@ pub mod cron;
 #[cfg(test)]
 mod cron_tests;
 mod database;
+mod gate_status;
 mod mcp_state;
 pub mod memory;
 pub mod plugin;
@@ -19,6 +20,7 @@ pub mod timestamp;
 mod trigger;
 pub use cron::CronSchedule;
 pub use database::{Database, DatabaseUrl};
+pub use gate_status::{GateLimits, GateStatus};
 pub use mcp_state::McpState;
 pub use schedule_id::ScheduleId;
 pub use trigger::Trigger;
@@ -364,6 +366,19 @@ pub enum RetryReason {
     /// A chunk of the answer stream was not valid JSON (a proxy's garbled
     /// event is transient in practice).
     InvalidChunk,
+}
+
+impl RetryReason {
+    /// As serialized (metrics and traces label retries with it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::Connection => "connection",
+            RetryReason::Status => "status",
+            RetryReason::StreamCut => "stream_cut",
+            RetryReason::Idle => "idle",
+            RetryReason::InvalidChunk => "invalid_chunk",
+        }
+    }
 }
 
 /// How a run's skills were chosen.

@@ -172,6 +172,14 @@ fn i(span: &Span, key: &str) -> i64 {
     }
 }
 
+/// A span's floating-point attribute.
+fn f(span: &Span, key: &str) -> f64 {
+    match attr(&span.attributes, key).and_then(|v| v.value.clone()) {
+        Some(any_value::Value::DoubleValue(n)) => n,
+        other => panic!("span {:?}: {key} is {other:?}", span.name),
+    }
+}
+
 /// A span's string-array attribute.
 fn list(span: &Span, key: &str) -> Vec<String> {
     match attr(&span.attributes, key).and_then(|v| v.value.clone()) {
@@ -231,7 +239,10 @@ fn aurad_run_exports_one_trace_with_run_chat_and_tool_spans() {
         r#"{"expression":"6*7"}"#,
     ));
     mock.push(Reply::Text("The answer is 42.".into()));
-    let dir = project_with_mock(&mock, "model: mock/m\nsystem: s\ntools: [calculator]\n");
+    let dir = project_with_mock(
+        &mock,
+        "model: mock/m\nsystem: s\ntools: [calculator]\ntemperature: 0.3\n",
+    );
     append(
         dir.path(),
         "aurad.yaml",
@@ -282,7 +293,9 @@ fn aurad_run_exports_one_trace_with_run_chat_and_tool_spans() {
     assert_eq!(s(run, "aurad.run.trigger"), "cli");
     assert_eq!(s(run, "aurad.run.state"), "succeeded");
     assert_eq!(s(run, "gen_ai.request.model"), "m");
-    assert_eq!(s(run, "gen_ai.provider.name"), "mock");
+    // The provider is named `mock` in aurad.yaml but speaks OpenAI's wire
+    // format: the well-known name is that format's.
+    assert_eq!(s(run, "gen_ai.provider.name"), "openai");
     assert_eq!(i(run, "gen_ai.usage.input_tokens"), 20);
     assert_eq!(i(run, "gen_ai.usage.output_tokens"), 10);
     let run_id = s(run, "aurad.run.id");
@@ -299,7 +312,19 @@ fn aurad_run_exports_one_trace_with_run_chat_and_tool_spans() {
         assert_eq!(chat.name, "chat m");
         assert_eq!(chat.parent_span_id, run.span_id);
         assert_eq!(s(chat, "gen_ai.request.model"), "m");
-        assert_eq!(s(chat, "gen_ai.provider.name"), "mock");
+        assert_eq!(s(chat, "gen_ai.provider.name"), "openai");
+        assert_eq!(s(chat, "gen_ai.response.model"), "m");
+        assert_eq!(s(chat, "gen_ai.response.id"), "chatcmpl-mock");
+        assert_eq!(s(chat, "server.address"), "127.0.0.1");
+        let port: i64 = mock
+            .base_url()
+            .trim_start_matches("http://127.0.0.1:")
+            .trim_end_matches("/v1")
+            .parse()
+            .unwrap();
+        assert_eq!(i(chat, "server.port"), port);
+        // As written: not 0.30000001192092896, the f32 widened.
+        assert_eq!(f(chat, "gen_ai.request.temperature"), 0.3);
         assert_eq!(i(chat, "gen_ai.usage.input_tokens"), 10);
         assert_eq!(i(chat, "gen_ai.usage.output_tokens"), 5);
         assert_eq!(list(chat, "gen_ai.response.finish_reasons"), [reason]);
@@ -566,4 +591,46 @@ fn a_failing_tool_call_has_the_error_status() {
     assert_eq!(s(tool, "error.type"), "tool_error");
     // The run itself answered: not an error.
     assert_ne!(status(by_op(&spans, "invoke_agent")[0]), StatusCode::Error);
+}
+
+#[test]
+fn a_fallback_is_an_event_on_the_run_span_between_two_chat_spans() {
+    let receiver = Receiver::start();
+    let mock = MockLlm::start_in_thread();
+    mock.push(Reply::error(
+        400,
+        "This model's maximum context length is 8192 tokens",
+    ));
+    mock.push(Reply::Text("shorter".into()));
+    let dir = project_with_mock(
+        &mock,
+        "model:\n  chain: [mock/m, mock/m2]\n  attempts: 1\nsystem: s\n",
+    );
+    let endpoint = receiver.endpoint();
+    let out = aurad_run(
+        dir.path(),
+        "a long input",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let spans = receiver.wait_spans(3);
+    let run = by_op(&spans, "invoke_agent")[0];
+    assert_eq!(s(run, "gen_ai.provider.name"), "openai");
+    let fallback = run
+        .events
+        .iter()
+        .find(|e| e.name == "aurad.model.fallback")
+        .unwrap_or_else(|| panic!("no fallback event: {run:#?}"));
+    let value = |key: &str| attr(&fallback.attributes, key).and_then(as_str);
+    assert_eq!(value("aurad.fallback.from").as_deref(), Some("mock/m"));
+    assert_eq!(value("aurad.fallback.to").as_deref(), Some("mock/m2"));
+    assert_eq!(
+        value("aurad.fallback.reason").as_deref(),
+        Some("context_length")
+    );
+    let chats = by_op(&spans, "chat");
+    let models: Vec<String> = chats.iter().map(|c| s(c, "gen_ai.request.model")).collect();
+    assert_eq!(models, ["m", "m2"]);
+    assert_eq!(status(chats[0]), StatusCode::Error);
+    assert_eq!(s(chats[1], "gen_ai.response.model"), "m2");
 }

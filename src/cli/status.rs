@@ -2,7 +2,10 @@
 //! nodes sharing it: each node's host, pid, last heartbeat, whether it is
 //! alive (heartbeat within `cluster.lease`), how many runs wait queued
 //! under it and its running runs. Reads the
-//! store directly, so it works with or without a running daemon.
+//! store directly, so it works with or without a running daemon. Then the
+//! providers with limits, as the project's running daemon reports them
+//! (the gates are its own): limits, calls waiting and in flight, waits and
+//! pauses.
 
 use std::path::Path;
 
@@ -12,11 +15,15 @@ use clap::Args;
 use super::{EXIT_FAILED, EXIT_OK, runtime};
 use crate::app::{NodeRecord, Store};
 use crate::config::Diagnostic;
-use crate::types::Database;
+use crate::types::{Database, GateStatus};
+
+/// How long the running daemon may take to report its provider gates.
+const DAEMON_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Print JSON: `{"database": ..., "nodes": [...]}`.
+    /// Print JSON: `{"database": ..., "nodes": [...], "providers": [...]}`
+    /// (`providers` null when no daemon of the project answers).
     #[arg(long)]
     pub json: bool,
 }
@@ -40,6 +47,11 @@ pub fn run(root: &Path, args: StatusArgs) -> i32 {
         return EXIT_FAILED;
     };
     let nodes = rt.block_on(store.nodes(settings.cluster_lease));
+    let limited = settings.providers.values().any(|p| !p.limits.is_empty());
+    let gates = match limited {
+        true => rt.block_on(daemon_gates(root)),
+        false => Ok(Vec::new()),
+    };
     drop(rt);
     let closed = store.close();
     let nodes = match nodes {
@@ -54,15 +66,102 @@ pub fn run(root: &Path, args: StatusArgs) -> i32 {
         return EXIT_FAILED;
     }
     if args.json {
-        let body = serde_json::json!({ "database": database.to_string(), "nodes": nodes });
+        let body = serde_json::json!({
+            "database": database.to_string(),
+            "nodes": nodes,
+            "providers": gates.as_ref().ok(),
+        });
         println!(
             "{}",
             serde_json::to_string_pretty(&body).unwrap_or_default()
         );
     } else {
         print!("{}", render(database, &nodes, Utc::now()));
+        if limited {
+            print!("{}", render_gates(&gates));
+        }
     }
     EXIT_OK
+}
+
+/// The provider gates of the project's running daemon, from its
+/// `/v1/status`; `Err` says why they are unknown.
+async fn daemon_gates(root: &Path) -> Result<Vec<GateStatus>, String> {
+    let access = crate::app::api_access(root)
+        .map_err(|_| "no aurad serve of this project is running".to_string())?;
+    let mut listen = access.listen;
+    // A daemon listening on every interface answers on loopback.
+    if listen.ip().is_unspecified() {
+        listen.set_ip(match listen.is_ipv4() {
+            true => std::net::Ipv4Addr::LOCALHOST.into(),
+            false => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let url = format!("http://{listen}/v1/status");
+    let client = reqwest::Client::builder()
+        .timeout(DAEMON_TIMEOUT)
+        .build()
+        .map_err(|e| format!("cannot create an HTTP client: {e}"))?;
+    let response = client
+        .get(&url)
+        .bearer_auth(&access.token)
+        .send()
+        .await
+        .map_err(|e| format!("the aurad serve at {} did not answer: {e}", access.listen))?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "the aurad serve at {} answered {}",
+            access.listen,
+            response.status()
+        ));
+    }
+    #[derive(serde::Deserialize)]
+    struct Body {
+        #[serde(default)]
+        providers: Vec<GateStatus>,
+    }
+    let body: Body = response
+        .json()
+        .await
+        .map_err(|e| format!("the aurad serve at {} sent no status: {e}", access.listen))?;
+    Ok(body.providers)
+}
+
+/// The lines about the provider gates.
+pub fn render_gates(gates: &Result<Vec<GateStatus>, String>) -> String {
+    let gates = match gates {
+        Ok(gates) => gates,
+        Err(why) => return format!("provider limits: unknown ({why})\n"),
+    };
+    let mut out = format!(
+        "{:<16} {:<28} {:>7} {:>9} {:>7} {:>9} {:>6}\n",
+        "PROVIDER", "LIMITS", "WAITING", "IN FLIGHT", "WAITS", "WAITED", "PAUSES"
+    );
+    for gate in gates {
+        let l = &gate.limits;
+        let mut limits: Vec<String> = [
+            l.concurrent.map(|n| format!("{n} at once")),
+            l.requests_per_minute.map(|n| format!("{n} rpm")),
+            l.tokens_per_minute.map(|n| format!("{n} tpm")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if gate.shared {
+            limits.push("shared".into());
+        }
+        out.push_str(&format!(
+            "{:<16} {:<28} {:>7} {:>9} {:>7} {:>8.1}s {:>6}\n",
+            gate.provider,
+            limits.join(", "),
+            gate.waiting,
+            gate.in_flight,
+            gate.waits,
+            gate.waited_seconds,
+            gate.pauses
+        ));
+    }
+    out
 }
 
 /// The lines `aurad status` prints.
@@ -151,6 +250,41 @@ mod tests {
         assert!(lines[2].contains("4.0s"), "{text}");
         assert!(lines[1].contains("QUEUED"), "{text}");
         assert!(lines[2].contains(" 2  r1, r2"), "the queued count: {text}");
+    }
+
+    #[test]
+    fn provider_gates_show_their_limits_and_waiting_calls() {
+        let gate = GateStatus {
+            provider: "openai".into(),
+            limits: crate::types::GateLimits {
+                concurrent: Some(4),
+                requests_per_minute: Some(300),
+                tokens_per_minute: None,
+            },
+            shared: true,
+            waiting: 3,
+            in_flight: 4,
+            waits: 12,
+            waited_seconds: 7.5,
+            pauses: 1,
+        };
+        let text = render_gates(&Ok(vec![gate]));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("PROVIDER"), "{text}");
+        assert!(lines[0].contains("IN FLIGHT"), "{text}");
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "openai", "4", "at", "once,", "300", "rpm,", "shared", "3", "4", "12", "7.5s", "1"
+            ],
+            "{text}"
+        );
+        let text = render_gates(&Err("no aurad serve of this project is running".into()));
+        assert_eq!(
+            text,
+            "provider limits: unknown (no aurad serve of this project is running)\n"
+        );
     }
 
     #[test]

@@ -1,15 +1,16 @@
 //! What the current snapshot loaded (agents with their definition hash,
 //! skills, tool plugins, MCP servers with their state) and what it left out
 //! or kept at a last good version, with the located error that is why, plus
-//! when its files were read, and on PostgreSQL the cluster's nodes: the
-//! body of `GET /v1/status`.
+//! when its files were read, each provider with limits and the calls
+//! waiting for it, and on PostgreSQL the cluster's nodes: the body of
+//! `GET /v1/status`.
 
 use serde::Serialize;
 
 use crate::registry::Snapshot;
 use crate::registry::skipped::{ItemKind, SkippedItem};
 use crate::store::NodeRecord;
-use crate::types::McpState;
+use crate::types::{GateStatus, McpState};
 
 #[derive(Debug, Serialize)]
 pub struct Status<'a> {
@@ -18,6 +19,9 @@ pub struct Status<'a> {
     skills: Vec<Named<'a>>,
     plugins: Vec<Named<'a>>,
     mcp_servers: Vec<ServerStatus>,
+    /// Each provider with limits: its limits and, in this process, the
+    /// calls waiting for it and in flight, the waits and the pauses.
+    providers: Vec<GateStatus>,
     /// Left out, or (agents) kept at their last good version: `stale`.
     skipped: &'a [SkippedItem],
     /// On PostgreSQL, the nodes sharing the database (this one included),
@@ -101,6 +105,7 @@ pub fn status<'a>(
                     .map_or(McpState::Unused, |(_, state)| *state),
             })
             .collect(),
+        providers: crate::telemetry::provider_gates(&snapshot.project.settings),
         skipped: &snapshot.skipped,
         nodes,
     }

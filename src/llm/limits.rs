@@ -441,7 +441,8 @@ pub fn gate(
 }
 
 impl Gates {
-    fn get(
+    /// The gate of `provider` in this set: see [`gate`].
+    pub fn get(
         &self,
         key: &str,
         provider: &str,

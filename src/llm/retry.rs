@@ -351,7 +351,9 @@ async fn retry_with_sleep(
             None => None,
         };
         if let (Some(pass), Some(on_wait)) = (&pass, &on_wait)
-            && !pass.waited.is_zero()
+            // As the gate counts a wait: passing a free gate takes a few
+            // microseconds, which are no wait worth an event.
+            && pass.waited >= Duration::from_millis(1)
         {
             (on_wait.lock().await)(pass.waited);
         }

@@ -483,16 +483,8 @@ pub fn provider_for(
         ));
     };
     let config = &settings.providers[name];
-    let vendor_url = match config.kind {
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => DEFAULT_OPENAI_BASE_URL,
-        ProviderKind::Anthropic => anthropic::DEFAULT_BASE_URL,
-        ProviderKind::Gemini => gemini::DEFAULT_BASE_URL,
-    };
-    let base_url = config
-        .base_url
-        .clone()
-        .or_else(|| (name == "openai").then(|| env("OPENAI_BASE_URL")).flatten())
-        .unwrap_or_else(|| vendor_url.to_string());
+    let vendor_url = vendor_url(config.kind);
+    let base_url = base_url_of(name, config, env);
     let api_key = config
         .api_key_env
         .as_deref()
@@ -542,6 +534,40 @@ pub fn provider_for(
         ToolCallMode::Text => Arc::new(TextTools::new(provider)),
     };
     Ok((provider, model_name.to_string()))
+}
+
+/// The default base URL of a provider of `kind`.
+fn vendor_url(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => DEFAULT_OPENAI_BASE_URL,
+        ProviderKind::Anthropic => anthropic::DEFAULT_BASE_URL,
+        ProviderKind::Gemini => gemini::DEFAULT_BASE_URL,
+    }
+}
+
+/// Where provider `name` is reached: its `base_url`, else (the built-in
+/// `openai`) `OPENAI_BASE_URL`, else its vendor's.
+fn base_url_of(name: &str, config: &crate::config::ProviderConfig, env: EnvLookup) -> String {
+    config
+        .base_url
+        .clone()
+        .or_else(|| (name == "openai").then(|| env("OPENAI_BASE_URL")).flatten())
+        .unwrap_or_else(|| vendor_url(config.kind).to_string())
+}
+
+/// The wire format `model` (`provider/model`) is asked in and the base URL
+/// its provider is reached at, as [`provider_for`] builds it: what traces
+/// name the provider and the server by. `None` for `test` and unknown
+/// providers.
+pub fn endpoint_for(
+    model: &str,
+    settings: &Settings,
+    env: EnvLookup,
+) -> Option<(ProviderKind, String)> {
+    let (name, model_name) = model.split_once('/')?;
+    let config = settings.providers.get(name)?;
+    let base_url = base_url_of(name, config, env);
+    Some((wire_for(config.kind, &base_url, model_name), base_url))
 }
 
 /// The wire format a provider of `kind` at `base_url` speaks for `model`:

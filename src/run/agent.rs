@@ -183,7 +183,7 @@ pub(super) async fn run_agent(
     let providers: Vec<Arc<dyn Provider>> = models
         .iter()
         .map(|m| {
-            let provider = traced.provider(m.provider.clone(), &m.model, &redactor);
+            let provider = traced.provider(m, &redactor);
             match services.claim {
                 Some(claim) => claim.gate(provider),
                 None => provider,

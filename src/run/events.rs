@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -23,6 +24,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::claim::PendingClaim;
 use super::recorder::Recorder;
 use crate::store::{Store, StoreError};
+use crate::telemetry::metrics::Metrics;
 use crate::types::RunEvent;
 
 /// Where a run's events go as it runs: `event` for each event with the
@@ -31,6 +33,11 @@ use crate::types::RunEvent;
 pub trait RunSink: Send {
     fn event(&mut self, seq: i64, event: &RunEvent);
     fn committed(&mut self, _last_seq: i64) {}
+    /// The daemon's metrics, when the run's model calls are counted there
+    /// (each attempt's outcome and latency, which no event carries).
+    fn metrics(&self) -> Option<Arc<Metrics>> {
+        None
+    }
 }
 
 /// How a failed event-batch write (or the final state) is retried: 50 ms

@@ -80,6 +80,14 @@ impl Job {
         }
     }
 
+    /// `provider/model` of the agent (its chain's first), or `pipeline`.
+    pub fn model(&self) -> &str {
+        match self {
+            Job::Agent(p) => &p.spec.model,
+            Job::Pipeline(_) => "pipeline",
+        }
+    }
+
     /// The run row it is claimed with, in `state` (`running`, or `queued`
     /// to start later).
     pub fn new_run(&self, state: RunState) -> NewRun {

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::config::EnvLookup;
 use crate::config::approval::ApprovalConfig;
+use crate::config::{EnvLookup, ProviderKind};
 use crate::config::{HistoryMode, MemoryConfig, SkillsChoice, SkillsMode};
 use crate::engine::history::TurnHistory;
 use crate::engine::{ActiveSkills, RunSpec};
@@ -15,7 +15,7 @@ use crate::llm::limits::Limits;
 use crate::llm::retry::RetryPolicy;
 use crate::redact::Redactor;
 use crate::registry::ceiling::Ceiling;
-use crate::registry::{Snapshot, provider_for};
+use crate::registry::{Snapshot, endpoint_for, provider_for};
 use crate::skills::{Skill, select_skills, skills_message};
 use crate::store::{Fire, NewRun, RunParent, new_run_id};
 use crate::tools::ToolSet;
@@ -87,6 +87,9 @@ pub struct PreparedModel {
     /// endpoint.
     pub gate_key: String,
     pub limits: Limits,
+    /// The wire format it is asked in and the base URL it is reached at
+    /// (for traces); `None` for `test`.
+    pub endpoint: Option<(ProviderKind, String)>,
 }
 
 /// Resolves `model` (`provider/model` or `test`) against the settings.
@@ -116,6 +119,7 @@ fn prepare_model(
         provider_name,
         gate_key,
         limits,
+        endpoint: endpoint_for(model, settings, env),
     })
 }
 

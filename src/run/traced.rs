@@ -1,6 +1,8 @@
 //! Where a run meets `telemetry`: a [`RunSink`] that feeds the run's trace
-//! every event it passes on, the run's provider wrapped so its model calls
-//! are spans, and its tool set told to trace each call. Without an exporter both are plain pass-throughs.
+//! every event it passes on, the run's providers wrapped so their model
+//! calls are spans (and counted in the daemon's metrics, when the sink has
+//! them), and its tool set told to trace each call. Without an exporter
+//! and metrics these are plain pass-throughs.
 
 use std::sync::Arc;
 
@@ -8,11 +10,15 @@ use crate::llm::Provider;
 use crate::redact::Redactor;
 use crate::registry::sub_agents::agent_tool_name;
 use crate::store::RunParent;
-use crate::telemetry::{ParentLink, RunInfo, RunTrace, TracedProvider};
+use crate::telemetry::metrics::Metrics;
+use crate::telemetry::{
+    MeteredProvider, ModelTarget, ParentLink, RunInfo, RunTrace, TracedProvider,
+};
 use crate::tools::ToolSet;
 use crate::types::{RunEvent, Trigger};
 
 use super::events::RunSink;
+use super::prepare::PreparedModel;
 
 /// `inner`, with the run's trace fed each event.
 pub(super) struct TracedSink<'a> {
@@ -56,15 +62,25 @@ impl<'a> TracedSink<'a> {
         }
     }
 
-    /// `provider`, with a span per model call when the run is traced.
-    pub fn provider(
-        &self,
-        provider: Arc<dyn Provider>,
-        model: &str,
-        redactor: &Arc<Redactor>,
-    ) -> Arc<dyn Provider> {
+    /// The provider of `model`, with a span per model call when the run
+    /// is traced and counted in the metrics when the sink has them.
+    pub fn provider(&self, model: &PreparedModel, redactor: &Arc<Redactor>) -> Arc<dyn Provider> {
+        let provider = match self.inner.metrics() {
+            Some(metrics) => MeteredProvider::wrap(model.provider.clone(), metrics, &model.model),
+            None => model.provider.clone(),
+        };
+        let target = ModelTarget {
+            model: &model.model,
+            endpoint: model
+                .endpoint
+                .as_ref()
+                .map(|(wire, url)| (*wire, url.as_str())),
+        };
         match &self.trace {
-            Some(trace) => TracedProvider::wrap(provider, trace.context(), model, redactor.clone()),
+            Some(trace) => {
+                trace.model(&target);
+                TracedProvider::wrap(provider, trace.context(), &target, redactor.clone())
+            }
             None => provider,
         }
     }
@@ -80,5 +96,9 @@ impl RunSink for TracedSink<'_> {
 
     fn committed(&mut self, last_seq: i64) {
         self.inner.committed(last_seq);
+    }
+
+    fn metrics(&self) -> Option<Arc<Metrics>> {
+        self.inner.metrics()
     }
 }

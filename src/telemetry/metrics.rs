@@ -3,9 +3,18 @@
 //! `prometheus-client` registry, and rendered in the text exposition format
 //! 0.0.4 for `GET /metrics`.
 //!
-//! May depend on `prometheus-client` and `crate::types` only. The metrics are
-//! atomics; one std `Mutex` orders replacing the MCP server set against
-//! rendering, and is never held across an `.await`.
+//! Model calls are counted by provider (its name in aurad.yaml) and model
+//! (`provider/model`): each attempt's outcome and latency as the run's
+//! provider sees it ([`super::MeteredProvider`]), and from the run's
+//! events its retries, fallbacks, waits for the provider's shared limits
+//! and tokens (cached input tokens too, for a cache-hit ratio). The
+//! limits' gauges (calls waiting, in flight) are read from the gates at
+//! scrape time.
+//!
+//! May depend on `prometheus-client`, `crate::llm::limits` (the gates) and
+//! `crate::types`. The metrics are atomics; one std `Mutex` orders
+//! replacing the MCP server set and the gate gauges against rendering, and
+//! is never held across an `.await`.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard};
@@ -18,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::llm::limits::{self, Gates};
 use crate::types::{McpState, RunEvent};
 
 /// The `Content-Type` of [`Metrics::render`]'s output.
@@ -26,6 +36,11 @@ pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 /// Upper bounds (seconds) of the `aurad_run_duration_seconds` buckets; `+Inf`
 /// is implied.
 pub const RUN_DURATION_BUCKETS: [f64; 9] = [0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0];
+
+/// Upper bounds (seconds) of the `aurad_model_call_duration_seconds`
+/// buckets: from a short answer's first tokens to a long reasoning one.
+pub const MODEL_CALL_BUCKETS: [f64; 10] =
+    [0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AgentState {
@@ -60,10 +75,53 @@ struct ServerLabels {
     state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    provider: String,
+    model: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RetryLabels {
+    provider: String,
+    model: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FallbackLabels {
+    from: String,
+    to: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelTokenLabels {
+    provider: String,
+    model: String,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabel {
+    provider: String,
+}
+
 type RunHistograms = Family<AgentLabel, Histogram, fn() -> Histogram>;
+type CallHistograms = Family<CallLabels, Histogram, fn() -> Histogram>;
 
 fn run_histogram() -> Histogram {
     Histogram::new(RUN_DURATION_BUCKETS)
+}
+
+fn call_histogram() -> Histogram {
+    Histogram::new(MODEL_CALL_BUCKETS)
+}
+
+/// The provider part of `provider/model` (all of `test`).
+fn provider_of(model: &str) -> &str {
+    model.split_once('/').map_or(model, |(p, _)| p)
 }
 
 /// The daemon's metrics. `Send + Sync`; share it as `Arc<Metrics>`.
@@ -84,8 +142,21 @@ pub struct Metrics {
     mcp_up: Family<ServerLabels, Gauge>,
     schedule_fires: Family<AgentLabel, Counter>,
     config_skipped: Family<KindLabel, Gauge>,
-    /// Taken while the MCP server set or the skipped counts are replaced
-    /// and while rendering, so a scrape never sees a set half replaced.
+    model_calls: Family<CallLabels, Counter>,
+    model_call_durations: CallHistograms,
+    model_retries: Family<RetryLabels, Counter>,
+    model_fallbacks: Family<FallbackLabels, Counter>,
+    model_tokens: Family<ModelTokenLabels, Counter>,
+    limit_waits: Family<ProviderLabel, Counter>,
+    limit_waited: Family<ProviderLabel, Counter<f64, AtomicU64>>,
+    limit_waiting: Family<ProviderLabel, Gauge>,
+    limit_in_flight: Family<ProviderLabel, Gauge>,
+    /// The provider gates read at scrape time (the process's own, but for
+    /// a test's).
+    gates: GateSource,
+    /// Taken while the MCP server set, the skipped counts or the gate
+    /// gauges are replaced and while rendering, so a scrape never sees a
+    /// set half replaced.
     mcp_replace: Mutex<()>,
 }
 
@@ -97,6 +168,11 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
+        Metrics::with_gates(limits::gates())
+    }
+
+    /// Metrics whose limit gauges read `gates`.
+    pub fn with_gates(gates: &'static Gates) -> Metrics {
         let m = Metrics {
             registry: Registry::default(),
             runs: Family::default(),
@@ -113,6 +189,16 @@ impl Metrics {
             mcp_up: Family::default(),
             schedule_fires: Family::default(),
             config_skipped: Family::default(),
+            model_calls: Family::default(),
+            model_call_durations: CallHistograms::new_with_constructor(call_histogram),
+            model_retries: Family::default(),
+            model_fallbacks: Family::default(),
+            model_tokens: Family::default(),
+            limit_waits: Family::default(),
+            limit_waited: Family::default(),
+            limit_waiting: Family::default(),
+            limit_in_flight: Family::default(),
+            gates: GateSource(gates),
             mcp_replace: Mutex::new(()),
         };
         // The registry adds `_total` to counters and a final `.` to helps.
@@ -186,6 +272,51 @@ impl Metrics {
             "aurad_config_skipped",
             "Items (agent, skill, plugin, mcp_server, mcp_file) the current configuration left out or kept at their last good version because of errors",
             m.config_skipped.clone(),
+        );
+        r.register(
+            "aurad_model_calls",
+            "Model call attempts by provider, model and outcome (ok, rate_limited, server_error, client_error, unreachable, stream_cut, bad_stream, config, cancelled)",
+            m.model_calls.clone(),
+        );
+        r.register(
+            "aurad_model_call_duration_seconds",
+            "Latency of model call attempts, from the request to the answer's end, by provider, model and outcome (waits for the provider's limits excluded)",
+            m.model_call_durations.clone(),
+        );
+        r.register(
+            "aurad_model_retries",
+            "Model calls tried again, by provider, model and reason",
+            m.model_retries.clone(),
+        );
+        r.register(
+            "aurad_model_fallbacks",
+            "Model calls moved down the agent's model chain, by model from, model to and reason",
+            m.model_fallbacks.clone(),
+        );
+        r.register(
+            "aurad_provider_tokens",
+            "Model tokens by provider, model and direction (input, output, and cached_input: the part of input read from the provider's prompt cache)",
+            m.model_tokens.clone(),
+        );
+        r.register(
+            "aurad_provider_limit_waits",
+            "Model calls that waited for their provider's shared limits, by provider",
+            m.limit_waits.clone(),
+        );
+        r.register(
+            "aurad_provider_limit_wait_seconds",
+            "Seconds model calls waited for their provider's shared limits, by provider",
+            m.limit_waited.clone(),
+        );
+        r.register(
+            "aurad_provider_limit_waiting",
+            "Model calls waiting now for their provider's limits, by provider (providers with limits)",
+            m.limit_waiting.clone(),
+        );
+        r.register(
+            "aurad_provider_limit_in_flight",
+            "Model calls in flight now under their provider's limits, by provider (providers with limits)",
+            m.limit_in_flight.clone(),
         );
         Metrics { registry: r, ..m }
     }
@@ -312,20 +443,112 @@ impl Metrics {
             .inc();
     }
 
-    /// Updates the tool and token counters from one event of a run of
-    /// `agent`; other events are ignored.
-    pub fn observe_event(&self, agent: &str, event: &RunEvent) {
+    /// One attempt of a model call to `model` (`provider/model`) ended
+    /// with `outcome` after `duration`.
+    pub fn model_attempt(&self, model: &str, outcome: &'static str, duration: Duration) {
+        let labels = CallLabels {
+            provider: provider_of(model).to_string(),
+            model: model.to_string(),
+            outcome,
+        };
+        self.model_calls.get_or_create(&labels).inc();
+        self.model_call_durations
+            .get_or_create(&labels)
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Updates the tool, token, retry, fallback and limit counters from
+    /// one event of `run`; other events are ignored.
+    pub fn observe_event(&self, run: &mut RunEvents, event: &RunEvent) {
         match event {
+            RunEvent::Started { model, .. } => run.model = model.clone(),
             RunEvent::ToolResult { name, is_error, .. } => self.tool_call(name, *is_error),
             RunEvent::Usage {
-                usage, cost_usd, ..
-            } => self.model_call(
-                agent,
-                usage.input_tokens.unwrap_or(0),
-                usage.output_tokens.unwrap_or(0),
-                *cost_usd,
-            ),
+                usage,
+                cost_usd,
+                model,
+                ..
+            } => {
+                self.model_call(
+                    &run.agent,
+                    usage.input_tokens.unwrap_or(0),
+                    usage.output_tokens.unwrap_or(0),
+                    *cost_usd,
+                );
+                let model = model.as_deref().unwrap_or(&run.model);
+                for (direction, n) in [
+                    ("input", usage.input_tokens),
+                    ("output", usage.output_tokens),
+                    ("cached_input", usage.cached_input_tokens),
+                ] {
+                    self.model_tokens
+                        .get_or_create(&ModelTokenLabels {
+                            provider: provider_of(model).to_string(),
+                            model: model.to_string(),
+                            direction,
+                        })
+                        .inc_by(n.unwrap_or(0));
+                }
+            }
+            RunEvent::ModelRetry { reason, .. } => {
+                // A retry names no model: it is the one the run calls now.
+                self.model_retries
+                    .get_or_create(&RetryLabels {
+                        provider: provider_of(&run.model).to_string(),
+                        model: run.model.clone(),
+                        reason: reason.as_str(),
+                    })
+                    .inc();
+            }
+            RunEvent::ModelFallback {
+                from, to, reason, ..
+            } => {
+                self.model_fallbacks
+                    .get_or_create(&FallbackLabels {
+                        from: from.clone(),
+                        to: to.clone(),
+                        reason: reason.as_str(),
+                    })
+                    .inc();
+                // The rest of the run stays on the next model.
+                run.model = to.clone();
+            }
+            // As the gate counts a wait: at least a millisecond.
+            RunEvent::LimitWait {
+                provider,
+                waited_ms,
+            } if *waited_ms > 0 => {
+                let label = ProviderLabel {
+                    provider: provider.clone(),
+                };
+                self.limit_waits.get_or_create(&label).inc();
+                self.limit_waited
+                    .get_or_create(&label)
+                    .inc_by(*waited_ms as f64 / 1000.0);
+            }
             _ => {}
+        }
+    }
+
+    /// The gauges of calls waiting and in flight, read from the gates now;
+    /// a provider whose limits went away (its gate with them) disappears.
+    fn read_gates(&self) {
+        self.limit_waiting.clear();
+        self.limit_in_flight.clear();
+        for gate in self.gates.0.all() {
+            let label = ProviderLabel {
+                provider: gate.provider().to_string(),
+            };
+            let stats = gate.stats();
+            let read = |n: &std::sync::atomic::AtomicU64| {
+                i64::try_from(n.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(i64::MAX)
+            };
+            self.limit_waiting
+                .get_or_create(&label)
+                .set(read(&stats.waiting));
+            self.limit_in_flight
+                .get_or_create(&label)
+                .set(read(&stats.in_flight));
         }
     }
 
@@ -337,10 +560,38 @@ impl Metrics {
     )]
     pub fn render(&self) -> String {
         let _replacing = self.mcp_guard();
+        self.read_gates();
         let mut out = String::with_capacity(4096);
         prometheus_text::encode(&mut out, &self.registry)
             .expect("writing into a String cannot fail");
         out
+    }
+}
+
+/// Where the limit gauges are read (a gate has nothing to print).
+struct GateSource(&'static Gates);
+
+impl std::fmt::Debug for GateSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GateSource")
+    }
+}
+
+/// One run's events as the metrics read them: its agent, and the model it
+/// calls now (a retry names none; a fallback moves the run to the next).
+#[derive(Debug, Clone)]
+pub struct RunEvents {
+    agent: String,
+    model: String,
+}
+
+impl RunEvents {
+    /// A run of `agent` that starts on `model` (`provider/model`).
+    pub fn new(agent: &str, model: &str) -> RunEvents {
+        RunEvents {
+            agent: agent.to_string(),
+            model: model.to_string(),
+        }
     }
 }
 

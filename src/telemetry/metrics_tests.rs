@@ -2,7 +2,14 @@
 //! (families, escaping, cumulative histogram buckets).
 
 use super::*;
-use crate::types::{McpState, Usage};
+use crate::llm::limits::Limits;
+use crate::types::{FallbackReason, McpState, RetryReason, Usage};
+
+/// Metrics whose limit gauges read gates of their own: other tests of the
+/// process may open gates in the process's set.
+fn fresh() -> Metrics {
+    Metrics::with_gates(Box::leak(Box::default()))
+}
 
 /// One parsed sample line: name, labels in order, value.
 #[derive(Debug, PartialEq)]
@@ -117,7 +124,7 @@ fn metrics_is_send_and_sync() {
 
 #[test]
 fn an_empty_registry_has_its_label_less_series_at_zero() {
-    let (families, samples) = parse(&Metrics::new().render());
+    let (families, samples) = parse(&fresh().render());
     let names: Vec<&str> = families.iter().map(|(n, _)| n.as_str()).collect();
     // A family with labels appears with its first series.
     assert_eq!(
@@ -138,7 +145,7 @@ fn an_empty_registry_has_its_label_less_series_at_zero() {
 
 #[test]
 fn every_family_keeps_its_name_type_and_help() {
-    let m = Metrics::new();
+    let m = fresh();
     m.run_finished("a", "succeeded", Duration::from_secs(1));
     m.tool_call("bash", true);
     m.model_call("a", 1, 1, Some(0.5));
@@ -181,7 +188,7 @@ fn every_family_keeps_its_name_type_and_help() {
 
 #[test]
 fn counters_and_gauges_are_rendered_with_their_labels() {
-    let m = Metrics::new();
+    let m = fresh();
     m.run_recorded("zeta", "skipped");
     m.run_finished("alpha", "succeeded", Duration::from_millis(300));
     m.run_finished("alpha", "succeeded", Duration::from_secs(2));
@@ -256,7 +263,7 @@ fn counters_and_gauges_are_rendered_with_their_labels() {
 
 #[test]
 fn histogram_buckets_are_cumulative_with_inf_sum_and_count() {
-    let m = Metrics::new();
+    let m = fresh();
     for secs in [0.05, 0.1, 0.7, 4.0, 4000.0] {
         m.run_finished("a", "succeeded", Duration::from_secs_f64(secs));
     }
@@ -301,7 +308,7 @@ fn histogram_buckets_are_cumulative_with_inf_sum_and_count() {
 
 #[test]
 fn label_values_are_escaped() {
-    let m = Metrics::new();
+    let m = fresh();
     let nasty = "a\\b\"c\nd";
     m.tool_call(nasty, true);
     let text = m.render();
@@ -318,7 +325,7 @@ fn label_values_are_escaped() {
 
 #[test]
 fn mcp_up_is_1_only_while_connected_and_states_replace_the_previous_set() {
-    let m = Metrics::new();
+    let m = fresh();
     m.set_mcp_states(&[
         ("search".into(), McpState::Connecting),
         ("fs".into(), McpState::Connected),
@@ -348,7 +355,7 @@ fn mcp_up_is_1_only_while_connected_and_states_replace_the_previous_set() {
 
 #[test]
 fn run_events_feed_tool_and_token_counters() {
-    let m = Metrics::new();
+    let m = fresh();
     let result = |is_error| RunEvent::ToolResult {
         id: "c1".into(),
         name: "read_file".into(),
@@ -356,10 +363,11 @@ fn run_events_feed_tool_and_token_counters() {
         is_error,
         duration_ms: 3,
     };
-    m.observe_event("triage", &result(false));
-    m.observe_event("triage", &result(true));
+    let mut run = RunEvents::new("triage", "mock/m");
+    m.observe_event(&mut run, &result(false));
+    m.observe_event(&mut run, &result(true));
     m.observe_event(
-        "triage",
+        &mut run,
         &RunEvent::Usage {
             iteration: 1,
             usage: Usage {
@@ -372,7 +380,7 @@ fn run_events_feed_tool_and_token_counters() {
         },
     );
     m.observe_event(
-        "triage",
+        &mut run,
         &RunEvent::TextDelta {
             text: "hello".into(),
         },
@@ -409,7 +417,7 @@ fn run_events_feed_tool_and_token_counters() {
     );
     for cost in [0.25, 0.5] {
         m.observe_event(
-            "triage",
+            &mut run,
             &RunEvent::Usage {
                 iteration: 2,
                 usage: Usage::default(),
@@ -426,5 +434,242 @@ fn run_events_feed_tool_and_token_counters() {
             &[("agent", "triage")]
         ),
         0.75
+    );
+}
+
+#[tokio::test]
+async fn model_calls_retries_fallbacks_waits_and_cached_tokens_by_provider_and_model() {
+    let gates: &'static Gates = Box::leak(Box::default());
+    let m = Metrics::with_gates(gates);
+    m.model_attempt("openai/gpt-4o", "ok", Duration::from_millis(1500));
+    m.model_attempt("openai/gpt-4o", "rate_limited", Duration::from_millis(100));
+    m.model_attempt("openai/gpt-4o", "ok", Duration::from_millis(250));
+    let mut run = RunEvents::new("triage", "openai/gpt-4o");
+    let retry = |reason| RunEvent::ModelRetry {
+        attempt: 1,
+        delay_ms: 10,
+        error: "x".into(),
+        reason,
+        discarded_output: false,
+    };
+    let usage = |model: Option<&str>, input, cached| RunEvent::Usage {
+        iteration: 1,
+        usage: Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(5),
+            cached_input_tokens: cached,
+        },
+        cost_usd: None,
+        model: model.map(str::to_string),
+    };
+    let wait = |waited_ms| RunEvent::LimitWait {
+        provider: "openai".into(),
+        waited_ms,
+    };
+    for event in [
+        retry(RetryReason::Status),
+        retry(RetryReason::Status),
+        usage(None, 100, Some(60)),
+        wait(1500),
+        wait(250),
+        RunEvent::ModelFallback {
+            from: "openai/gpt-4o".into(),
+            to: "anthropic/claude-x".into(),
+            reason: FallbackReason::RateLimited,
+            error: "429".into(),
+        },
+        // After the fallback, a retry is the next model's.
+        retry(RetryReason::StreamCut),
+        usage(None, 40, None),
+        usage(Some("anthropic/claude-x"), 10, Some(10)),
+    ] {
+        m.observe_event(&mut run, &event);
+    }
+    // A provider with limits: one call in flight, one waiting.
+    let limits = Limits {
+        concurrent: Some(1),
+        ..Limits::default()
+    };
+    let gate = gates.get("openai", limits, None).unwrap();
+    let _pass = gate.enter(0).await;
+    let waiter = tokio::spawn({
+        let gate = gate.clone();
+        async move {
+            let _ = gate.enter(0).await;
+        }
+    });
+    while gate
+        .stats()
+        .waiting
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        tokio::task::yield_now().await;
+    }
+    let text = m.render();
+    waiter.abort();
+    let (families, samples) = parse(&text);
+    for (name, kind) in [
+        ("aurad_model_calls_total", "counter"),
+        ("aurad_model_call_duration_seconds", "histogram"),
+        ("aurad_model_retries_total", "counter"),
+        ("aurad_model_fallbacks_total", "counter"),
+        ("aurad_provider_tokens_total", "counter"),
+        ("aurad_provider_limit_waits_total", "counter"),
+        ("aurad_provider_limit_wait_seconds_total", "counter"),
+        ("aurad_provider_limit_waiting", "gauge"),
+        ("aurad_provider_limit_in_flight", "gauge"),
+    ] {
+        assert!(
+            families.contains(&(name.to_string(), kind.to_string())),
+            "{name} {kind}\n{text}"
+        );
+    }
+    let gpt = [("provider", "openai"), ("model", "openai/gpt-4o")];
+    let with = |extra: (&'static str, &'static str)| {
+        let mut labels = gpt.to_vec();
+        labels.push(extra);
+        labels
+    };
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_calls_total",
+            &with(("outcome", "ok"))
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_calls_total",
+            &with(("outcome", "rate_limited"))
+        ),
+        1.0
+    );
+    let mut bucket = with(("outcome", "ok"));
+    bucket.push(("le", "0.5"));
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_call_duration_seconds_bucket",
+            &bucket
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_call_duration_seconds_sum",
+            &with(("outcome", "ok"))
+        ),
+        1.75
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_retries_total",
+            &with(("reason", "status"))
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_retries_total",
+            &[
+                ("provider", "anthropic"),
+                ("model", "anthropic/claude-x"),
+                ("reason", "stream_cut")
+            ]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_fallbacks_total",
+            &[
+                ("from", "openai/gpt-4o"),
+                ("to", "anthropic/claude-x"),
+                ("reason", "rate_limited")
+            ]
+        ),
+        1.0
+    );
+    let tokens = |provider, model, direction| {
+        value(
+            &samples,
+            "aurad_provider_tokens_total",
+            &[
+                ("provider", provider),
+                ("model", model),
+                ("direction", direction),
+            ],
+        )
+    };
+    assert_eq!(tokens("openai", "openai/gpt-4o", "input"), 100.0);
+    assert_eq!(tokens("openai", "openai/gpt-4o", "cached_input"), 60.0);
+    assert_eq!(tokens("openai", "openai/gpt-4o", "output"), 5.0);
+    assert_eq!(tokens("anthropic", "anthropic/claude-x", "input"), 50.0);
+    assert_eq!(
+        tokens("anthropic", "anthropic/claude-x", "cached_input"),
+        10.0
+    );
+    let openai = [("provider", "openai")];
+    assert_eq!(
+        value(&samples, "aurad_provider_limit_waits_total", &openai),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "aurad_provider_limit_wait_seconds_total", &openai),
+        1.75
+    );
+    assert_eq!(
+        value(&samples, "aurad_provider_limit_waiting", &openai),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "aurad_provider_limit_in_flight", &openai),
+        1.0
+    );
+    // The agent's own counters go on as before.
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_model_tokens_total",
+            &[("agent", "triage"), ("direction", "input")]
+        ),
+        150.0
+    );
+}
+
+#[test]
+fn a_gate_gone_with_its_limits_leaves_the_gauges() {
+    let gates: &'static Gates = Box::leak(Box::default());
+    let m = Metrics::with_gates(gates);
+    let limits = Limits {
+        requests_per_minute: Some(60),
+        ..Limits::default()
+    };
+    gates.get("slow", limits, None).unwrap();
+    let (_, samples) = parse(&m.render());
+    assert_eq!(
+        value(
+            &samples,
+            "aurad_provider_limit_waiting",
+            &[("provider", "slow")]
+        ),
+        0.0
+    );
+    assert!(gates.get("slow", Limits::default(), None).is_none());
+    let (_, samples) = parse(&m.render());
+    assert!(
+        find(
+            &samples,
+            "aurad_provider_limit_waiting",
+            &[("provider", "slow")]
+        )
+        .is_none()
     );
 }

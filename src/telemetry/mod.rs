@@ -1,4 +1,6 @@
-//! What aurad tells operators: the daemon's Prometheus [`metrics`], and
+//! What aurad tells operators: the daemon's Prometheus [`metrics`] (model
+//! calls counted by a wrapped provider, [`MeteredProvider`]), the provider
+//! gates as status shows them ([`provider_gates`]), and
 //! OpenTelemetry traces of runs, following the GenAI semantic conventions:
 //! one trace per run (sub-runs and pipeline step runs of this process join
 //! their parent's), an `invoke_agent` span for the run, a `chat` span per
@@ -14,9 +16,12 @@
 //! this module. May depend on `config` (the settings), `llm` (the provider
 //! trait) and `tools` (the call observer).
 
+mod gates;
+mod metered;
 pub mod metrics;
 mod provider;
 mod spans;
+mod target;
 mod tool_spans;
 
 use std::sync::OnceLock;
@@ -30,8 +35,11 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 
 use crate::config::otel::OtelSettings;
 
+pub use gates::provider_gates;
+pub use metered::MeteredProvider;
 pub use provider::TracedProvider;
 pub use spans::{ParentLink, RunInfo, RunTrace};
+pub use target::ModelTarget;
 
 /// The exporting pipeline, set up once per process by [`install`].
 struct Pipeline {

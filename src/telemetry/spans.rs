@@ -16,6 +16,7 @@ use crate::redact::Redactor;
 use crate::tools::CallObserver;
 use crate::types::{RunEvent, RunState, StepState, Trigger};
 
+use super::target::ModelTarget;
 use super::tool_spans::TracedTools;
 
 /// What a run span says about its run.
@@ -61,6 +62,8 @@ fn open_runs() -> std::sync::MutexGuard<'static, HashMap<String, OpenRun>> {
 /// when dropped.
 pub struct RunTrace {
     run_id: String,
+    /// `provider/model` as the agent names it.
+    model: String,
     run: Context,
     ended: bool,
 }
@@ -81,12 +84,11 @@ impl RunTrace {
             KeyValue::new("aurad.run.trigger", info.trigger.as_str()),
             KeyValue::new("aurad.run.model", info.model.to_string()),
         ];
-        if let Some((provider, model)) = info.model.split_once('/') {
+        // `gen_ai.provider.name` comes with the model's provider
+        // ([`RunTrace::model`]): it names the wire format, which the name
+        // here does not tell.
+        if let Some((_, model)) = info.model.split_once('/') {
             attributes.push(KeyValue::new("gen_ai.request.model", model.to_string()));
-            attributes.push(KeyValue::new(
-                "gen_ai.provider.name",
-                provider_name(provider).to_string(),
-            ));
         }
         if let Some(link) = &info.parent {
             attributes.push(KeyValue::new(
@@ -113,9 +115,21 @@ impl RunTrace {
         );
         Some(RunTrace {
             run_id: info.run_id.to_string(),
+            model: info.model.to_string(),
             run,
             ended: false,
         })
+    }
+
+    /// A model of the run's chain: the first one (the agent's own) names
+    /// the run span's provider.
+    pub fn model(&self, target: &ModelTarget<'_>) {
+        if target.model == self.model {
+            let name = target.provider_name();
+            let span = self.run.span();
+            span.set_attribute(KeyValue::new("gen_ai.provider.name", name.clone()));
+            span.set_attribute(KeyValue::new("gen_ai.system", name));
+        }
     }
 
     /// The run span's context: the parent of its model calls' spans.
@@ -168,12 +182,51 @@ impl RunTrace {
                     ],
                 );
             }
-            RunEvent::ModelRetry { attempt, error, .. } => {
+            RunEvent::ModelRetry {
+                attempt,
+                error,
+                reason,
+                ..
+            } => {
                 self.run.span().add_event(
                     "aurad.model.retry",
                     vec![
                         KeyValue::new("aurad.retry.attempt", i64::from(*attempt)),
+                        KeyValue::new("aurad.retry.reason", reason.as_str()),
                         KeyValue::new("aurad.retry.error", error.clone()),
+                    ],
+                );
+            }
+            RunEvent::ModelFallback {
+                from,
+                to,
+                reason,
+                error,
+            } => {
+                // The chat spans of both models are there; this says why
+                // the run moved from one to the other.
+                self.run.span().add_event(
+                    "aurad.model.fallback",
+                    vec![
+                        KeyValue::new("aurad.fallback.from", from.clone()),
+                        KeyValue::new("aurad.fallback.to", to.clone()),
+                        KeyValue::new("aurad.fallback.reason", reason.as_str()),
+                        KeyValue::new("aurad.fallback.error", first_line(error)),
+                    ],
+                );
+            }
+            RunEvent::LimitWait {
+                provider,
+                waited_ms,
+            } => {
+                self.run.span().add_event(
+                    "aurad.limit.wait",
+                    vec![
+                        KeyValue::new("aurad.limit.provider", provider.clone()),
+                        KeyValue::new(
+                            "aurad.limit.waited_ms",
+                            i64::try_from(*waited_ms).unwrap_or(i64::MAX),
+                        ),
                     ],
                 );
             }
@@ -328,15 +381,6 @@ pub(super) fn open_tool(run_id: &str, id: &str, name: &str, cx: Context) {
 pub(super) fn close_tool(run_id: &str, id: &str) {
     if let Some(open) = open_runs().get_mut(run_id) {
         open.tools.retain(|(call, _, _)| call != id);
-    }
-}
-
-/// `gen_ai.provider.name` for a provider of aurad's `providers:` by name:
-/// the well-known values for the built-in names, the name itself otherwise.
-pub(super) fn provider_name(name: &str) -> &str {
-    match name {
-        "gemini" => "gcp.gemini",
-        other => other,
     }
 }
 

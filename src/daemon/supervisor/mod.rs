@@ -51,7 +51,7 @@ use crate::run::{RunRequest, RunServices, run_claimed_with};
 use crate::scheduler::clock::Clock;
 use crate::scheduler::failure_backoff;
 use crate::store::{NewRun, RunRecord, Store, StoreError, WaitingRun};
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, RunEvents};
 use crate::types::{RunEvent, RunState, ScheduleId, Trigger};
 
 pub use crate::run::Env;
@@ -640,7 +640,7 @@ impl Supervisor {
                 let mut sink = HubSink {
                     hub: hub.clone(),
                     metrics: self.metrics.clone(),
-                    agent: agent.clone(),
+                    run: RunEvents::new(&agent, prepared.model()),
                 };
                 let services = RunServices {
                     approvals: &self.approvals,
@@ -745,17 +745,21 @@ impl Supervisor {
 struct HubSink {
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
-    agent: String,
+    run: RunEvents,
 }
 
 impl RunSink for HubSink {
     fn event(&mut self, seq: i64, event: &RunEvent) {
-        self.metrics.observe_event(&self.agent, event);
+        self.metrics.observe_event(&mut self.run, event);
         self.hub.publish(seq, event);
     }
 
     fn committed(&mut self, last_seq: i64) {
         self.hub.committed(last_seq);
+    }
+
+    fn metrics(&self) -> Option<Arc<Metrics>> {
+        Some(self.metrics.clone())
     }
 }
 
