@@ -460,6 +460,9 @@ impl Gates {
             return gate.clone();
         }
         let gate = Arc::new(ProviderGate::new(provider, limits, shared));
+        // One gate per provider name: one at another endpoint (before a
+        // reload) goes, with its counts.
+        gates.retain(|k, g| g.provider() != provider || k == key);
         gates.insert(key.to_string(), gate.clone());
         gate
     }

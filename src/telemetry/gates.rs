@@ -64,17 +64,16 @@ mod tests {
             }
         }
         let gates = Gates::default();
-        let gate = gates
-            .get(
-                "openai",
-                Limits {
-                    concurrent: Some(2),
-                    requests_per_minute: None,
-                    tokens_per_minute: Some(90_000),
-                },
-                None,
-            )
-            .unwrap();
+        let gate = gates.get(
+            "openai",
+            "openai",
+            Limits {
+                concurrent: Some(2),
+                requests_per_minute: None,
+                tokens_per_minute: Some(90_000),
+            },
+            None,
+        );
         let _pass = gate.enter(10).await;
         let listed = gate_status(&settings, &gates);
         let names: Vec<&str> = listed.iter().map(|g| g.provider.as_str()).collect();

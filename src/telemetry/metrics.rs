@@ -535,7 +535,12 @@ impl Metrics {
     fn read_gates(&self) {
         self.limit_waiting.clear();
         self.limit_in_flight.clear();
+        // Every provider called has a gate (a 429 pauses it); only those
+        // with limits have calls waiting for them.
         for gate in self.gates.0.all() {
+            if gate.limits().is_empty() {
+                continue;
+            }
             let label = ProviderLabel {
                 provider: gate.provider().to_string(),
             };

@@ -490,7 +490,7 @@ async fn model_calls_retries_fallbacks_waits_and_cached_tokens_by_provider_and_m
         concurrent: Some(1),
         ..Limits::default()
     };
-    let gate = gates.get("openai", limits, None).unwrap();
+    let gate = gates.get("openai", "openai", limits, None);
     let _pass = gate.enter(0).await;
     let waiter = tokio::spawn({
         let gate = gate.clone();
@@ -652,7 +652,7 @@ fn a_gate_gone_with_its_limits_leaves_the_gauges() {
         requests_per_minute: Some(60),
         ..Limits::default()
     };
-    gates.get("slow", limits, None).unwrap();
+    gates.get("slow", "slow", limits, None);
     let (_, samples) = parse(&m.render());
     assert_eq!(
         value(
@@ -662,7 +662,13 @@ fn a_gate_gone_with_its_limits_leaves_the_gauges() {
         ),
         0.0
     );
-    assert!(gates.get("slow", Limits::default(), None).is_none());
+    // Without limits it stays a gate (a 429 still pauses it), with no gauges.
+    assert!(
+        gates
+            .get("slow", "slow", Limits::default(), None)
+            .limits()
+            .is_empty()
+    );
     let (_, samples) = parse(&m.render());
     assert!(
         find(
