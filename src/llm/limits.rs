@@ -257,6 +257,20 @@ impl ProviderGate {
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
+        // A 429 that came back while this call waited for its reserved
+        // time pauses it too: otherwise the calls already reserved would
+        // still go out during the pause.
+        loop {
+            let paused_until = self
+                .rates
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .paused_until;
+            if paused_until <= Instant::now() {
+                break;
+            }
+            tokio::time::sleep_until(paused_until).await;
+        }
         drop(waiting);
         // Under a millisecond is the gate's own bookkeeping, not a wait.
         pass.waited = Some(started.elapsed())
@@ -314,12 +328,14 @@ impl ProviderGate {
     /// Holds every call back for `wait` (a 429's `Retry-After`).
     async fn pause(&self, wait: Duration) {
         self.stats.pauses.fetch_add(1, Ordering::Relaxed);
-        match &self.shared {
-            Some(shared) => shared.pause(&self.provider, wait).await,
-            None => {
-                let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
-                rates.paused_until = rates.paused_until.max(Instant::now() + wait);
-            }
+        // Kept here on PostgreSQL too, so this node's calls already
+        // reserved and waiting see the pause without asking the store.
+        {
+            let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+            rates.paused_until = rates.paused_until.max(Instant::now() + wait);
+        }
+        if let Some(shared) = &self.shared {
+            shared.pause(&self.provider, wait).await;
         }
     }
 
@@ -548,6 +564,33 @@ mod tests {
             assert_eq!(other.waited, Duration::from_secs(7));
             assert_eq!(gate.stats().pauses.load(Ordering::Relaxed), 1);
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_holds_a_call_already_reserved_and_waiting() {
+        // 60 rpm: the second call is reserved for 1.01 s and waits.
+        let gate = Arc::new(ProviderGate::new(
+            "p",
+            limits(Some(2), Some(60), None),
+            None,
+        ));
+        let start = Instant::now();
+        let first = gate.enter(0).await;
+        let second = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.enter(0).await.waited }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        first
+            .leave(&Err(ProviderError::Status {
+                status: 429,
+                message: "slow down".into(),
+                retry_after: Some(Duration::from_secs(3)),
+            }))
+            .await;
+        let waited = second.await.unwrap();
+        assert_eq!(waited, Duration::from_millis(3_500));
+        assert_eq!(start.elapsed(), Duration::from_millis(3_500));
     }
 
     #[tokio::test(start_paused = true)]

@@ -30,7 +30,7 @@ mod prepare;
 pub mod recorder;
 mod request;
 pub mod session;
-mod shared_limits;
+pub mod shared_limits;
 pub mod skill_tool;
 pub mod template;
 mod traced;

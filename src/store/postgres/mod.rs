@@ -33,6 +33,8 @@ mod page_reads;
 #[cfg(test)]
 mod page_reads_tests;
 mod provider_limits;
+#[cfg(test)]
+mod provider_limits_tests;
 mod queue;
 #[cfg(test)]
 mod queue_tests;

@@ -90,41 +90,52 @@ impl Postgres {
             let (count, per_token) = tokens.map_or((0.0, 0.0), |(n, per)| (n as f64, seconds(per)));
             let uses_requests = request_interval.is_some();
             let uses_tokens = tokens.is_some();
-            // One statement: the row lock orders the nodes, and the start
-            // is the latest of now, the pause, the request spacing and the
-            // tokens' debt (each only when that limit is set).
-            let row = client
-                .query_one(
-                    "WITH now AS (SELECT clock_timestamp() AS t),
-                     ensured AS (
-                       INSERT INTO provider_rates (provider, next_request, tokens_paid, paused_until)
-                       SELECT $1, t, t, t FROM now
-                       ON CONFLICT (provider) DO NOTHING
-                     )
-                     UPDATE provider_rates r SET
-                       next_request = CASE WHEN $3 THEN s.start + make_interval(secs => $2) ELSE r.next_request END,
-                       tokens_paid = CASE WHEN $6 THEN s.start + make_interval(secs => $4 * $5) ELSE r.tokens_paid END
-                     FROM (
-                       SELECT GREATEST(now.t, r2.paused_until,
-                                       CASE WHEN $3 THEN r2.next_request ELSE now.t END,
-                                       CASE WHEN $6 THEN r2.tokens_paid ELSE now.t END) AS start,
-                              now.t AS now
-                       FROM provider_rates r2, now WHERE r2.provider = $1
-                     ) s
-                     WHERE r.provider = $1
-                     RETURNING EXTRACT(EPOCH FROM (s.start - s.now))::float8",
-                    &[&provider, &interval, &uses_requests, &count, &per_token, &uses_tokens],
-                )
-                .await;
-            let row = match row {
-                Ok(row) => row,
-                // The first reservation of a provider: the row the CTE
-                // inserted is not visible to the UPDATE of the same
-                // statement; the next try finds it.
-                Err(e) if e.as_db_error().is_none() && e.to_string().contains("unexpected number of rows") => {
-                    return Ok(Duration::ZERO);
-                }
-                Err(e) => return Err(pg("reserving a provider request")(e)),
+            // One statement computing the start from the row itself: the
+            // row lock orders the nodes, and a statement that waited for
+            // it sees the row the one before it left (a FROM over a second
+            // scan of the table would read the old row and hand two
+            // requests the same start). The start is the latest of now,
+            // the pause, the request spacing and the tokens' debt (each
+            // only when that limit is set); RETURNING sees the new row, so
+            // the start is read back from what was reserved after it.
+            let reserve = "UPDATE provider_rates r SET
+                 next_request = CASE WHEN $3 THEN GREATEST(clock_timestamp(), r.paused_until, r.next_request,
+                                                           CASE WHEN $6 THEN r.tokens_paid ELSE r.paused_until END)
+                                                  + make_interval(secs => $2::float8)
+                                     ELSE r.next_request END,
+                 tokens_paid = CASE WHEN $6 THEN GREATEST(clock_timestamp(), r.paused_until, r.tokens_paid,
+                                                          CASE WHEN $3 THEN r.next_request ELSE r.paused_until END)
+                                                 + make_interval(secs => $4::float8 * $5::float8)
+                                    ELSE r.tokens_paid END
+               WHERE r.provider = $1
+               RETURNING EXTRACT(EPOCH FROM (
+                 CASE WHEN $3 THEN r.next_request - make_interval(secs => $2::float8)
+                      WHEN $6 THEN r.tokens_paid - make_interval(secs => $4::float8 * $5::float8)
+                      ELSE GREATEST(clock_timestamp(), r.paused_until) END
+                 - clock_timestamp()))::float8";
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                [&provider, &interval, &uses_requests, &count, &per_token, &uses_tokens];
+            let context = "reserving a provider request";
+            let mut row = client.query_opt(reserve, &params).await.map_err(pg(context))?;
+            if row.is_none() {
+                // The provider's first reservation: its row is made, then
+                // reserved in like any other (a row inserted by a CTE is
+                // not visible to the UPDATE of the same statement).
+                client
+                    .execute(
+                        "INSERT INTO provider_rates (provider, next_request, tokens_paid, paused_until)
+                         VALUES ($1, clock_timestamp(), clock_timestamp(), clock_timestamp())
+                         ON CONFLICT (provider) DO NOTHING",
+                        &[&provider],
+                    )
+                    .await
+                    .map_err(pg(context))?;
+                row = client.query_opt(reserve, &params).await.map_err(pg(context))?;
+            }
+            let Some(row) = row else {
+                return Err(StoreError::Invalid(format!(
+                    "reserving a provider request: no rates row for {provider}"
+                )));
             };
             let wait: f64 = row.get(0);
             Ok(Duration::from_secs_f64(wait.max(0.0)))
@@ -141,7 +152,7 @@ impl Postgres {
         self.with_client(move |client| async move {
             client
                 .execute(
-                    "UPDATE provider_rates SET tokens_paid = tokens_paid + make_interval(secs => $2 * $3)
+                    "UPDATE provider_rates SET tokens_paid = tokens_paid + make_interval(secs => $2::float8 * $3::float8)
                      WHERE provider = $1",
                     &[&provider, &(tokens as f64), &seconds(per_token)],
                 )
@@ -161,7 +172,7 @@ impl Postgres {
             client
                 .execute(
                     "INSERT INTO provider_rates (provider, next_request, tokens_paid, paused_until)
-                     VALUES ($1, clock_timestamp(), clock_timestamp(), clock_timestamp() + make_interval(secs => $2))
+                     VALUES ($1, clock_timestamp(), clock_timestamp(), clock_timestamp() + make_interval(secs => $2::float8))
                      ON CONFLICT (provider) DO UPDATE SET paused_until =
                        GREATEST(provider_rates.paused_until, EXCLUDED.paused_until)",
                     &[&provider, &seconds(wait)],
