@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::{Map, Value, json};
 
-use super::http::{read_turn, send, status_error};
+use super::http::stream_turn;
 use super::{
     ChatRequest, DEFAULT_IDLE_TIMEOUT, Delta, ModelTurn, Provider, ProviderError, shortest_decimal,
 };
@@ -95,11 +95,7 @@ impl AnthropicProvider {
         if let Some(key) = &self.api_key {
             builder = builder.header("x-api-key", key);
         }
-        let response = send(builder, self.idle_timeout).await?;
-        if !response.status().is_success() {
-            return Err(status_error(response).await);
-        }
-        read_turn::<Assembler>(response, self.idle_timeout, on_delta).await
+        stream_turn::<Assembler>(builder, self.idle_timeout, on_delta).await
     }
 }
 

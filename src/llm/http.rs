@@ -111,6 +111,21 @@ pub(super) fn invalid_chunk(what: &str, e: &serde_json::Error, data: &str) -> Pr
     )
 }
 
+/// Sends the request and reads its answer with the assembler `A`: an
+/// error status is a [`status_error`], a success the turn [`read_turn`]
+/// reads.
+pub(super) async fn stream_turn<A: Assemble>(
+    builder: reqwest::RequestBuilder,
+    idle: Duration,
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+) -> Result<ModelTurn, ProviderError> {
+    let response = send(builder, idle).await?;
+    if !response.status().is_success() {
+        return Err(status_error(response).await);
+    }
+    read_turn::<A>(response, idle, on_delta).await
+}
+
 /// Reads a successful `response` into a turn with the assembler `A`,
 /// streamed or whole; a gap of more than `idle` between two pieces of the
 /// body is a [`CutKind::Idle`] cut.

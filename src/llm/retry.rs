@@ -341,7 +341,11 @@ async fn retry_with_sleep(
         Some(g) => (Some(g.gate), Some(futures::lock::Mutex::new(g.on_wait))),
         None => (None, None),
     };
-    let estimate = gate.map_or(0, |_| estimate_tokens(request));
+    // Only a tokens-per-minute limit needs the estimate: every provider
+    // has a gate, and this walks the whole conversation.
+    let estimate = gate
+        .filter(|g| g.limits().tokens_per_minute.is_some())
+        .map_or(0, |_| estimate_tokens(request));
     let attempt = || async {
         attempts.fetch_add(1, Ordering::SeqCst);
         delivered.store(false, Ordering::SeqCst);
