@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod app;
+pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod approval;
+mod channel_status;
 pub mod cron;
 #[cfg(test)]
 mod cron_tests;
@@ -18,6 +19,7 @@ pub mod plugin;
 mod schedule_id;
 pub mod timestamp;
 mod trigger;
+pub use channel_status::{ChannelStatus, Connection};
 pub use cron::CronSchedule;
 pub use database::{Database, DatabaseUrl};
 pub use gate_status::{GateLimits, GateStatus};

@@ -10,6 +10,7 @@ pub mod agent_name;
 pub mod approval;
 pub mod bounds;
 pub mod cases;
+pub mod channels;
 pub mod diag;
 pub mod duration;
 pub mod interp;
@@ -64,6 +65,8 @@ pub struct Project {
     pub plugins: Vec<plugins::PluginConfig>,
     /// MCP servers of `mcp.json` (those without errors).
     pub mcp_servers: Vec<mcp::McpServerConfig>,
+    /// Channels of `channels/` (those without errors).
+    pub channels: Vec<channels::ChannelConfig>,
     /// The environment variables whose values `${VAR}` put into some file
     /// (names only): their values are redacted as secrets.
     pub substituted: BTreeSet<String>,
@@ -102,7 +105,11 @@ fn load_all(root: &Path, env: EnvLookup) -> Loaded {
     let names = agent_names(root);
     after_graph::check_after(&mut agents, &names, &mut diagnostics);
     diagnostics.extend(unknown_exposed_agents(&settings, &names));
-    with_tools(root, settings, agents, diagnostics, env)
+    let (channels, channel_diags) = channels::load_channels(root, env, &names);
+    diagnostics.extend(channel_diags);
+    let mut loaded = with_tools(root, settings, agents, diagnostics, env);
+    loaded.project.channels = channels;
+    loaded
 }
 
 /// A warning for each name of `mcp_server.agents` with no agent file:
@@ -188,6 +195,7 @@ fn with_tools(
             agents,
             plugins,
             mcp_servers,
+            channels: Vec::new(),
             substituted: BTreeSet::new(),
         },
         diagnostics,

@@ -20,7 +20,9 @@ use super::yaml_value::describe_value;
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(500);
 
 /// Directories whose files are the project's own: never watched.
-pub const CONTROL_DIRS: [&str; 5] = ["agents", "skills", "tools.d", ".agents", ".claude"];
+pub const CONTROL_DIRS: [&str; 6] = [
+    "agents", "channels", "skills", "tools.d", ".agents", ".claude",
+];
 
 /// Paths that stand for the control files when a glob is checked: a glob
 /// matching any of them is refused.

@@ -441,7 +441,7 @@ fn provides_tool(item: &SkippedItem, pattern: &str) -> bool {
         ItemKind::McpServer => glob_could_extend(pattern, &format!("{}_", item.name)),
         // MCP tools are `<server>_<tool>`.
         ItemKind::McpFile => pattern.contains(['_', '*', '?']),
-        ItemKind::Agent | ItemKind::Skill => false,
+        ItemKind::Agent | ItemKind::Skill | ItemKind::Channel => false,
     }
 }
 

@@ -24,6 +24,7 @@ pub enum ItemKind {
     Agent,
     Skill,
     Plugin,
+    Channel,
     McpServer,
     /// A whole MCP configuration file (it could not be read as a whole, or
     /// has an error outside every server entry).
@@ -31,10 +32,11 @@ pub enum ItemKind {
 }
 
 impl ItemKind {
-    pub const ALL: [ItemKind; 5] = [
+    pub const ALL: [ItemKind; 6] = [
         ItemKind::Agent,
         ItemKind::Skill,
         ItemKind::Plugin,
+        ItemKind::Channel,
         ItemKind::McpServer,
         ItemKind::McpFile,
     ];
@@ -45,6 +47,7 @@ impl ItemKind {
             ItemKind::Agent => "agent",
             ItemKind::Skill => "skill",
             ItemKind::Plugin => "plugin",
+            ItemKind::Channel => "channel",
             ItemKind::McpServer => "mcp_server",
             ItemKind::McpFile => "mcp_file",
         }
@@ -223,6 +226,7 @@ fn item_of_path(path: &Path) -> Option<PathItem> {
     match parts.as_slice() {
         ["agents", file] => yaml_stem(file).map(|n| PathItem::Named(ItemKind::Agent, n)),
         ["tools.d", file] => yaml_stem(file).map(|n| PathItem::Named(ItemKind::Plugin, n)),
+        ["channels", file] => yaml_stem(file).map(|n| PathItem::Named(ItemKind::Channel, n)),
         [.., last] if last.ends_with("mcp.json") => Some(PathItem::McpFile),
         _ => {
             // `skills/NAME/...`, `.agents/skills/NAME/...`, `.claude/skills/NAME/...`

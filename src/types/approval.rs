@@ -14,17 +14,25 @@ pub enum DecidedBy {
     Cli,
     /// `POST /v1/runs/{id}/approval`.
     Api,
+    /// A button pressed (or a reply word) in a channel.
+    Channel,
     /// Nobody within `approval_timeout`: denied.
     Timeout,
 }
 
 impl DecidedBy {
-    pub const ALL: [DecidedBy; 3] = [DecidedBy::Cli, DecidedBy::Api, DecidedBy::Timeout];
+    pub const ALL: [DecidedBy; 4] = [
+        DecidedBy::Cli,
+        DecidedBy::Api,
+        DecidedBy::Channel,
+        DecidedBy::Timeout,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             DecidedBy::Cli => "cli",
             DecidedBy::Api => "api",
+            DecidedBy::Channel => "channel",
             DecidedBy::Timeout => "timeout",
         }
     }
@@ -66,7 +74,9 @@ impl Decision {
         let reason = self.reason.as_deref().unwrap_or("no reason given");
         match self.by {
             DecidedBy::Timeout => format!("denied: {reason}"),
-            DecidedBy::Cli | DecidedBy::Api => format!("denied by a person: {reason}"),
+            DecidedBy::Cli | DecidedBy::Api | DecidedBy::Channel => {
+                format!("denied by a person: {reason}")
+            }
         }
     }
 }

@@ -30,6 +30,9 @@ pub enum Trigger {
     /// A `tools/call` of an MCP client (`aurad mcp serve`, `/mcp` under
     /// `aurad serve`).
     Mcp,
+    /// A message in a channel (`channels/`): Telegram, Slack, Discord,
+    /// email.
+    Channel,
     /// `aurad replay` (offline, never stored).
     Replay,
     /// `aurad test` (offline, never stored).
@@ -38,7 +41,7 @@ pub enum Trigger {
 
 impl Trigger {
     /// Every kind, in the order above.
-    pub const ALL: [Trigger; 12] = [
+    pub const ALL: [Trigger; 13] = [
         Trigger::Cli,
         Trigger::Schedule,
         Trigger::Api,
@@ -49,6 +52,7 @@ impl Trigger {
         Trigger::Agent,
         Trigger::Pipeline,
         Trigger::Mcp,
+        Trigger::Channel,
         Trigger::Replay,
         Trigger::Test,
     ];
@@ -66,6 +70,7 @@ impl Trigger {
             Trigger::Agent => "agent",
             Trigger::Pipeline => "pipeline",
             Trigger::Mcp => "mcp",
+            Trigger::Channel => "channel",
             Trigger::Replay => "replay",
             Trigger::Test => "test",
         }

@@ -39,8 +39,9 @@ use super::root::RootWatch;
 use super::tree::TreeWatch;
 
 /// The directories watched recursively (relative to the project root).
-pub const TREES: [&str; 5] = [
+pub const TREES: [&str; 6] = [
     "agents",
+    "channels",
     "skills",
     "tools.d",
     ".agents/skills",

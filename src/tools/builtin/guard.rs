@@ -39,8 +39,9 @@ use std::path::{Component, Path, PathBuf};
 use crate::tools::ToolError;
 
 /// Directories of the project whose whole tree is control files.
-const PROTECTED_TREES: [&[&str]; 6] = [
+const PROTECTED_TREES: [&[&str]; 7] = [
     &["agents"],
+    &["channels"],
     &[".vscode", "mcp.json"],
     &["skills"],
     &[".agents", "skills"],
