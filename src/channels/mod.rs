@@ -123,7 +123,11 @@ pub enum What {
 pub enum Outgoing {
     /// One piece of an answer, already split to the platform's size, in
     /// Markdown (the connector turns it into its platform's formatting).
-    Text { markdown: String },
+    /// `key` is the same for every try of this piece and differs between
+    /// pieces (`RUN_ID.INDEX`): a connector whose platform can drop a
+    /// repeated send (a Discord nonce, an email's Message-ID) derives that
+    /// from it, so a retry never shows an answer twice.
+    Text { markdown: String, key: String },
     /// A tool call waiting for a person: shown with Approve and Deny
     /// buttons (a reply word where there are no buttons).
     Approval(ApprovalPrompt),
@@ -144,7 +148,7 @@ pub struct ApprovalPrompt {
     pub arguments: String,
     /// Names the call: a button carries `y:TOKEN` or `n:TOKEN` (under
     /// Telegram's 64 bytes of callback data) and the press comes back as
-    /// [`What::Decision`] with it.
+    /// [`What::Decision`] with it. Also the prompt's idempotency key.
     pub token: String,
     /// The words a reply may use instead of the buttons.
     pub approve_word: String,

@@ -334,7 +334,7 @@ impl Connector for Telegram {
     ) -> BoxFuture<'a, Result<(), ChannelError>> {
         Box::pin(async move {
             match message {
-                Outgoing::Text { markdown } => {
+                Outgoing::Text { markdown, .. } => {
                     self.send_text(to, super::format::telegram_html(markdown), None)
                         .await
                 }
