@@ -118,7 +118,10 @@ impl Backend for Daemon {
         Box::pin(Daemon::cancel(self, id))
     }
 
-    fn webhook_secret(&self, agent: &str) -> Result<Option<(WebhookSignature, String)>, String> {
+    fn webhook_secret(
+        &self,
+        agent: &str,
+    ) -> Result<Option<(Vec<WebhookSignature>, String)>, String> {
         Daemon::webhook_secret(self, agent)
     }
 
