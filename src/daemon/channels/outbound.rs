@@ -87,31 +87,49 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
             return;
         }
     };
-    let mut typing = tokio::time::interval(TYPING_EVERY);
-    let mut working = true;
-    loop {
-        tokio::select! {
-            event = events.next() => match event {
-                Some((_, RunEvent::ApprovalRequested { id, name, arguments, .. })) => {
-                    working = false;
-                    prompt(daemon, channel_name, &session, run_id, &id, &name, &arguments).await;
-                }
-                Some((_, RunEvent::ApprovalDecided { .. })) => working = true,
-                Some((_, RunEvent::Finished { state, reason, output, result, .. })) => {
-                    let text = answer_text(state, reason.as_deref(), output.as_deref(), result.as_ref());
-                    answer(daemon, channel_name, &session, run_id, &text).await;
-                    return;
-                }
-                Some(_) => {}
-                None => break,
-            },
-            _ = typing.tick(), if working => {
-                if let Some((channel, to)) = target(daemon, channel_name, &session).await {
-                    let _ = channel.connector.typing(&to).await;
-                }
+    // Typing is shown on a task of its own, so a slow platform never
+    // holds the answer back.
+    let mut typing = Some(show_typing(daemon.clone(), channel_name, &session));
+    while let Some((_, event)) = events.next().await {
+        match event {
+            RunEvent::ApprovalRequested {
+                id,
+                name,
+                arguments,
+                ..
+            } => {
+                typing.take().map(|t| t.abort());
+                prompt(
+                    daemon,
+                    channel_name,
+                    &session,
+                    run_id,
+                    &id,
+                    &name,
+                    &arguments,
+                )
+                .await;
             }
+            RunEvent::ApprovalDecided { .. } if typing.is_none() => {
+                typing = Some(show_typing(daemon.clone(), channel_name, &session));
+            }
+            RunEvent::Finished {
+                state,
+                reason,
+                output,
+                result,
+                ..
+            } => {
+                typing.take().map(|t| t.abort());
+                let text =
+                    answer_text(state, reason.as_deref(), output.as_deref(), result.as_ref());
+                answer(daemon, channel_name, &session, run_id, &text).await;
+                return;
+            }
+            _ => {}
         }
     }
+    typing.take().map(|t| t.abort());
     // The stream ended without the run's end: it ended elsewhere (read
     // it), or the daemon stops (the next start follows it again).
     if let Ok(Some(run)) = daemon.run(run_id).await
@@ -119,6 +137,22 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
     {
         answer_ended(daemon, channel_name, &run).await;
     }
+}
+
+/// Shows the typing indicator in session `session`'s conversation every
+/// [`TYPING_EVERY`] until aborted.
+fn show_typing(daemon: Arc<Daemon>, channel_name: &str, session: &str) -> tokio::task::AbortHandle {
+    let (channel_name, session) = (channel_name.to_string(), session.to_string());
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(TYPING_EVERY);
+        loop {
+            every.tick().await;
+            if let Some((channel, to)) = target(&daemon, &channel_name, &session).await {
+                let _ = channel.connector.typing(&to).await;
+            }
+        }
+    })
+    .abort_handle()
 }
 
 /// The running channel `channel_name` and where session `session`'s
