@@ -6,7 +6,8 @@
 //! Which events become messages: `app_mention` (the bot named in a channel)
 //! and `message` with `channel_type: im` (a direct message to the bot).
 //! Messages written by bots (`bot_id`, the bot's own user id) and messages
-//! with a `subtype` (edits, deletions, joins, ...) are not: the first keeps
+//! with a `subtype` (edits, deletions, joins, ...; but a reply also sent to
+//! the channel, or a file shared with a comment, is a message) are not: the first keeps
 //! the bot from answering itself, the second from answering an edit as a
 //! new question. Docs: <https://docs.slack.dev/reference/events/app_mention>,
 //! <https://docs.slack.dev/reference/events/message.im>, the event wrapper
@@ -57,7 +58,7 @@ pub(super) fn from_callback(callback: &Value, bot_user: Option<&str>) -> Option<
     };
     if !addressed
         || event.get("bot_id").is_some_and(|b| !b.is_null())
-        || str_of("subtype").is_some_and(|s| s != "thread_broadcast")
+        || str_of("subtype").is_some_and(|s| !matches!(s, "thread_broadcast" | "file_share"))
     {
         return None;
     }

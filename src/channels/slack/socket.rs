@@ -208,6 +208,9 @@ impl Slack {
                 // Not acknowledged: Slack sends it again to the next run.
                 return End::Stop;
             }
+            // Frames wait unread while the daemon takes an update: that
+            // time is not Slack's silence.
+            heard = Instant::now();
             let ack = json!({"envelope_id": envelope_id}).to_string();
             if let Err(e) = ws.send(Message::Text(ack.into())).await {
                 return End::Dropped(

@@ -4,6 +4,24 @@
 //! by the Events API (`mode: events`: Slack posts events and button
 //! presses to `POST /channels/NAME`, each request signed with the app's
 //! signing secret). Answers go out through the Web API with the bot token.
+//!
+//! ```yaml
+//! agent: helper
+//! allow: { users: ["U0123ABCD"] }   # Slack member ids, or chats: channel ids
+//! slack:
+//!   bot_token: ${SLACK_BOT_TOKEN}   # xoxb-...
+//!   app_token: ${SLACK_APP_TOKEN}   # xapp-... (mode: socket, the default)
+//!   # mode: events
+//!   # signing_secret: ${SLACK_SIGNING_SECRET}
+//! ```
+//!
+//! The Slack app this needs (api.slack.com/apps): bot token scopes
+//! `app_mentions:read`, `im:history` and `chat:write`; bot events
+//! `app_mention` and `message.im`; the App Home's Messages tab allowed, for
+//! direct messages; Interactivity on, for the approval buttons. Socket
+//! Mode: turned on, and an app-level token with `connections:write`.
+//! Events API: the Event Subscriptions and Interactivity Request URLs both
+//! `https://HOST/channels/NAME`, and the app's Signing Secret.
 
 use serde::Deserialize;
 
