@@ -46,6 +46,8 @@ pub struct Call {
     /// The `Authorization` header's token (after `Bearer `).
     pub token: String,
     pub body: Value,
+    /// The `ts` the fake gave the message `chat.postMessage` posted.
+    pub ts: Option<String>,
 }
 
 enum Cmd {
@@ -225,10 +227,10 @@ impl FakeSlack {
             .collect()
     }
 
-    /// Waits (up to 10 s) until `check` holds of the fake; panics with
+    /// Waits (up to 30 s) until `check` holds of the fake; panics with
     /// `what` if it does not.
     pub async fn wait_until(&self, what: &str, check: impl Fn(&FakeSlack) -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let changed = self.shared.changed.notified();
             if check(self) {
@@ -283,6 +285,7 @@ async fn web_api(
             method: method.clone(),
             token: token.clone(),
             body: body.clone(),
+            ts: None,
         });
         let failure = inner
             .failures
@@ -316,8 +319,13 @@ async fn web_api(
                         "team": "Fake", "user": "aura", "team_id": "T1",
                         "user_id": BOT_USER, "bot_id": "BBOT"}),
                     "apps.connections.open" => json!({"ok": true, "url": shared.ws_url}),
-                    "chat.postMessage" => json!({"ok": true, "channel": body["channel"],
-                        "ts": ts, "message": {"text": body["text"], "ts": ts}}),
+                    "chat.postMessage" => {
+                        if let Some(call) = inner.calls.last_mut() {
+                            call.ts = Some(ts.clone());
+                        }
+                        json!({"ok": true, "channel": body["channel"],
+                            "ts": ts, "message": {"text": body["text"], "ts": ts}})
+                    }
                     "chat.update" => json!({"ok": true, "channel": body["channel"],
                         "ts": body["ts"], "text": body["text"]}),
                     _ => json!({"ok": false, "error": "unknown_method"}),
