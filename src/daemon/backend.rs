@@ -35,6 +35,7 @@ impl Backend for Daemon {
     }
 
     fn metrics_text(&self) -> String {
+        self.metrics().set_channels(&self.channels.statuses());
         self.metrics().render()
     }
 
