@@ -5,7 +5,8 @@
 //! stranger is ignored and counted; an event Slack sends twice runs once;
 //! a long answer is split under Slack's recommended 4,000 characters; an
 //! approval pressed as a button after the daemon was killed and restarted
-//! runs the call, updates the prompt and the answer arrives; a dropped
+//! runs the call, updates the prompt and the answer arrives; the reply
+//! word decides too, and a stranger's press does not; a dropped
 //! Socket Mode connection is opened again and what came meanwhile is
 //! handled; `mode: events` takes only requests signed with the signing
 //! secret through `POST /channels/NAME`.
@@ -131,6 +132,14 @@ async fn a_thread_is_a_session_and_the_second_turn_holds_the_first() {
         (Some(3), Some(3)),
         "{s}"
     );
+    let metrics = support::inproc::metrics_text(&daemon).await;
+    for line in [
+        "aurad_channel_messages_total{channel=\"team\",kind=\"in\"} 3",
+        "aurad_channel_messages_total{channel=\"team\",kind=\"out\"} 3",
+        "aurad_channel_connected{channel=\"team\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
     daemon.stop().await.unwrap();
 }
 
@@ -315,6 +324,53 @@ async fn an_approval_pressed_after_a_crash_and_restart_runs_the_call_and_the_ans
         "{tool}"
     );
     drop(serve);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_word_in_the_thread_decides_and_a_strangers_press_does_not() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::tool_call(
+        "call_1",
+        "bash",
+        r#"{"command":"echo no"}"#,
+    ));
+    mock.push(Reply::Text("I did not run it.".into()));
+    let fake = FakeSlack::start().await;
+    let agent = "model: mock/m\nprompt: You help.\ntools: [bash]\napprove: [bash]\n";
+    let dir = project_with_channel(&mock, agent, "team", &socket_channel(&fake));
+    let daemon = start(dir.path(), &ENV).await;
+
+    fake.push_event("Ev1", mention(USER, "run it", "100.0", None));
+    let prompt = fake.wait_calls("chat.postMessage", 1).await.remove(0);
+    let approve = prompt.body["blocks"][1]["elements"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A stranger's press is ignored: the call still waits.
+    let env = fake.push_interactive(press("U999", &prompt, &approve, "trigger.9"));
+    wait_status(&daemon, "team", "the stranger's press ignored", |s| {
+        s["ignored"] == 1
+    })
+    .await;
+    fake.wait_ack(&env).await;
+    assert!(fake.calls("chat.update").is_empty());
+    // The reply word, the bot named in the thread.
+    fake.push_event("Ev2", mention(USER, "Deny", "100.7", Some("100.0")));
+    let sent = fake.wait_calls("chat.postMessage", 3).await;
+    assert!(
+        sent[1].body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Denied by"),
+        "{}",
+        sent[1].body
+    );
+    assert_eq!(sent[1].body["thread_ts"], "100.0");
+    assert_eq!(
+        sent[2].body["text"].as_str().unwrap().trim(),
+        "I did not run it."
+    );
+    daemon.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
