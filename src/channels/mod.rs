@@ -16,6 +16,7 @@
 
 pub mod backoff;
 pub mod format;
+pub mod slack;
 pub mod split;
 pub mod state;
 pub mod telegram;
@@ -270,5 +271,6 @@ pub fn connector(
         PlatformConfig::Telegram(t) => {
             Arc::new(telegram::Telegram::new(t.clone(), state, http)) as Arc<dyn Connector>
         }
+        PlatformConfig::Slack(s) => Arc::new(slack::Slack::new(s.clone(), state, http)),
     }
 }

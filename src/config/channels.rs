@@ -12,6 +12,7 @@
 //!
 //! Depends on the rest of `config`.
 
+pub mod slack;
 pub mod telegram;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +71,7 @@ impl Allow {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlatformConfig {
     Telegram(telegram::TelegramConfig),
+    Slack(slack::SlackConfig),
 }
 
 impl PlatformConfig {
@@ -77,12 +79,13 @@ impl PlatformConfig {
     pub fn name(&self) -> &'static str {
         match self {
             PlatformConfig::Telegram(_) => "telegram",
+            PlatformConfig::Slack(_) => "slack",
         }
     }
 }
 
 /// The platforms' section names, for messages.
-const PLATFORMS: &str = "`telegram`";
+const PLATFORMS: &str = "`telegram`, `slack`";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +95,7 @@ struct RawChannel {
     approve_word: Option<String>,
     deny_word: Option<String>,
     telegram: Option<telegram::RawTelegram>,
+    slack: Option<slack::RawSlack>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -348,6 +352,12 @@ pub fn parse_channel(
         let config = telegram::parse(t, &mut s);
         diags.append(&mut s.diagnostics);
         platforms.push(config.map(PlatformConfig::Telegram));
+    }
+    if let Some(t) = &parsed.slack {
+        let mut s = section("slack");
+        let config = slack::parse(t, &mut s);
+        diags.append(&mut s.diagnostics);
+        platforms.push(config.map(PlatformConfig::Slack));
     }
     let platform = match platforms.len() {
         0 => {
