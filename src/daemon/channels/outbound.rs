@@ -98,7 +98,9 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
                 arguments,
                 ..
             } => {
-                typing.take().map(|t| t.abort());
+                if let Some(t) = typing.take() {
+                    t.abort();
+                }
                 prompt(
                     daemon,
                     channel_name,
@@ -120,7 +122,9 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
                 result,
                 ..
             } => {
-                typing.take().map(|t| t.abort());
+                if let Some(t) = typing.take() {
+                    t.abort();
+                }
                 let text =
                     answer_text(state, reason.as_deref(), output.as_deref(), result.as_ref());
                 answer(daemon, channel_name, &session, run_id, &text).await;
@@ -129,7 +133,9 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
             _ => {}
         }
     }
-    typing.take().map(|t| t.abort());
+    if let Some(t) = typing.take() {
+        t.abort();
+    }
     // The stream ended without the run's end: it ended elsewhere (read
     // it), or the daemon stops (the next start follows it again).
     if let Ok(Some(run)) = daemon.run(run_id).await
