@@ -12,6 +12,7 @@
 //!
 //! Depends on the rest of `config`.
 
+pub mod discord;
 pub mod telegram;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +71,7 @@ impl Allow {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlatformConfig {
     Telegram(telegram::TelegramConfig),
+    Discord(discord::DiscordConfig),
 }
 
 impl PlatformConfig {
@@ -77,12 +79,13 @@ impl PlatformConfig {
     pub fn name(&self) -> &'static str {
         match self {
             PlatformConfig::Telegram(_) => "telegram",
+            PlatformConfig::Discord(_) => "discord",
         }
     }
 }
 
 /// The platforms' section names, for messages.
-const PLATFORMS: &str = "`telegram`";
+const PLATFORMS: &str = "`telegram`, `discord`";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +95,7 @@ struct RawChannel {
     approve_word: Option<String>,
     deny_word: Option<String>,
     telegram: Option<telegram::RawTelegram>,
+    discord: Option<discord::RawDiscord>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -337,6 +341,12 @@ pub fn parse_channel(
         let config = telegram::parse(t, &mut s);
         diags.append(&mut s.diagnostics);
         platforms.push(config.map(PlatformConfig::Telegram));
+    }
+    if let Some(d) = &parsed.discord {
+        let mut s = section("discord");
+        let config = discord::parse(d, &mut s);
+        diags.append(&mut s.diagnostics);
+        platforms.push(config.map(PlatformConfig::Discord));
     }
     let platform = match platforms.len() {
         0 => {
