@@ -12,6 +12,7 @@
 
 pub mod cluster;
 pub mod daemon;
+pub mod fake_discord;
 pub mod inproc;
 pub mod mcp_agents;
 pub mod mcp_server;
