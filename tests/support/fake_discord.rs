@@ -381,6 +381,10 @@ fn dispatch_frame(seq: u64, t: &str, d: &Value) -> Value {
 }
 
 /// One Gateway connection, from the handshake until it ends.
+#[allow(
+    clippy::result_large_err,
+    reason = "the handshake callback's error type is tungstenite's"
+)]
 async fn gateway_connection(shared: Arc<Shared>, socket: tokio::net::TcpStream) {
     let mut target = String::new();
     let record = |request: &Request, response: WsResponse| {
