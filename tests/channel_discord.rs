@@ -746,3 +746,81 @@ async fn without_a_public_key_the_webhook_is_off() {
         .await;
     assert_eq!(answer.status, 404);
 }
+
+#[tokio::test]
+async fn a_token_refused_over_rest_waits_long() {
+    let fake = FakeDiscord::start(TOKEN).await;
+    let running = start_with(&fake, "not-the-token", "");
+    let c = until_connection(&running, "reconnecting", |c| {
+        matches!(c, Connection::Reconnecting { .. })
+    })
+    .await;
+    let Connection::Reconnecting { reason } = c else {
+        unreachable!()
+    };
+    assert!(
+        reason.contains("refused the bot token") && reason.contains("600.0 s"),
+        "{reason}"
+    );
+    assert!(fake.state().connections.is_empty());
+}
+
+#[tokio::test]
+async fn without_thread_permission_the_answer_replies_in_the_channel() {
+    let fake = FakeDiscord::start(TOKEN).await;
+    fake.add_channel(json!({"id": GENERAL, "type": 0, "guild_id": GUILD}));
+    let mut running = start(&fake).await;
+    let mention = "600000000000000031";
+    fake.dispatch(
+        "MESSAGE_CREATE",
+        message(
+            mention,
+            GENERAL,
+            Some(GUILD),
+            ALICE,
+            &format!("<@{BOT_ID}> hi"),
+        ),
+    );
+    let (incoming, done) = next(&mut running).await;
+    done.send(()).unwrap();
+    fake.fail_next(
+        403,
+        json!({"message": "Missing Permissions", "code": 50013}),
+        None,
+    );
+    for i in 0..2 {
+        running
+            .connector
+            .send(
+                &incoming.conversation,
+                &Outgoing::Text {
+                    markdown: format!("hello {i}"),
+                    key: format!("run-4.{i}"),
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let state = fake.state();
+    assert!(state.threads.is_empty());
+    // One try at a thread, then replies in the channel.
+    let tries = state
+        .requests
+        .iter()
+        .filter(|r| r.ends_with("/threads"))
+        .count();
+    assert_eq!(tries, 1);
+    assert_eq!(state.messages.len(), 2);
+    for m in &state.messages {
+        assert_eq!(m["channel_id"], GENERAL);
+        assert_eq!(m["message_reference"]["message_id"], mention);
+    }
+    assert!(
+        running
+            .state
+            .status()
+            .last_error
+            .unwrap()
+            .contains("no thread could be started")
+    );
+}

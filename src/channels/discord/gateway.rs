@@ -109,7 +109,7 @@ pub(super) async fn run(discord: Arc<Discord>, inbox: Inbox, shutdown: Cancellat
         };
         let end = match url {
             Ok(url) => gateway.connection(&url, &stop, &mut backoff).await,
-            Err(reason) => dropped(reason),
+            Err(end) => end,
         };
         let End::Dropped {
             reason,
@@ -139,17 +139,32 @@ pub(super) async fn run(discord: Arc<Discord>, inbox: Inbox, shutdown: Cancellat
 }
 
 impl Discord {
-    /// The Gateway's URL, from `GET /gateway/bot`.
-    async fn gateway_url(&self) -> Result<String, String> {
+    /// The Gateway's URL, from `GET /gateway/bot`. A refused token (401)
+    /// waits as long as a Gateway close for it would.
+    async fn gateway_url(&self) -> Result<String, End> {
         let answer = self
             .api(Method::GET, "/gateway/bot", None)
             .await
-            .map_err(|f| format!("could not get the Gateway's URL: {}", f.error))?;
+            .map_err(|f| {
+                let refused = f.status == Some(401);
+                End::Dropped {
+                    reason: if refused {
+                        format!(
+                            "Discord refused the bot token: check `discord.token` ({})",
+                            f.error
+                        )
+                    } else {
+                        format!("could not get the Gateway's URL: {}", f.error)
+                    },
+                    resume: false,
+                    wait: refused.then_some(FATAL_WAIT),
+                }
+            })?;
         answer
             .get("url")
             .and_then(Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| format!("GET /gateway/bot answered no `url`: {answer}"))
+            .ok_or_else(|| dropped(format!("GET /gateway/bot answered no `url`: {answer}")))
     }
 }
 
@@ -184,7 +199,6 @@ fn close_reason(code: u16, text: &str) -> End {
         ),
         4007 => ("invalid sequence number on resume", false, false),
         4009 => ("session timed out", false, false),
-        1000 | 1001 => ("the session was closed", false, false),
         _ => ("", true, false),
     };
     let said = if text.is_empty() {

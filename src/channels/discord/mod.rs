@@ -184,7 +184,7 @@ impl Discord {
     }
 
     /// Posts a message to `to` (its thread started first, if it is still
-    /// to be). `nonce_of` names this message for good: its retries carry
+    /// to be). `nonce_of`, if given, names this message for good: its retries carry
     /// the same nonce, and with `enforce_nonce` Discord returns the
     /// message already created by it instead of making a second one
     /// ("If true and nonce is present, it will be checked for uniqueness
@@ -194,12 +194,14 @@ impl Discord {
     async fn post_message(
         &self,
         to: &Conversation,
-        nonce_of: &str,
+        nonce_of: Option<&str>,
         mut body: Value,
     ) -> Result<(), ChannelError> {
         let target = self.target(to).await?;
-        body["nonce"] = json!(nonce(nonce_of));
-        body["enforce_nonce"] = json!(true);
+        if let Some(key) = nonce_of {
+            body["nonce"] = json!(nonce(key));
+            body["enforce_nonce"] = json!(true);
+        }
         // An agent's answer pings nobody (no @everyone, no roles, no users).
         body["allowed_mentions"] = json!({"parse": []});
         if let Some(reply_to) = &target.reply_to {
@@ -278,17 +280,18 @@ impl Connector for Discord {
             match message {
                 Outgoing::Text { markdown, key } => {
                     // Discord's messages are Markdown: the text goes as it is.
-                    self.post_message(to, key, json!({"content": markdown}))
+                    self.post_message(to, Some(key), json!({"content": markdown}))
                         .await
                 }
                 Outgoing::Approval(p) => {
-                    self.post_message(to, &format!("approval:{}", p.token), approval_body(p))
+                    self.post_message(to, Some(&format!("approval:{}", p.token)), approval_body(p))
                         .await
                 }
                 Outgoing::Decided { ack, text } => {
                     let Some(ack) = ack else {
-                        let key = format!("decided:{}:{text}", to.key);
-                        return self.post_message(to, &key, json!({"content": text})).await;
+                        // Nothing names this notice for good (two decisions
+                        // may read the same), so it goes without a nonce.
+                        return self.post_message(to, None, json!({"content": text})).await;
                     };
                     // The press itself was acknowledged when it came (a
                     // deferred update, type 6, within Discord's 3 seconds:

@@ -3,6 +3,9 @@
 //! API for answers. With `public_key` set, component interactions (the
 //! approval buttons) may also come as Discord's signed `POST`s to `POST
 //! /channels/NAME` (the application's Interactions Endpoint URL).
+//!
+//! The allow-list's `users` are Discord user ids; its `chats` are server
+//! (guild) ids, everyone in that server, or a DM channel's id.
 
 use serde::Deserialize;
 
