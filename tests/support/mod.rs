@@ -10,9 +10,11 @@
 )]
 #![allow(dead_code, reason = "each test crate uses a part of the support")]
 
+pub mod channels;
 pub mod cluster;
 pub mod daemon;
 pub mod fake_discord;
+pub mod fake_telegram;
 pub mod inproc;
 pub mod mcp_agents;
 pub mod mcp_server;
