@@ -1,3 +1,15 @@
+//! A Discord channel end to end: the daemon (in this process, or the real
+//! binary killed and restarted), the mock model, and a fake Discord
+//! (`support::fake_discord`, from Discord's developer documentation) as
+//! the platform. A DM is a session whose second turn's request holds the
+//! first; a mention starts a thread the conversation goes on in; a
+//! stranger is ignored and counted; a message dispatched twice runs once;
+//! a long answer is split under Discord's 2,000 characters; an approval
+//! pressed as a button after a crash and restart runs the call and the
+//! answer arrives; a dropped Gateway is resumed and what was sent in
+//! between is answered. The connector's own tests are in
+//! `channel_discord_connector.rs`.
+
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -5,822 +17,370 @@
     clippy::print_stderr,
     reason = "a test: a panic is its failure report"
 )]
-//! The Discord connector against a fake Discord (`support/fake_discord.rs`):
-//! the Gateway (identify, dispatches, resume after a drop or a zombie
-//! connection, a new session after Invalid Session, a close no retry
-//! mends), conversations (DMs, a thread per mention, the bot's threads),
-//! sends (nonces, 429s, buttons, a decision shown), HTTP interactions.
 
 mod support;
 
-use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use aurad::channels::{
-    ApprovalPrompt, ChannelError, ChannelState, Connection, Connector, Conversation, Inbox,
-    InboxReceiver, Incoming, Outgoing, WebhookRequest, What,
-};
-use aurad::config::channels::parse_channel;
-use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{Value, json};
-use support::fake_discord::{BOT_ID, FakeDiscord};
-use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
+use support::channels::{project_with_channel, start, status, wait_status};
+use support::fake_discord::{BOT_ID, FakeDiscord, button_press, message_create};
+use support::inproc::InProc;
+use support::mock_llm::{MockLlm, Reply};
 
-const TOKEN: &str = "bot-token-1";
+const AGENT: &str = "model: mock/m\nprompt: You help.\n";
+const TOKEN: &str = "bot-token-e2e";
+const USER: &str = "500000000000000042";
+const DM: &str = "400000000000000001";
 const GUILD: &str = "300000000000000001";
 const GENERAL: &str = "300000000000000002";
-const DM: &str = "400000000000000001";
-const ALICE: &str = "500000000000000001";
 
-struct Running {
-    connector: Arc<dyn Connector>,
-    state: Arc<ChannelState>,
-    rx: InboxReceiver,
-    shutdown: CancellationToken,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// The connector of a channel file pointing at `fake`, with `extra` lines
-/// in its `discord:` section and `token` as the bot token, running.
-fn start_with(fake: &FakeDiscord, token: &str, extra: &str) -> Running {
-    let raw = format!(
-        "agent: helper\nallow: {{ users: [\"{ALICE}\"] }}\ndiscord:\n  token: ${{DISCORD_TOKEN}}\n  api_url: {}\n{extra}",
+fn channel(fake: &FakeDiscord) -> String {
+    format!(
+        "agent: a\nallow: {{ users: [\"{USER}\"] }}\ndiscord:\n  token: ${{DC_TOKEN}}\n  api_url: {}\n",
         fake.api_url
-    );
-    let text = raw.replace("${DISCORD_TOKEN}", token);
-    let (config, diags) = parse_channel(
-        "dc",
-        Path::new("channels/dc.yaml"),
-        &raw,
-        &text,
-        &["helper".to_string()],
-    );
-    let config = config.unwrap_or_else(|| panic!("{diags:?}"));
-    let state = Arc::new(ChannelState::new("dc", "discord", "helper"));
-    let connector = aurad::channels::connector(&config, state.clone(), reqwest::Client::new());
-    let (inbox, rx) = Inbox::new(8);
-    let shutdown = CancellationToken::new();
-    tokio::spawn(connector.clone().run(inbox, shutdown.clone()));
-    Running {
-        connector,
-        state,
-        rx,
-        shutdown,
-    }
+    )
 }
 
-async fn start(fake: &FakeDiscord) -> Running {
-    let running = start_with(fake, TOKEN, "");
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
+async fn connected(daemon: &InProc) -> Value {
+    wait_status(daemon, "dc", "the Gateway connected", |s| {
+        s["connection"]["state"] == "connected"
     })
-    .await;
-    running
+    .await
 }
 
-/// Waits (10 s at most) until the channel's connection is as `f` wants.
-async fn until_connection(
-    running: &Running,
-    what: &str,
-    f: impl Fn(&Connection) -> bool,
-) -> Connection {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let c = running.state.status().connection;
-        if f(&c) {
-            return c;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "waited 10 s for the connection to be {what}; it is {c:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// A DM from `USER`.
+fn dm(id: &str, text: &str) -> Value {
+    message_create(id, DM, None, USER, text)
 }
 
-/// The next update the connector hands on, and its `done`.
-async fn next(running: &mut Running) -> (Incoming, oneshot::Sender<()>) {
-    tokio::time::timeout(Duration::from_secs(10), running.rx.recv())
-        .await
-        .expect("an update within 10 s")
-        .expect("the connector is running")
-}
-
-/// A MESSAGE_CREATE's `d`.
-fn message(id: &str, channel: &str, guild: Option<&str>, author: &str, content: &str) -> Value {
-    let mut m = json!({
-        "id": id,
-        "channel_id": channel,
-        "author": {"id": author, "username": "alice", "bot": false},
-        "content": content,
-        "mentions": [],
-        "type": 0,
-    });
-    if let Some(guild) = guild {
-        m["guild_id"] = json!(guild);
-    }
-    if content.contains(&format!("<@{BOT_ID}>")) {
-        m["mentions"] = json!([{"id": BOT_ID, "username": "aurad", "bot": true}]);
-    }
-    m
-}
-
-fn text_of(incoming: &Incoming) -> &str {
-    match &incoming.what {
-        What::Message { text } => text,
-        other => panic!("a message, not {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn identify_asks_for_messages_and_their_content() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_is_a_session_and_the_second_turn_holds_the_first() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Text("Paris is the **capital** of France.".into()));
+    mock.push(Reply::Text("About 2.1 million people.".into()));
     let fake = FakeDiscord::start(TOKEN).await;
-    let _running = start(&fake).await;
-    let state = fake.state();
-    assert_eq!(state.identifies.len(), 1);
-    let identify = &state.identifies[0];
-    assert_eq!(identify["token"], TOKEN);
-    // GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT.
-    assert_eq!(identify["intents"], 512 + 4096 + 32768);
-    assert_eq!(state.connections[0], "/?v=10&encoding=json");
-    assert!(state.requests.contains(&"GET /gateway/bot".to_string()));
-}
+    let dir = project_with_channel(&mock, AGENT, "dc", &channel(&fake));
+    let daemon = start(dir.path(), &[("DC_TOKEN", TOKEN)]).await;
+    connected(&daemon).await;
 
-#[tokio::test]
-async fn a_direct_message_is_one_conversation_and_bots_are_ignored() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let mut running = start(&fake).await;
-    // The bot's own message and another bot's come first: both ignored.
-    let mut own = message("600000000000000001", DM, None, BOT_ID, "I said this");
-    own["author"]["bot"] = json!(true);
-    fake.dispatch("MESSAGE_CREATE", own);
-    let mut other = message("600000000000000002", DM, None, "77", "beep");
-    other["author"]["bot"] = json!(true);
-    fake.dispatch("MESSAGE_CREATE", other);
     fake.dispatch(
         "MESSAGE_CREATE",
-        message("600000000000000003", DM, None, ALICE, "hello there"),
+        dm("600000000000000001", "What is the capital of France?"),
     );
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(incoming.id, "600000000000000003");
-    assert_eq!(incoming.sender.user, ALICE);
-    assert_eq!(incoming.sender.chat.as_deref(), Some(DM));
-    assert_eq!(incoming.conversation.key, DM);
-    assert_eq!(text_of(&incoming), "hello there");
-    done.send(()).unwrap();
+    let sent = fake.wait_messages(1).await;
+    assert_eq!(sent[0]["channel_id"], DM);
+    // Discord renders Markdown: the answer goes as it is.
+    assert_eq!(sent[0]["content"], "Paris is the **capital** of France.");
+    assert_eq!(sent[0]["enforce_nonce"], true);
 
-    running
-        .connector
-        .send(
-            &incoming.conversation,
-            &Outgoing::Text {
-                markdown: "**hi** there".into(),
-                key: "run-1.0".into(),
-            },
-        )
-        .await
-        .unwrap();
-    running
-        .connector
-        .typing(&incoming.conversation)
-        .await
-        .unwrap();
-    let state = fake.state();
-    assert_eq!(state.messages.len(), 1);
-    assert_eq!(state.messages[0]["channel_id"], DM);
-    assert_eq!(state.messages[0]["content"], "**hi** there");
-    assert_eq!(state.messages[0]["allowed_mentions"], json!({"parse": []}));
-    assert_eq!(state.typing, vec![DM.to_string()]);
-    assert!(state.threads.is_empty());
+    fake.dispatch(
+        "MESSAGE_CREATE",
+        dm("600000000000000002", "How many live there?"),
+    );
+    let sent = fake.wait_messages(2).await;
+    assert_eq!(sent[1]["content"], "About 2.1 million people.");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[1].conversation(),
+        vec![
+            (
+                "user".to_string(),
+                "What is the capital of France?".to_string()
+            ),
+            (
+                "assistant".to_string(),
+                "Paris is the **capital** of France.".to_string()
+            ),
+            ("user".to_string(), "How many live there?".to_string()),
+        ]
+    );
+    let (_, runs) = support::inproc::get(&daemon, "/v1/runs").await;
+    let runs = runs["runs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs.iter().all(|r| r["trigger"] == "channel"), "{runs:?}");
+    assert_eq!(runs[0]["session_id"], runs[1]["session_id"]);
+    assert!(
+        fake.state().typing.iter().any(|c| c == DM),
+        "typing was shown"
+    );
+    let s = status(&daemon, "dc").await;
+    assert_eq!(s["platform"], "discord", "{s}");
+    assert_eq!(
+        (s["messages_in"].as_u64(), s["messages_out"].as_u64()),
+        (Some(2), Some(2)),
+        "{s}"
+    );
+    daemon.stop().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_mention_starts_a_thread_and_the_thread_continues_without_one() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_starts_a_thread_and_the_conversation_goes_on_there() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Text("Hello from the thread.".into()));
+    mock.push(Reply::Text("Still here.".into()));
     let fake = FakeDiscord::start(TOKEN).await;
     fake.add_channel(json!({"id": GENERAL, "type": 0, "guild_id": GUILD}));
-    let mut running = start(&fake).await;
-    // Not mentioned, in a plain channel: not for the bot.
+    let dir = project_with_channel(&mock, AGENT, "dc", &channel(&fake));
+    let daemon = start(dir.path(), &[("DC_TOKEN", TOKEN)]).await;
+    connected(&daemon).await;
+
+    let mention = "600000000000000010";
     fake.dispatch(
         "MESSAGE_CREATE",
-        message(
-            "600000000000000010",
-            GENERAL,
-            Some(GUILD),
-            ALICE,
-            "just chatting",
-        ),
-    );
-    let mention = "600000000000000011";
-    fake.dispatch(
-        "MESSAGE_CREATE",
-        message(
+        message_create(
             mention,
             GENERAL,
             Some(GUILD),
-            ALICE,
-            &format!("<@{BOT_ID}> what is a monad?"),
+            USER,
+            &format!("<@{BOT_ID}> hi there"),
         ),
     );
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(incoming.id, mention);
-    assert_eq!(text_of(&incoming), "what is a monad?");
-    assert_eq!(incoming.sender.chat.as_deref(), Some(GUILD));
-    // The thread to be has the message's id.
-    assert_eq!(incoming.conversation.key, mention);
-    done.send(()).unwrap();
-    // Nothing is started before the daemon answers.
-    assert!(fake.state().threads.is_empty());
+    let sent = fake.wait_messages(1).await;
+    assert_eq!(sent[0]["channel_id"], mention, "answered in the thread");
+    assert_eq!(fake.state().threads[0]["message_id"], mention);
+    assert_eq!(
+        mock.requests()[0].conversation(),
+        vec![("user".to_string(), "hi there".to_string())]
+    );
 
-    running
-        .connector
-        .typing(&incoming.conversation)
-        .await
-        .unwrap();
-    running
-        .connector
-        .send(
-            &incoming.conversation,
-            &Outgoing::Text {
-                markdown: "A monoid in the category of endofunctors.".into(),
-                key: "run-2.0".into(),
-            },
-        )
-        .await
-        .unwrap();
-    {
-        let state = fake.state();
-        assert_eq!(state.threads.len(), 1, "one thread: {:?}", state.threads);
-        assert_eq!(state.threads[0]["channel_id"], GENERAL);
-        assert_eq!(state.threads[0]["message_id"], mention);
-        assert_eq!(state.threads[0]["body"]["name"], "what is a monad?");
-        assert_eq!(state.typing, vec![mention.to_string()]);
-        assert_eq!(state.messages[0]["channel_id"], mention);
-    }
-
-    // In the thread, no mention needed: the same conversation.
     fake.dispatch(
         "MESSAGE_CREATE",
-        message(
-            "600000000000000012",
+        message_create(
+            "600000000000000011",
             mention,
             Some(GUILD),
-            ALICE,
-            "and a functor?",
+            USER,
+            "and again",
         ),
     );
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(incoming.conversation.key, mention);
-    assert_eq!(text_of(&incoming), "and a functor?");
-    done.send(()).unwrap();
-
-    // A restarted connector knows the thread is the bot's from Discord.
-    drop(running);
-    let mut running = start(&fake).await;
-    fake.dispatch(
-        "MESSAGE_CREATE",
-        message(
-            "600000000000000013",
-            mention,
-            Some(GUILD),
-            ALICE,
-            "still there?",
-        ),
-    );
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(incoming.conversation.key, mention);
-    done.send(()).unwrap();
-    assert!(
-        fake.state()
-            .requests
-            .contains(&format!("GET /channels/{mention}"))
-    );
-    // An answer after the restart finds the thread there already.
-    let old = Conversation {
-        key: mention.into(),
-        reply: json!({"channel_id": GENERAL, "thread_from": mention, "thread_name": "x"}),
-    };
-    running
-        .connector
-        .send(
-            &old,
-            &Outgoing::Text {
-                markdown: "yes".into(),
-                key: "run-3.0".into(),
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(fake.state().messages.last().unwrap()["channel_id"], mention);
+    let sent = fake.wait_messages(2).await;
+    assert_eq!(sent[1]["channel_id"], mention);
+    assert_eq!(sent[1]["content"], "Still here.");
+    assert_eq!(mock.requests()[1].conversation().len(), 3, "one session");
+    assert_eq!(fake.state().threads.len(), 1);
+    daemon.stop().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_retried_send_is_shown_once_and_a_429_says_how_long_to_wait() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_is_ignored_and_counted() {
+    let mock = MockLlm::start().await;
+    mock.set_fallback(Reply::Text("hello friend".into()));
     let fake = FakeDiscord::start(TOKEN).await;
-    let running = start(&fake).await;
-    let to = Conversation {
-        key: DM.into(),
-        reply: json!({"channel_id": DM}),
-    };
-    let piece = |key: &str| Outgoing::Text {
-        markdown: format!("piece {key}"),
-        key: key.into(),
-    };
-    running
-        .connector
-        .send(&to, &piece("run-9.0"))
-        .await
-        .unwrap();
-    running
-        .connector
-        .send(&to, &piece("run-9.0"))
-        .await
-        .unwrap();
-    running
-        .connector
-        .send(&to, &piece("run-9.1"))
-        .await
-        .unwrap();
-    {
-        let state = fake.state();
-        assert_eq!(state.messages.len(), 2, "{:?}", state.messages);
-        for m in &state.messages {
-            assert_eq!(m["nonce"].as_str().unwrap().len(), 25);
-            assert_eq!(m["enforce_nonce"], true);
-        }
-        assert_ne!(state.messages[0]["nonce"], state.messages[1]["nonce"]);
-    }
+    let dir = project_with_channel(&mock, AGENT, "dc", &channel(&fake));
+    let daemon = start(dir.path(), &[("DC_TOKEN", TOKEN)]).await;
+    connected(&daemon).await;
 
-    fake.fail_next(
-        429,
-        json!({"message": "You are being rate limited.", "retry_after": 1.5, "global": false}),
-        Some("2"),
+    fake.dispatch(
+        "MESSAGE_CREATE",
+        message_create(
+            "600000000000000020",
+            "400000000000000099",
+            None,
+            "999",
+            "let me in",
+        ),
     );
-    let err = running
-        .connector
-        .send(&to, &piece("run-9.2"))
-        .await
-        .unwrap_err();
-    let ChannelError::Retryable { retry_after, .. } = err else {
-        panic!("a 429 is retryable: {err:?}")
-    };
-    assert_eq!(retry_after, Some(Duration::from_millis(1500)));
-    fake.fail_next(502, json!({"message": "Bad Gateway"}), None);
-    assert!(matches!(
-        running.connector.send(&to, &piece("run-9.2")).await,
-        Err(ChannelError::Retryable { .. })
+    wait_status(&daemon, "dc", "the stranger counted", |s| s["ignored"] == 1).await;
+    fake.dispatch("MESSAGE_CREATE", dm("600000000000000021", "hi"));
+    let sent = fake.wait_messages(1).await;
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0]["channel_id"], DM);
+    assert_eq!(mock.request_count(), 1);
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_dispatched_twice_is_one_turn() {
+    let mock = MockLlm::start().await;
+    mock.set_fallback(Reply::Text("once".into()));
+    let fake = FakeDiscord::start(TOKEN).await;
+    let dir = project_with_channel(&mock, AGENT, "dc", &channel(&fake));
+    let daemon = start(dir.path(), &[("DC_TOKEN", TOKEN)]).await;
+    connected(&daemon).await;
+
+    let twice = dm("600000000000000030", "do it once");
+    fake.dispatch("MESSAGE_CREATE", twice.clone());
+    fake.wait_messages(1).await;
+    fake.dispatch("MESSAGE_CREATE", twice);
+    wait_status(&daemon, "dc", "the duplicate counted", |s| {
+        s["duplicates"] == 1
+    })
+    .await;
+    fake.dispatch("MESSAGE_CREATE", dm("600000000000000031", "next"));
+    let sent = fake.wait_messages(2).await;
+    assert_eq!(sent.len(), 2);
+    assert_eq!(mock.request_count(), 2);
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_is_split_under_discords_limit() {
+    let mock = MockLlm::start().await;
+    let paragraph = "word ".repeat(199) + "end.";
+    let long: String = vec![paragraph; 5].join("\n\n"); // 5 x 1,000 characters
+    mock.push(Reply::Text(long.clone()));
+    let fake = FakeDiscord::start(TOKEN).await;
+    let dir = project_with_channel(&mock, AGENT, "dc", &channel(&fake));
+    let daemon = start(dir.path(), &[("DC_TOKEN", TOKEN)]).await;
+    connected(&daemon).await;
+
+    fake.dispatch("MESSAGE_CREATE", dm("600000000000000040", "write a lot"));
+    // Two of the 1,000-character paragraphs do not fit one message.
+    let pieces = aurad::channels::split::split_message(&long, 2000).len();
+    assert!(pieces >= 3, "{pieces}");
+    let sent = fake.wait_messages(pieces).await;
+    let texts: Vec<&str> = sent
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(texts.iter().all(|t| t.chars().count() <= 2000), "{texts:?}");
+    let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(words(&texts.join(" ")), words(&long));
+    let nonces: std::collections::HashSet<&str> =
+        sent.iter().map(|m| m["nonce"].as_str().unwrap()).collect();
+    assert_eq!(nonces.len(), sent.len(), "each piece its own nonce");
+    daemon.stop().await.unwrap();
+}
+
+/// The real binary, killed with SIGKILL while the call waits: the run
+/// stays `waiting_approval`, the next daemon takes it over (a new Gateway
+/// session), and a press of the button sent before the crash decides it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_pressed_after_a_crash_and_restart_runs_the_call_and_the_answer_arrives() {
+    use support::serve::{Serve, write_settings};
+    let mock = MockLlm::start().await;
+    mock.push(Reply::tool_call(
+        "call_1",
+        "bash",
+        r#"{"command":"echo approved-ran"}"#,
     ));
-    fake.fail_next(
-        403,
-        json!({"message": "Missing Permissions", "code": 50013}),
-        None,
-    );
-    let err = running
-        .connector
-        .send(&to, &piece("run-9.2"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, ChannelError::Permanent(m) if m.contains("Missing Permissions") && m.contains("50013")),
-        "{err:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_long_answer_is_split_to_discords_2000_characters() {
+    mock.push(Reply::Text("The command said approved-ran.".into()));
     let fake = FakeDiscord::start(TOKEN).await;
-    let running = start(&fake).await;
-    assert_eq!(running.connector.max_message_len(), 2000);
-    let answer = "word ".repeat(1000);
-    let pieces =
-        aurad::channels::split::split_message(&answer, running.connector.max_message_len());
-    assert_eq!(pieces.len(), 3);
-    let to = Conversation {
-        key: DM.into(),
-        reply: json!({"channel_id": DM}),
+    let agent = "model: mock/m\nprompt: You help.\ntools: [bash]\napprove: [bash]\n";
+    let dir = project_with_channel(&mock, agent, "dc", &channel(&fake));
+    let root = dir.path().to_path_buf();
+    let addr = write_settings(&root, &mock);
+    let env = [("DC_TOKEN", TOKEN)];
+    let started = {
+        let root = root.clone();
+        move || Serve::start_with_env(&root, addr, &[], &env)
     };
-    for (i, piece) in pieces.iter().enumerate() {
-        running
-            .connector
-            .send(
-                &to,
-                &Outgoing::Text {
-                    markdown: piece.clone(),
-                    key: format!("run-5.{i}"),
-                },
-            )
-            .await
-            .unwrap();
-    }
-    let state = fake.state();
-    assert_eq!(state.messages.len(), 3);
-    assert!(
-        state
-            .messages
-            .iter()
-            .all(|m| m["content"].as_str().unwrap().chars().count() <= 2000)
+    let mut serve = tokio::task::spawn_blocking(started.clone()).await.unwrap();
+    fake.until("the first Gateway session", |s| {
+        s.events.iter().any(|(_, t, _)| t == "READY").then_some(())
+    })
+    .await;
+
+    fake.dispatch(
+        "MESSAGE_CREATE",
+        dm("600000000000000050", "run the command"),
     );
-}
+    let prompt = fake.wait_messages(1).await.remove(0);
+    let content = prompt["content"].as_str().unwrap();
+    assert!(
+        content.contains("bash") && content.contains("echo approved-ran"),
+        "{prompt}"
+    );
+    let buttons = &prompt["components"][0]["components"];
+    assert_eq!(buttons[0]["label"], "Approve");
+    assert_eq!(buttons[0]["style"], 3);
+    assert_eq!(buttons[1]["label"], "Deny");
+    assert_eq!(buttons[1]["style"], 4);
+    let approve = buttons[0]["custom_id"].as_str().unwrap().to_string();
+    assert!(
+        approve.starts_with("y:") && approve.len() <= 100,
+        "{approve}"
+    );
+    serve.kill_now();
 
-#[tokio::test]
-async fn an_approval_has_buttons_and_a_press_is_acknowledged_after_it_is_taken() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let mut running = start(&fake).await;
-    let to = Conversation {
-        key: DM.into(),
-        reply: json!({"channel_id": DM}),
-    };
-    let prompt = ApprovalPrompt {
-        run_id: "run-7".into(),
-        tool: "shell".into(),
-        arguments: r#"{"cmd": "rm -rf build"}"#.into(),
-        token: "tok7".into(),
-        approve_word: "approve".into(),
-        deny_word: "deny".into(),
-    };
-    running
-        .connector
-        .send(&to, &Outgoing::Approval(prompt.clone()))
-        .await
-        .unwrap();
-    // A retry of the prompt shows it once.
-    running
-        .connector
-        .send(&to, &Outgoing::Approval(prompt))
-        .await
-        .unwrap();
-    let prompt_message = {
-        let state = fake.state();
-        assert_eq!(state.messages.len(), 1);
-        let m = state.messages[0].clone();
-        let buttons = &m["components"][0];
-        assert_eq!(buttons["type"], 1);
-        assert_eq!(buttons["components"][0]["type"], 2);
-        assert_eq!(buttons["components"][0]["style"], 3);
-        assert_eq!(buttons["components"][0]["label"], "Approve");
-        assert_eq!(buttons["components"][0]["custom_id"], "y:tok7");
-        assert_eq!(buttons["components"][1]["style"], 4);
-        assert_eq!(buttons["components"][1]["custom_id"], "n:tok7");
-        assert!(m["content"].as_str().unwrap().contains("rm -rf build"));
-        m
-    };
-
+    let serve = tokio::task::spawn_blocking(started).await.unwrap();
+    fake.until("a second Gateway session", |s| {
+        (s.events.iter().filter(|(_, t, _)| t == "READY").count() == 2).then_some(())
+    })
+    .await;
     fake.dispatch(
         "INTERACTION_CREATE",
-        json!({
-            "id": "700000000000000001",
-            "application_id": "900000000000000002",
-            "type": 3,
-            "token": "interaction-token-1",
-            "channel_id": DM,
-            "user": {"id": ALICE, "username": "alice"},
-            "data": {"custom_id": "n:tok7", "component_type": 2},
-            "message": prompt_message,
-        }),
+        button_press("700000000000000001", USER, &approve, &prompt),
     );
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(incoming.id, "700000000000000001");
-    assert_eq!(incoming.sender.user, ALICE);
-    assert_eq!(incoming.conversation.key, DM);
-    let What::Decision {
-        token,
-        approve,
-        ack,
-    } = incoming.what
-    else {
-        panic!("a decision")
-    };
-    assert_eq!((token.as_str(), approve), ("tok7", false));
-    // Discord hears of the press only once the daemon has taken it.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(fake.state().callbacks.is_empty());
-    done.send(()).unwrap();
     let callback = fake
         .until("the press acknowledged", |s| s.callbacks.first().cloned())
         .await;
-    assert_eq!(callback["interaction_id"], "700000000000000001");
-    assert_eq!(callback["token"], "interaction-token-1");
-    assert_eq!(callback["body"], json!({"type": 6}));
-
-    running
-        .connector
-        .send(
-            &to,
-            &Outgoing::Decided {
-                ack,
-                text: "Denied by alice.".into(),
-            },
-        )
-        .await
-        .unwrap();
-    let state = fake.state();
-    assert_eq!(state.edits.len(), 1);
-    assert_eq!(state.edits[0]["channel_id"], DM);
-    assert_eq!(state.edits[0]["message_id"], prompt_message["id"]);
-    assert_eq!(state.edits[0]["body"]["components"], json!([]));
-    let content = state.edits[0]["body"]["content"].as_str().unwrap();
+    assert_eq!(callback["body"], json!({"type": 6}), "{}", serve.log());
+    let edit = fake
+        .until("the prompt edited", |s| s.edits.first().cloned())
+        .await;
+    assert_eq!(edit["message_id"], prompt["id"]);
+    assert_eq!(edit["body"]["components"], json!([]));
     assert!(
-        content.contains("rm -rf build") && content.ends_with("Denied by alice."),
-        "{content}"
+        edit["body"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Approved by user42"),
+        "{edit}"
     );
+    let sent = fake.wait_messages(2).await;
+    assert_eq!(
+        sent[1]["content"],
+        "The command said approved-ran.",
+        "{}",
+        serve.log()
+    );
+    let requests = mock.requests();
+    let last = requests.last().unwrap().messages();
+    let tool = last
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the tool's result went to the model");
+    assert!(
+        tool["content"].as_str().unwrap().contains("approved-ran"),
+        "{tool}"
+    );
+
+    // The same button pressed again decides nothing.
+    fake.dispatch(
+        "INTERACTION_CREATE",
+        button_press("700000000000000002", USER, &approve, &prompt),
+    );
+    let edit = fake
+        .until("the second press answered", |s| s.edits.get(1).cloned())
+        .await;
+    assert!(
+        edit["body"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no longer waiting"),
+        "{edit}"
+    );
+    drop(serve);
 }
 
-#[tokio::test]
-async fn a_dropped_connection_resumes_and_what_was_missed_is_replayed() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_gateway_is_resumed_and_what_came_in_between_is_answered() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::Text("first".into()));
+    mock.push(Reply::Text("second".into()));
     let fake = FakeDiscord::start(TOKEN).await;
-    let mut running = start(&fake).await;
-    fake.dispatch(
-        "MESSAGE_CREATE",
-        message("600000000000000020", DM, None, ALICE, "one"),
-    );
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(text_of(&incoming), "one");
-    done.send(()).unwrap();
+    let dir = project_with_channel(&mock, AGENT, "dc", &channel(&fake));
+    let daemon = start(dir.path(), &[("DC_TOKEN", TOKEN)]).await;
+    connected(&daemon).await;
+    fake.dispatch("MESSAGE_CREATE", dm("600000000000000060", "one"));
+    fake.wait_messages(1).await;
 
     fake.drop_connection();
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
+    let s = wait_status(&daemon, "dc", "reconnecting", |s| {
+        s["connection"]["state"] == "reconnecting"
     })
     .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(reason.contains("Gateway"), "{reason}");
-    // Sent while the bot is away (it waits about a second to come back).
-    let missed = fake.dispatch(
-        "MESSAGE_CREATE",
-        message("600000000000000021", DM, None, ALICE, "two"),
-    );
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(text_of(&incoming), "two");
-    done.send(()).unwrap();
-
+    assert!(s["last_error"].as_str().unwrap().contains("Gateway"), "{s}");
+    // Sent while the bot is away: replayed by the resume.
+    let missed = fake.dispatch("MESSAGE_CREATE", dm("600000000000000061", "two"));
+    connected(&daemon).await;
+    let sent = fake.wait_messages(2).await;
+    assert_eq!(sent[1]["content"], "second");
     let state = fake.state();
     assert_eq!(state.identifies.len(), 1, "one session");
     assert_eq!(state.resumes.len(), 1);
-    assert_eq!(state.resumes[0]["session_id"], "session-1");
-    assert_eq!(state.resumes[0]["token"], TOKEN);
-    assert_eq!(state.connections[1], "/resume/?v=10&encoding=json");
     assert_eq!(state.replayed, vec![missed]);
-}
-
-#[tokio::test]
-async fn a_zombie_connection_is_closed_and_resumed() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    fake.state().heartbeat_interval_ms = 150;
-    let running = start(&fake).await;
-    fake.until("a heartbeat acknowledged", |s| {
-        (!s.heartbeats.is_empty()).then_some(())
-    })
-    .await;
-    // The READY's seq goes with the heartbeats.
-    assert_eq!(fake.state().heartbeats[0], json!(1));
-    fake.state().ack_heartbeats = false;
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(reason.contains("zombie"), "{reason}");
-    fake.state().ack_heartbeats = true;
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    let state = fake.state();
-    assert_eq!(state.identifies.len(), 1);
-    assert_eq!(state.resumes.len(), 1);
-}
-
-#[tokio::test]
-async fn an_invalid_session_identifies_anew() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let running = start(&fake).await;
-    fake.invalidate_sessions();
-    until_connection(
-        &running,
-        "reconnecting",
-        |c| matches!(c, Connection::Reconnecting { reason } if reason.contains("op 9")),
-    )
-    .await;
-    fake.until("a second identify", |s| {
-        (s.identifies.len() == 2).then_some(())
-    })
-    .await;
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    assert!(fake.state().resumes.is_empty());
-}
-
-#[tokio::test]
-async fn a_refused_token_is_reported_and_not_retried_at_once() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let running = start(&fake).await;
-    fake.close_with(4004);
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(
-        reason.contains("4004") && reason.contains("discord.token") && reason.contains("600.0 s"),
-        "{reason}"
-    );
-    assert_eq!(fake.state().connections.len(), 1);
-}
-
-fn signed(key: &SigningKey, timestamp: i64, body: &Value, now: i64) -> WebhookRequest {
-    let body = body.to_string();
-    let mut message = timestamp.to_string().into_bytes();
-    message.extend_from_slice(body.as_bytes());
-    WebhookRequest {
-        headers: vec![
-            (
-                "X-Signature-Ed25519".into(),
-                hex::encode(key.sign(&message).to_bytes()),
-            ),
-            ("X-Signature-Timestamp".into(), timestamp.to_string()),
-            ("Content-Type".into(), "application/json".into()),
-        ],
-        body: body.into_bytes(),
-        now,
-    }
-}
-
-#[tokio::test]
-async fn http_interactions_are_checked_by_signature() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
-    let public = hex::encode(key.verifying_key().to_bytes());
-    let mut running = start_with(&fake, TOKEN, &format!("  public_key: {public}\n"));
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    let now = 1_780_000_000;
-
-    let ping = json!({"id": "1", "type": 1, "token": "t", "application_id": "2"});
-    let answer = running
-        .connector
-        .webhook(signed(&key, now, &ping, now))
-        .await;
-    assert_eq!(answer.status, 200);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&answer.body).unwrap(),
-        json!({"type": 1})
-    );
-
-    let other = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
-    let answer = running
-        .connector
-        .webhook(signed(&other, now, &ping, now))
-        .await;
-    assert_eq!(answer.status, 401);
-    let answer = running
-        .connector
-        .webhook(signed(&key, now - 3600, &ping, now))
-        .await;
-    assert_eq!(answer.status, 401, "an hour-old request");
-
-    let press = json!({
-        "id": "700000000000000009",
-        "type": 3,
-        "token": "interaction-token-9",
-        "guild_id": GUILD,
-        "channel_id": "800000000000000001",
-        "member": {"user": {"id": ALICE, "username": "alice"}},
-        "data": {"custom_id": "y:tok9", "component_type": 2},
-        "message": {"id": "810000000000000001", "channel_id": "800000000000000001", "content": "Approve this call?"},
-    });
-    let connector = running.connector.clone();
-    let request = signed(&key, now, &press, now);
-    let answering = tokio::spawn(async move { connector.webhook(request).await });
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(incoming.sender.user, ALICE);
-    assert_eq!(incoming.sender.chat.as_deref(), Some(GUILD));
-    assert_eq!(incoming.conversation.key, "800000000000000001");
-    assert!(matches!(
-        &incoming.what,
-        What::Decision { token, approve: true, .. } if token == "tok9"
-    ));
-    assert!(
-        !answering.is_finished(),
-        "answered before the daemon took it"
-    );
-    done.send(()).unwrap();
-    let answer = answering.await.unwrap();
-    assert_eq!(answer.status, 200);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&answer.body).unwrap(),
-        json!({"type": 6})
-    );
-}
-
-#[tokio::test]
-async fn without_a_public_key_the_webhook_is_off() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let running = start(&fake).await;
-    let answer = running
-        .connector
-        .webhook(WebhookRequest {
-            headers: vec![],
-            body: b"{}".to_vec(),
-            now: 0,
-        })
-        .await;
-    assert_eq!(answer.status, 404);
-}
-
-#[tokio::test]
-async fn a_token_refused_over_rest_waits_long() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let running = start_with(&fake, "not-the-token", "");
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(
-        reason.contains("refused the bot token") && reason.contains("600.0 s"),
-        "{reason}"
-    );
-    assert!(fake.state().connections.is_empty());
-}
-
-#[tokio::test]
-async fn without_thread_permission_the_answer_replies_in_the_channel() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    fake.add_channel(json!({"id": GENERAL, "type": 0, "guild_id": GUILD}));
-    let mut running = start(&fake).await;
-    let mention = "600000000000000031";
-    fake.dispatch(
-        "MESSAGE_CREATE",
-        message(
-            mention,
-            GENERAL,
-            Some(GUILD),
-            ALICE,
-            &format!("<@{BOT_ID}> hi"),
-        ),
-    );
-    let (incoming, done) = next(&mut running).await;
-    done.send(()).unwrap();
-    fake.fail_next(
-        403,
-        json!({"message": "Missing Permissions", "code": 50013}),
-        None,
-    );
-    for i in 0..2 {
-        running
-            .connector
-            .send(
-                &incoming.conversation,
-                &Outgoing::Text {
-                    markdown: format!("hello {i}"),
-                    key: format!("run-4.{i}"),
-                },
-            )
-            .await
-            .unwrap();
-    }
-    let state = fake.state();
-    assert!(state.threads.is_empty());
-    // One try at a thread, then replies in the channel.
-    let tries = state
-        .requests
-        .iter()
-        .filter(|r| r.ends_with("/threads"))
-        .count();
-    assert_eq!(tries, 1);
-    assert_eq!(state.messages.len(), 2);
-    for m in &state.messages {
-        assert_eq!(m["channel_id"], GENERAL);
-        assert_eq!(m["message_reference"]["message_id"], mention);
-    }
-    assert!(
-        running
-            .state
-            .status()
-            .last_error
-            .unwrap()
-            .contains("no thread could be started")
-    );
+    drop(state);
+    daemon.stop().await.unwrap();
 }

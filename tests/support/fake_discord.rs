@@ -167,20 +167,28 @@ impl FakeDiscord {
         self.shared.state.lock().unwrap()
     }
 
-    /// Waits (10 s at most) until `f` gives a value.
+    /// Waits (30 s at most) until `f` gives a value.
     pub async fn until<T>(&self, what: &str, f: impl Fn(&State) -> Option<T>) -> T {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(v) = f(&self.state()) {
                 return v;
             }
             assert!(
                 Instant::now() < deadline,
-                "the fake Discord waited 10 s for {what}; it has {:#?}",
+                "the fake Discord waited 30 s for {what}; it has {:#?}",
                 self.state()
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Waits until `n` messages were created; all of them.
+    pub async fn wait_messages(&self, n: usize) -> Vec<Value> {
+        self.until(&format!("{n} messages"), |s| {
+            (s.messages.len() >= n).then(|| s.messages.clone())
+        })
+        .await
     }
 
     /// Dispatches event `t` with data `d` (op 0); its seq.
@@ -224,6 +232,47 @@ impl FakeDiscord {
             .fail_next
             .push_back((status, body, retry_after.map(str::to_string)));
     }
+}
+
+/// A MESSAGE_CREATE's `d`: message `id` of `author` in `channel` (of
+/// `guild`, or a DM), mentioning the bot if `content` holds `<@BOT_ID>`.
+pub fn message_create(
+    id: &str,
+    channel: &str,
+    guild: Option<&str>,
+    author: &str,
+    content: &str,
+) -> Value {
+    let mut m = json!({
+        "id": id,
+        "channel_id": channel,
+        "author": {"id": author, "username": format!("user{}", &author[author.len().saturating_sub(2)..]), "bot": false},
+        "content": content,
+        "mentions": [],
+        "type": 0,
+    });
+    if let Some(guild) = guild {
+        m["guild_id"] = json!(guild);
+    }
+    if content.contains(&format!("<@{BOT_ID}>")) {
+        m["mentions"] = json!([{"id": BOT_ID, "username": "aurad", "bot": true}]);
+    }
+    m
+}
+
+/// An INTERACTION_CREATE's `d`: user `user` pressed the button
+/// `custom_id` of `message` (as the fake recorded it) in a DM.
+pub fn button_press(id: &str, user: &str, custom_id: &str, message: &Value) -> Value {
+    json!({
+        "id": id,
+        "application_id": "900000000000000002",
+        "type": 3,
+        "token": format!("interaction-token-{id}"),
+        "channel_id": message["channel_id"],
+        "user": {"id": user, "username": format!("user{}", &user[user.len().saturating_sub(2)..])},
+        "data": {"custom_id": custom_id, "component_type": 2},
+        "message": message,
+    })
 }
 
 fn push(shared: &Shared, t: &str, d: Value) -> u64 {
