@@ -377,10 +377,11 @@ async fn a_dropped_gateway_is_resumed_and_what_came_in_between_is_answered() {
     connected(&daemon).await;
     let sent = fake.wait_messages(2).await;
     assert_eq!(sent[1]["content"], "second");
-    let state = fake.state();
-    assert_eq!(state.identifies.len(), 1, "one session");
-    assert_eq!(state.resumes.len(), 1);
-    assert_eq!(state.replayed, vec![missed]);
-    drop(state);
+    {
+        let state = fake.state();
+        assert_eq!(state.identifies.len(), 1, "one session");
+        assert_eq!(state.resumes.len(), 1);
+        assert_eq!(state.replayed, vec![missed]);
+    }
     daemon.stop().await.unwrap();
 }
