@@ -809,3 +809,22 @@ async fn without_thread_permission_the_answer_replies_in_the_channel() {
             .contains("no thread could be started")
     );
 }
+
+#[tokio::test]
+async fn no_sessions_left_today_waits_for_discords_reset() {
+    let fake = FakeDiscord::start(TOKEN).await;
+    fake.state().sessions_remaining = Some(0);
+    let running = start_with(&fake, TOKEN, "");
+    let c = until_connection(&running, "reconnecting", |c| {
+        matches!(c, Connection::Reconnecting { .. })
+    })
+    .await;
+    let Connection::Reconnecting { reason } = c else {
+        unreachable!()
+    };
+    assert!(
+        reason.contains("session_start_limit") && reason.contains("3600.0 s"),
+        "{reason}"
+    );
+    assert!(fake.state().connections.is_empty());
+}

@@ -81,6 +81,9 @@ pub struct State {
     /// Answers to give to the next REST calls instead of handling them:
     /// (status, body, Retry-After header).
     pub fail_next: VecDeque<(u16, Value, Option<String>)>,
+    /// `session_start_limit.remaining` in `GET /gateway/bot` (999 when
+    /// not set).
+    pub sessions_remaining: Option<u64>,
     /// Every REST call, "METHOD /path".
     pub requests: Vec<String>,
     nonces: HashMap<String, (Instant, Value)>,
@@ -335,15 +338,27 @@ fn rest_call(
         ("GET", ["gateway", "bot"]) => axum::Json(json!({
             "url": shared.gateway_url,
             "shards": 1,
-            "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+            "session_start_limit": {
+                "total": 1000,
+                "remaining": state.sessions_remaining.unwrap_or(999),
+                "reset_after": 3_600_000,
+                "max_concurrency": 1,
+            },
         }))
         .into_response(),
         ("POST", ["channels", channel, "messages"]) => {
             let content = json.get("content").and_then(Value::as_str).unwrap_or("");
             if content.chars().count() > 2000 {
-                return error(400, "Invalid Form Body (content: Must be 2000 or fewer in length.)", 50035);
+                return error(
+                    400,
+                    "Invalid Form Body (content: Must be 2000 or fewer in length.)",
+                    50035,
+                );
             }
-            let nonce = json.get("nonce").and_then(Value::as_str).map(str::to_string);
+            let nonce = json
+                .get("nonce")
+                .and_then(Value::as_str)
+                .map(str::to_string);
             if nonce.as_ref().is_some_and(|n| n.chars().count() > 25) {
                 return error(400, "Invalid Form Body (nonce)", 50035);
             }
@@ -374,7 +389,9 @@ fn rest_call(
             axum::Json(message).into_response()
         }
         ("PATCH", ["channels", channel, "messages", message]) => {
-            state.edits.push(json!({"channel_id": channel, "message_id": message, "body": json}));
+            state
+                .edits
+                .push(json!({"channel_id": channel, "message_id": message, "body": json}));
             let found = state.messages.iter_mut().find(|m| m["id"] == *message);
             match found {
                 Some(m) => {
@@ -388,13 +405,19 @@ fn rest_call(
         }
         ("POST", ["channels", channel, "messages", message, "threads"]) => {
             if state.channels.contains_key(*message) {
-                return error(400, "A thread has already been created for this message", 160004);
+                return error(
+                    400,
+                    "A thread has already been created for this message",
+                    160004,
+                );
             }
             let name = json.get("name").and_then(Value::as_str).unwrap_or("");
             if name.is_empty() || name.chars().count() > 100 {
                 return error(400, "Invalid Form Body (name)", 50035);
             }
-            state.threads.push(json!({"channel_id": channel, "message_id": message, "body": json}));
+            state
+                .threads
+                .push(json!({"channel_id": channel, "message_id": message, "body": json}));
             let thread = json!({
                 "id": message, "type": 11, "parent_id": channel, "owner_id": BOT_ID, "name": name,
             });

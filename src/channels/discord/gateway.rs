@@ -160,6 +160,24 @@ impl Discord {
                     wait: refused.then_some(FATAL_WAIT),
                 }
             })?;
+        // Each Identify spends one of the sessions a bot may start a day;
+        // with none left, Identify would fail until `reset_after` (ms).
+        let limit = answer.get("session_start_limit");
+        if limit
+            .and_then(|l| l.get("remaining"))
+            .and_then(Value::as_u64)
+            == Some(0)
+        {
+            let reset = limit
+                .and_then(|l| l.get("reset_after"))
+                .and_then(Value::as_u64)
+                .map_or(FATAL_WAIT, Duration::from_millis);
+            return Err(End::Dropped {
+                reason: "the bot has started all the Gateway sessions Discord allows it for now (session_start_limit)".into(),
+                resume: false,
+                wait: Some(reset.max(Duration::from_secs(1))),
+            });
+        }
         answer
             .get("url")
             .and_then(Value::as_str)
