@@ -5,137 +5,34 @@
     clippy::print_stderr,
     reason = "a test: a panic is its failure report"
 )]
-//! The Discord connector against a fake Discord (`support/fake_discord.rs`):
-//! the Gateway (identify, dispatches, resume after a drop or a zombie
-//! connection, a new session after Invalid Session, a close no retry
-//! mends), conversations (DMs, a thread per mention, the bot's threads),
-//! sends (nonces, 429s, buttons, a decision shown), HTTP interactions.
+//! The Discord connector against a fake Discord (`support/fake_discord.rs`),
+//! without the daemon: conversations (DMs, a thread per mention, the bot's
+//! threads known after a restart, replies when no thread can be started),
+//! sends (nonces so a retry shows once, 429s and their wait, Discord's
+//! 2,000 characters), approval buttons and the press acknowledged only
+//! once taken, HTTP interactions checked by signature. The Gateway's
+//! connection is `channel_discord_gateway.rs`.
 
 mod support;
 
-use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aurad::channels::{
-    ApprovalPrompt, ChannelError, ChannelState, Connection, Connector, Conversation, Inbox,
-    InboxReceiver, Incoming, Outgoing, WebhookRequest, What,
+    ApprovalPrompt, ChannelError, Connection, Conversation, Outgoing, WebhookRequest, What,
 };
-use aurad::config::channels::parse_channel;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{Value, json};
+use support::fake_discord::connector::{
+    ALICE, TOKEN, next, start, start_with, text_of, until_connection,
+};
 use support::fake_discord::{BOT_ID, FakeDiscord};
-use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
-const TOKEN: &str = "bot-token-1";
 const GUILD: &str = "300000000000000001";
 const GENERAL: &str = "300000000000000002";
 const DM: &str = "400000000000000001";
-const ALICE: &str = "500000000000000001";
-
-struct Running {
-    connector: Arc<dyn Connector>,
-    state: Arc<ChannelState>,
-    rx: InboxReceiver,
-    shutdown: CancellationToken,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// The connector of a channel file pointing at `fake`, with `extra` lines
-/// in its `discord:` section and `token` as the bot token, running.
-fn start_with(fake: &FakeDiscord, token: &str, extra: &str) -> Running {
-    let raw = format!(
-        "agent: helper\nallow: {{ users: [\"{ALICE}\"] }}\ndiscord:\n  token: ${{DISCORD_TOKEN}}\n  api_url: {}\n{extra}",
-        fake.api_url
-    );
-    let text = raw.replace("${DISCORD_TOKEN}", token);
-    let (config, diags) = parse_channel(
-        "dc",
-        Path::new("channels/dc.yaml"),
-        &raw,
-        &text,
-        &["helper".to_string()],
-    );
-    let config = config.unwrap_or_else(|| panic!("{diags:?}"));
-    let state = Arc::new(ChannelState::new("dc", "discord", "helper"));
-    let connector = aurad::channels::connector(&config, state.clone(), reqwest::Client::new());
-    let (inbox, rx) = Inbox::new(8);
-    let shutdown = CancellationToken::new();
-    tokio::spawn(connector.clone().run(inbox, shutdown.clone()));
-    Running {
-        connector,
-        state,
-        rx,
-        shutdown,
-    }
-}
-
-async fn start(fake: &FakeDiscord) -> Running {
-    let running = start_with(fake, TOKEN, "");
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    running
-}
-
-/// Waits (10 s at most) until the channel's connection is as `f` wants.
-async fn until_connection(
-    running: &Running,
-    what: &str,
-    f: impl Fn(&Connection) -> bool,
-) -> Connection {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let c = running.state.status().connection;
-        if f(&c) {
-            return c;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "waited 10 s for the connection to be {what}; it is {c:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// The next update the connector hands on, and its `done`.
-async fn next(running: &mut Running) -> (Incoming, oneshot::Sender<()>) {
-    tokio::time::timeout(Duration::from_secs(10), running.rx.recv())
-        .await
-        .expect("an update within 10 s")
-        .expect("the connector is running")
-}
 
 fn message(id: &str, channel: &str, guild: Option<&str>, author: &str, content: &str) -> Value {
     support::fake_discord::message_create(id, channel, guild, author, content)
-}
-
-fn text_of(incoming: &Incoming) -> &str {
-    match &incoming.what {
-        What::Message { text } => text,
-        other => panic!("a message, not {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn identify_asks_for_messages_and_their_content() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let _running = start(&fake).await;
-    let state = fake.state();
-    assert_eq!(state.identifies.len(), 1);
-    let identify = &state.identifies[0];
-    assert_eq!(identify["token"], TOKEN);
-    // GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT.
-    assert_eq!(identify["intents"], 512 + 4096 + 32768);
-    assert_eq!(state.connections[0], "/?v=10&encoding=json");
-    assert!(state.requests.contains(&"GET /gateway/bot".to_string()));
 }
 
 #[tokio::test]
@@ -516,120 +413,6 @@ async fn an_approval_has_buttons_and_a_press_is_acknowledged_after_it_is_taken()
     );
 }
 
-#[tokio::test]
-async fn a_dropped_connection_resumes_and_what_was_missed_is_replayed() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let mut running = start(&fake).await;
-    fake.dispatch(
-        "MESSAGE_CREATE",
-        message("600000000000000020", DM, None, ALICE, "one"),
-    );
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(text_of(&incoming), "one");
-    done.send(()).unwrap();
-
-    fake.drop_connection();
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(reason.contains("Gateway"), "{reason}");
-    // Sent while the bot is away (it waits about a second to come back).
-    let missed = fake.dispatch(
-        "MESSAGE_CREATE",
-        message("600000000000000021", DM, None, ALICE, "two"),
-    );
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    let (incoming, done) = next(&mut running).await;
-    assert_eq!(text_of(&incoming), "two");
-    done.send(()).unwrap();
-
-    let state = fake.state();
-    assert_eq!(state.identifies.len(), 1, "one session");
-    assert_eq!(state.resumes.len(), 1);
-    assert_eq!(state.resumes[0]["session_id"], "session-1");
-    assert_eq!(state.resumes[0]["token"], TOKEN);
-    assert_eq!(state.connections[1], "/resume/?v=10&encoding=json");
-    assert_eq!(state.replayed, vec![missed]);
-}
-
-#[tokio::test]
-async fn a_zombie_connection_is_closed_and_resumed() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    fake.state().heartbeat_interval_ms = 150;
-    let running = start(&fake).await;
-    fake.until("a heartbeat acknowledged", |s| {
-        (!s.heartbeats.is_empty()).then_some(())
-    })
-    .await;
-    // The READY's seq goes with the heartbeats.
-    assert_eq!(fake.state().heartbeats[0], json!(1));
-    fake.state().ack_heartbeats = false;
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(reason.contains("zombie"), "{reason}");
-    fake.state().ack_heartbeats = true;
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    let state = fake.state();
-    assert_eq!(state.identifies.len(), 1);
-    assert_eq!(state.resumes.len(), 1);
-}
-
-#[tokio::test]
-async fn an_invalid_session_identifies_anew() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let running = start(&fake).await;
-    fake.invalidate_sessions();
-    until_connection(
-        &running,
-        "reconnecting",
-        |c| matches!(c, Connection::Reconnecting { reason } if reason.contains("op 9")),
-    )
-    .await;
-    fake.until("a second identify", |s| {
-        (s.identifies.len() == 2).then_some(())
-    })
-    .await;
-    until_connection(&running, "connected", |c| {
-        matches!(c, Connection::Connected)
-    })
-    .await;
-    assert!(fake.state().resumes.is_empty());
-}
-
-#[tokio::test]
-async fn a_refused_token_is_reported_and_not_retried_at_once() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let running = start(&fake).await;
-    fake.close_with(4004);
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(
-        reason.contains("4004") && reason.contains("discord.token") && reason.contains("600.0 s"),
-        "{reason}"
-    );
-    assert_eq!(fake.state().connections.len(), 1);
-}
-
 fn signed(key: &SigningKey, timestamp: i64, body: &Value, now: i64) -> WebhookRequest {
     let body = body.to_string();
     let mut message = timestamp.to_string().into_bytes();
@@ -733,24 +516,6 @@ async fn without_a_public_key_the_webhook_is_off() {
 }
 
 #[tokio::test]
-async fn a_token_refused_over_rest_waits_long() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let running = start_with(&fake, "not-the-token", "");
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(
-        reason.contains("refused the bot token") && reason.contains("600.0 s"),
-        "{reason}"
-    );
-    assert!(fake.state().connections.is_empty());
-}
-
-#[tokio::test]
 async fn without_thread_permission_the_answer_replies_in_the_channel() {
     let fake = FakeDiscord::start(TOKEN).await;
     fake.add_channel(json!({"id": GENERAL, "type": 0, "guild_id": GUILD}));
@@ -808,23 +573,4 @@ async fn without_thread_permission_the_answer_replies_in_the_channel() {
             .unwrap()
             .contains("no thread could be started")
     );
-}
-
-#[tokio::test]
-async fn no_sessions_left_today_waits_for_discords_reset() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    fake.state().sessions_remaining = Some(0);
-    let running = start_with(&fake, TOKEN, "");
-    let c = until_connection(&running, "reconnecting", |c| {
-        matches!(c, Connection::Reconnecting { .. })
-    })
-    .await;
-    let Connection::Reconnecting { reason } = c else {
-        unreachable!()
-    };
-    assert!(
-        reason.contains("session_start_limit") && reason.contains("3600.0 s"),
-        "{reason}"
-    );
-    assert!(fake.state().connections.is_empty());
 }

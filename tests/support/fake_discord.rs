@@ -590,3 +590,128 @@ async fn gateway_connection(shared: Arc<Shared>, socket: tokio::net::TcpStream) 
         }
     }
 }
+
+/// The Discord connector itself run against the fake (no daemon), for the
+/// connector's tests: a channel file parsed the way the daemon parses it,
+/// the connector's updates read from its inbox.
+pub mod connector {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use aurad::channels::{
+        ChannelState, Connection, Connector, Inbox, InboxReceiver, Incoming, What,
+    };
+    use aurad::config::channels::parse_channel;
+    use tokio::sync::oneshot;
+    use tokio_util::sync::CancellationToken;
+
+    use super::FakeDiscord;
+
+    /// The fake's bot token in these tests.
+    pub const TOKEN: &str = "bot-token-1";
+    /// The one user on the channel's allow-list.
+    pub const ALICE: &str = "500000000000000001";
+
+    /// A running connector; stopped when dropped.
+    pub struct Running {
+        pub connector: Arc<dyn Connector>,
+        pub state: Arc<ChannelState>,
+        pub rx: InboxReceiver,
+        shutdown: CancellationToken,
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            self.shutdown.cancel();
+        }
+    }
+
+    /// The connector of a channel file pointing at `fake`, with `extra`
+    /// lines in its `discord:` section and `token` as the bot token,
+    /// running.
+    pub fn start_with(fake: &FakeDiscord, token: &str, extra: &str) -> Running {
+        let raw = format!(
+            "agent: helper\nallow: {{ users: [\"{ALICE}\"] }}\ndiscord:\n  token: ${{DISCORD_TOKEN}}\n  api_url: {}\n{extra}",
+            fake.api_url
+        );
+        let text = raw.replace("${DISCORD_TOKEN}", token);
+        let (config, diags) = parse_channel(
+            "dc",
+            Path::new("channels/dc.yaml"),
+            &raw,
+            &text,
+            &["helper".to_string()],
+        );
+        let config = config.unwrap_or_else(|| panic!("{diags:?}"));
+        let state = Arc::new(ChannelState::new("dc", "discord", "helper"));
+        let connector = aurad::channels::connector(&config, state.clone(), reqwest::Client::new());
+        let (inbox, rx) = Inbox::new(8);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(connector.clone().run(inbox, shutdown.clone()));
+        Running {
+            connector,
+            state,
+            rx,
+            shutdown,
+        }
+    }
+
+    /// A connector with the right token, once it is connected.
+    pub async fn start(fake: &FakeDiscord) -> Running {
+        let running = start_with(fake, TOKEN, "");
+        until_connection(&running, "connected", |c| {
+            matches!(c, Connection::Connected)
+        })
+        .await;
+        running
+    }
+
+    /// Waits (10 s at most) until the connection is as `f` wants; it.
+    pub async fn until_connection(
+        running: &Running,
+        what: &str,
+        f: impl Fn(&Connection) -> bool,
+    ) -> Connection {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let c = running.state.status().connection;
+            if f(&c) {
+                return c;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited 10 s for the connection to be {what}; it is {c:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The reason of a connection that is reconnecting, once it is.
+    pub async fn reconnecting(running: &Running) -> String {
+        let c = until_connection(running, "reconnecting", |c| {
+            matches!(c, Connection::Reconnecting { .. })
+        })
+        .await;
+        match c {
+            Connection::Reconnecting { reason } => reason,
+            other => panic!("reconnecting, not {other:?}"),
+        }
+    }
+
+    /// The next update the connector hands on, and its `done`.
+    pub async fn next(running: &mut Running) -> (Incoming, oneshot::Sender<()>) {
+        tokio::time::timeout(Duration::from_secs(10), running.rx.recv())
+            .await
+            .expect("an update within 10 s")
+            .expect("the connector is running")
+    }
+
+    /// The text of a message update.
+    pub fn text_of(incoming: &Incoming) -> &str {
+        match &incoming.what {
+            What::Message { text } => text,
+            other => panic!("a message, not {other:?}"),
+        }
+    }
+}
