@@ -7,8 +7,9 @@
 //! a long answer is split under Discord's 2,000 characters; an approval
 //! pressed as a button after a crash and restart runs the call and the
 //! answer arrives; a dropped Gateway is resumed and what was sent in
-//! between is answered. The connector's own tests are in
-//! `channel_discord_connector.rs`.
+//! between is answered; a button pressed over signed HTTP interactions
+//! decides its call. The connector's own tests are in
+//! `channel_discord_connector.rs` and `channel_discord_gateway.rs`.
 
 #![allow(
     clippy::unwrap_used,
@@ -383,5 +384,90 @@ async fn a_dropped_gateway_is_resumed_and_what_came_in_between_is_answered() {
         assert_eq!(state.resumes.len(), 1);
         assert_eq!(state.replayed, vec![missed]);
     }
+    daemon.stop().await.unwrap();
+}
+
+/// Signs `body` as Discord signs an interaction it posts.
+fn signed_post(
+    daemon: &InProc,
+    key: &ed25519_dalek::SigningKey,
+    body: &Value,
+) -> reqwest::RequestBuilder {
+    use ed25519_dalek::Signer;
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let body = body.to_string();
+    let signature = key.sign(format!("{timestamp}{body}").as_bytes());
+    reqwest::Client::new()
+        .post(daemon.url("/channels/dc"))
+        .header("X-Signature-Ed25519", hex::encode(signature.to_bytes()))
+        .header("X-Signature-Timestamp", timestamp)
+        .header("Content-Type", "application/json")
+        .body(body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_button_pressed_over_http_interactions_decides_the_call() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::tool_call(
+        "call_1",
+        "bash",
+        r#"{"command":"echo via-http"}"#,
+    ));
+    mock.push(Reply::Text("Done over HTTP.".into()));
+    let fake = FakeDiscord::start(TOKEN).await;
+    let key = ed25519_dalek::SigningKey::from_bytes(&rand::random::<[u8; 32]>());
+    let file = format!(
+        "{}  public_key: {}\n",
+        channel(&fake),
+        hex::encode(key.verifying_key().to_bytes())
+    );
+    let agent = "model: mock/m\nprompt: You help.\ntools: [bash]\napprove: [bash]\n";
+    let dir = project_with_channel(&mock, agent, "dc", &file);
+    let daemon = start(dir.path(), &[("DC_TOKEN", TOKEN)]).await;
+    connected(&daemon).await;
+
+    // Discord's check of the endpoint: a PING, and a bad signature.
+    let ping = json!({"id": "1", "type": 1, "token": "t", "application_id": "2"});
+    let answer = signed_post(&daemon, &key, &ping).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({"type": 1}));
+    let other = ed25519_dalek::SigningKey::from_bytes(&rand::random::<[u8; 32]>());
+    let answer = signed_post(&daemon, &other, &ping).send().await.unwrap();
+    assert_eq!(answer.status(), 401);
+
+    fake.dispatch("MESSAGE_CREATE", dm("600000000000000070", "run it"));
+    let prompt = fake.wait_messages(1).await.remove(0);
+    let approve = prompt["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let press = button_press("700000000000000070", USER, &approve, &prompt);
+    let answer = signed_post(&daemon, &key, &press).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.json::<Value>().await.unwrap(), json!({"type": 6}));
+    // The prompt was edited before the press was answered.
+    let edit = fake
+        .state()
+        .edits
+        .first()
+        .cloned()
+        .expect("the prompt edited");
+    assert!(
+        edit["body"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Approved by user42"),
+        "{edit}"
+    );
+    let sent = fake.wait_messages(2).await;
+    assert_eq!(sent[1]["content"], "Done over HTTP.");
+    assert!(
+        fake.state().callbacks.is_empty(),
+        "answered over HTTP, not by callback"
+    );
     daemon.stop().await.unwrap();
 }
