@@ -463,6 +463,23 @@ mod tests {
         assert_eq!(INTENTS, 512 + 4096 + 32768);
     }
 
+    /// Discord's Gateway is `wss://`: the TLS side (rustls with the
+    /// system's roots) is set up, and a failed handshake is an error to
+    /// reconnect after, not a panic.
+    #[tokio::test]
+    async fn a_wss_url_goes_through_rustls() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                drop(socket);
+            }
+        });
+        let url = format!("wss://127.0.0.1:{port}/?v=10&encoding=json");
+        let result = tokio_tungstenite::connect_async(url.as_str()).await;
+        assert!(result.is_err());
+    }
+
     #[test]
     fn close_codes_that_no_retry_mends_wait_long() {
         let End::Dropped {
