@@ -86,6 +86,19 @@ async fn a_chat_is_a_session_and_the_second_turn_holds_the_first() {
         (Some(2), Some(2)),
         "{s}"
     );
+    let metrics = support::inproc::metrics_text(&daemon).await;
+    assert!(
+        metrics.contains("aurad_channel_messages_total{channel=\"tg\",kind=\"in\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("aurad_channel_messages_total{channel=\"tg\",kind=\"out\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("aurad_channel_connected{channel=\"tg\"} 1"),
+        "{metrics}"
+    );
     daemon.stop().await.unwrap();
 }
 
