@@ -15,6 +15,7 @@
 //! or the daemon.
 
 pub mod backoff;
+pub mod discord;
 pub mod format;
 pub mod slack;
 pub mod split;
@@ -272,5 +273,6 @@ pub fn connector(
             Arc::new(telegram::Telegram::new(t.clone(), state, http)) as Arc<dyn Connector>
         }
         PlatformConfig::Slack(s) => Arc::new(slack::Slack::new(s.clone(), state, http)),
+        PlatformConfig::Discord(d) => Arc::new(discord::Discord::new(d.clone(), state, http)),
     }
 }

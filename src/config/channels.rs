@@ -13,6 +13,7 @@
 //! Depends on the rest of `config`.
 
 pub mod slack;
+pub mod discord;
 pub mod telegram;
 
 use std::path::{Path, PathBuf};
@@ -72,6 +73,7 @@ impl Allow {
 pub enum PlatformConfig {
     Telegram(telegram::TelegramConfig),
     Slack(slack::SlackConfig),
+    Discord(discord::DiscordConfig),
 }
 
 impl PlatformConfig {
@@ -80,12 +82,13 @@ impl PlatformConfig {
         match self {
             PlatformConfig::Telegram(_) => "telegram",
             PlatformConfig::Slack(_) => "slack",
+            PlatformConfig::Discord(_) => "discord",
         }
     }
 }
 
 /// The platforms' section names, for messages.
-const PLATFORMS: &str = "`telegram`, `slack`";
+const PLATFORMS: &str = "`telegram`, `slack`, `discord`";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,6 +99,7 @@ struct RawChannel {
     deny_word: Option<String>,
     telegram: Option<telegram::RawTelegram>,
     slack: Option<slack::RawSlack>,
+    discord: Option<discord::RawDiscord>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -358,6 +362,12 @@ pub fn parse_channel(
         let config = slack::parse(t, &mut s);
         diags.append(&mut s.diagnostics);
         platforms.push(config.map(PlatformConfig::Slack));
+    }
+    if let Some(d) = &parsed.discord {
+        let mut s = section("discord");
+        let config = discord::parse(d, &mut s);
+        diags.append(&mut s.diagnostics);
+        platforms.push(config.map(PlatformConfig::Discord));
     }
     let platform = match platforms.len() {
         0 => {

@@ -107,3 +107,36 @@ fn webhook_mode_needs_a_secret_of_telegrams_alphabet() {
         messages(&diags)
     );
 }
+
+#[test]
+fn a_discord_channel_loads_with_its_public_key_checked() {
+    let key = "ab".repeat(32);
+    let (channel, diags) = parse(
+        &format!(
+            "agent: helper\nallow: {{ users: [\"42\"] }}\ndiscord:\n  token: ${{DC}}\n  api_url: http://127.0.0.1:9/api/v10\n  public_key: {key}\n"
+        ),
+        &[("DC", "bot-token")],
+    );
+    assert!(diags.is_empty(), "{}", messages(&diags));
+    let PlatformConfig::Discord(d) = channel.unwrap().platform else {
+        panic!("a discord channel")
+    };
+    assert_eq!(d.token, "bot-token");
+    assert_eq!(d.api_url, "http://127.0.0.1:9/api/v10");
+    assert_eq!(d.public_key, Some([0xab; 32]));
+    let (channel, diags) = parse(
+        "agent: helper\nallow: { anyone: true }\ndiscord:\n  token: ${DC}\n  public_key: xyz\n",
+        &[("DC", "t")],
+    );
+    assert!(channel.is_none());
+    assert!(
+        messages(&diags).contains("5:15: `discord.public_key` \"xyz\" is not 64 hex digits"),
+        "{}",
+        messages(&diags)
+    );
+    let (_, diags) = parse(
+        "agent: helper\nallow: { anyone: true }\ndiscord:\n  token: literal\n",
+        &[],
+    );
+    assert!(messages(&diags).contains("`discord.token` is a secret"));
+}

@@ -14,6 +14,7 @@ pub mod channels;
 pub mod cluster;
 pub mod daemon;
 pub mod fake_slack;
+pub mod fake_discord;
 pub mod fake_telegram;
 pub mod inproc;
 pub mod mcp_agents;
