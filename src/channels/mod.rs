@@ -15,6 +15,7 @@
 //! or the daemon.
 
 pub mod backoff;
+pub mod email;
 pub mod format;
 pub mod split;
 pub mod state;
@@ -270,5 +271,6 @@ pub fn connector(
         PlatformConfig::Telegram(t) => {
             Arc::new(telegram::Telegram::new(t.clone(), state, http)) as Arc<dyn Connector>
         }
+        PlatformConfig::Email(e) => Arc::new(email::Email::new(e.clone(), state)),
     }
 }

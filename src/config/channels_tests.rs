@@ -42,7 +42,9 @@ fn a_telegram_channel_loads() {
         (channel.approve_word.as_str(), channel.deny_word.as_str()),
         ("approve", "deny")
     );
-    let PlatformConfig::Telegram(t) = channel.platform;
+    let PlatformConfig::Telegram(t) = channel.platform else {
+        panic!("a telegram channel")
+    };
     assert_eq!(t.token, "123:abc");
     assert_eq!(t.api_url, "http://127.0.0.1:9");
     assert_eq!(t.mode, telegram::TelegramMode::Polling);

@@ -13,6 +13,7 @@
 pub mod cluster;
 pub mod daemon;
 pub mod inproc;
+pub mod mail_server;
 pub mod mcp_agents;
 pub mod mcp_server;
 pub mod mock_llm;
