@@ -309,6 +309,8 @@ async fn idle_brings_new_mail_without_polling_and_loops_are_left_out() {
     let Some(server) = MailServer::start("idle") else {
         return;
     };
+    let capabilities = server.capabilities(BOT).await;
+    assert!(capabilities.iter().any(|c| c == "IDLE"), "{capabilities:?}");
     // Polling once an hour: only IDLE can bring the mail in time.
     let mut running = start(&server, "1h");
     running
@@ -416,6 +418,36 @@ async fn a_server_that_went_away_is_reconnected_to() {
             |c| *c == Connection::Connected,
             "connected after the restart",
         )
+        .await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_idle_is_polled() {
+    let Some(server) = MailServer::start_without_idle("polled") else {
+        return;
+    };
+    let capabilities = server.capabilities(BOT).await;
+    assert!(
+        !capabilities.iter().any(|c| c == "IDLE"),
+        "{capabilities:?}"
+    );
+    let mut running = start(&server, "1s");
+    running
+        .wait_connection(|c| *c == Connection::Connected, "connected")
+        .await;
+    server
+        .send(
+            ALICE,
+            BOT,
+            "From: alice@example.test\nTo: agent@example.test\nSubject: Poll\nMessage-ID: <poll@example.test>\n\nare you polling?\n",
+        )
+        .await;
+    let (incoming, done) = running.next(&server).await;
+    assert_eq!(text(&incoming), "are you polling?");
+    done.send(()).unwrap();
+    server
+        .wait_for(BOT, "the mail marked seen", |m| m.seen)
         .await;
     running.stop().await;
 }

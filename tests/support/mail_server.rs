@@ -96,6 +96,16 @@ impl MailServer {
     /// [`password`]); `None` (saying why) when it cannot run here and `CI`
     /// is not set.
     pub fn start(test: &str) -> Option<MailServer> {
+        MailServer::start_with(test, true)
+    }
+
+    /// A server whose IMAP lacks IDLE (Dovecot told to leave it out of
+    /// its capabilities), for a client that must poll.
+    pub fn start_without_idle(test: &str) -> Option<MailServer> {
+        MailServer::start_with(test, false)
+    }
+
+    fn start_with(test: &str, idle: bool) -> Option<MailServer> {
         if let Some(why) = missing() {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -113,7 +123,7 @@ impl MailServer {
             dovecot: None,
             exim: None,
         };
-        server.configure();
+        server.configure(idle);
         server.start_dovecot();
         server.start_exim();
         Some(server)
@@ -123,7 +133,7 @@ impl MailServer {
         self.dir.path().join(name)
     }
 
-    fn configure(&self) {
+    fn configure(&self, idle: bool) {
         use std::os::unix::fs::PermissionsExt;
         let root = self.dir.path();
         // Dovecot's unprivileged processes walk into it.
@@ -147,6 +157,13 @@ impl MailServer {
             .collect();
         std::fs::write(root.join("exim-passwd"), exim_users).unwrap();
         let d = root.display();
+        // Dovecot's capabilities after login, as it announces them by
+        // default, without IDLE.
+        let capabilities = if idle {
+            String::new()
+        } else {
+            "imap_capability = IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE SORT SORT=DISPLAY THREAD=REFERENCES THREAD=REFS THREAD=ORDEREDSUBJECT MULTIAPPEND URL-PARTIAL CATENATE UNSELECT CHILDREN NAMESPACE UIDPLUS LIST-EXTENDED I18NLEVEL=1 CONDSTORE QRESYNC ESEARCH ESORT SEARCHRES WITHIN CONTEXT=SEARCH LIST-STATUS BINARY MOVE SNIPPET=FUZZY PREVIEW=FUZZY PREVIEW STATUS=SIZE SAVEDATE LITERAL+ NOTIFY SPECIAL-USE\n".to_string()
+        };
         let dovecot = format!(
             r#"base_dir = {d}/run
 state_dir = {d}/state
@@ -159,7 +176,7 @@ auth_mechanisms = plain login
 hostname = mail.{DOMAIN}
 postmaster_address = postmaster@{DOMAIN}
 mail_location = maildir:{d}/mail/%u
-passdb {{
+{capabilities}passdb {{
   driver = passwd-file
   args = scheme=PLAIN {d}/users
 }}
@@ -375,6 +392,31 @@ login:
                 });
             }
         }
+        let _ = session.logout().await;
+        out
+    }
+
+    /// What the IMAP server announces to `user` once logged in.
+    pub async fn capabilities(&self, user: &str) -> Vec<String> {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.imap_port))
+            .await
+            .unwrap();
+        let mut client = async_imap::Client::new(tcp);
+        client.read_response().await.unwrap().unwrap();
+        let mut session = client
+            .login(user, password(user))
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
+        let caps = session.capabilities().await.unwrap();
+        let out = caps
+            .iter()
+            .map(|c| match c {
+                async_imap::types::Capability::Imap4rev1 => "IMAP4rev1".to_string(),
+                async_imap::types::Capability::Auth(a) => format!("AUTH={a}"),
+                async_imap::types::Capability::Atom(a) => a.to_string(),
+            })
+            .collect();
         let _ = session.logout().await;
         out
     }
