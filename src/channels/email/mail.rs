@@ -143,8 +143,7 @@ pub fn reply_subject(subject: &str) -> String {
 /// left, trimmed.
 pub fn strip_quoted(text: &str) -> String {
     let mut kept: Vec<&str> = Vec::new();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
+    for line in text.lines() {
         let trimmed = line.trim_end_matches('\r');
         if trimmed == "-- " || trimmed.trim() == "-----Original Message-----" {
             break;
