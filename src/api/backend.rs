@@ -21,6 +21,14 @@ use crate::types::approval::ApprovalRecord;
 use crate::types::memory::Memory;
 use crate::types::{Message, RunEvent, ScheduleId, Trigger};
 
+/// A channel's answer to its webhook request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelAnswer {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
 /// The running daemon, as the HTTP API sees it.
 pub trait Backend: Send + Sync + 'static {
     /// The address the API was asked to listen on.
@@ -85,6 +93,14 @@ pub trait Backend: Send + Sync + 'static {
     /// The webhook of `agent`: its signing scheme and secret; `Ok(None)` if
     /// it has no webhook, `Err` (what to fix) if its variable is not set.
     fn webhook_secret(&self, agent: &str) -> Result<Option<(WebhookSignature, String)>, String>;
+    /// A request to `POST /channels/{name}` (a channel in webhook mode),
+    /// checked and answered by the channel's platform.
+    fn channel_webhook<'a>(
+        &'a self,
+        name: &'a str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> BoxFuture<'a, ChannelAnswer>;
     /// What the configuration loaded and what it left out or kept stale,
     /// and why, for `GET /v1/status`.
     fn status(&self) -> serde_json::Value;

@@ -25,9 +25,10 @@
 //!   MCP client ending its `/mcp` session sends no body and often no
 //!   type); DELETE and that header each need a preflight already.
 //!
-//! `/hooks/*` is exempt from all of these: webhook senders come through
-//! proxies and tunnels with their own `Host`, may send form-encoded bodies,
-//! and authenticate by HMAC signature instead.
+//! `/hooks/*` and `/channels/*` are exempt from all of these: webhook
+//! senders (and chat platforms) come through proxies and tunnels with their
+//! own `Host`, may send form-encoded bodies, and authenticate by signature
+//! or secret header instead.
 //!
 //! Depends on `config` (the allowed hosts, read through the `Backend`).
 

@@ -23,6 +23,7 @@
 mod agents;
 mod approvals;
 mod backend;
+mod channels;
 mod dashboard;
 mod fires;
 mod guard;
@@ -40,8 +41,8 @@ mod sse;
 mod status;
 
 pub use backend::{
-    AfterInfo, AgentInfo, Backend, CancelAnswer, RunAsk, ScheduleInfo, SessionError, SessionView,
-    SubmitError, TriggerError,
+    AfterInfo, AgentInfo, Backend, CancelAnswer, ChannelAnswer, RunAsk, ScheduleInfo, SessionError,
+    SessionView, SubmitError, TriggerError,
 };
 
 use std::sync::Arc;
@@ -130,7 +131,9 @@ fn app(daemon: Arc<dyn Backend>, stop: CancellationToken) -> Router {
             api.clone(),
             guard::refuse_web_pages,
         ));
-    let hooks = Router::new().route("/hooks/{agent}", post(hooks::deliver));
+    let hooks = Router::new()
+        .route("/hooks/{agent}", post(hooks::deliver))
+        .route("/channels/{name}", post(channels::deliver));
     guarded
         .merge(openai::routes(&api))
         .merge(hooks)
@@ -185,7 +188,7 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn no_route(request: Request) -> ApiError {
     ApiError::not_found(format!(
-        "no route {} {}: the dashboard is at /; the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs, /v1/sessions, /v1/fires, /v1/memory, /v1/chat/completions, /v1/models, /mcp and /hooks/{{agent}}",
+        "no route {} {}: the dashboard is at /; the API has /healthz, /metrics, /v1/status, /v1/agents, /v1/runs, /v1/sessions, /v1/fires, /v1/memory, /v1/chat/completions, /v1/models, /mcp, /hooks/{{agent}} and /channels/{{name}}",
         request.method(),
         request.uri().path()
     ))

@@ -161,9 +161,12 @@ impl Telegram {
         let _ = self
             .call("deleteWebhook", &json!({}), Duration::from_secs(10))
             .await;
+        // The first poll and the first after a failure answer at once, so
+        // the channel shows `connected` as soon as Telegram answers.
+        let mut quick = true;
         loop {
             let mut body = json!({
-                "timeout": POLL_SECONDS,
+                "timeout": if quick { 0 } else { POLL_SECONDS },
                 "allowed_updates": ["message", "callback_query"],
             });
             if let Some(offset) = offset {
@@ -180,6 +183,7 @@ impl Telegram {
             }) {
                 Ok(updates) => updates,
                 Err(e) => {
+                    quick = true;
                     self.state.reconnecting(e.to_string());
                     let wait = match e {
                         ChannelError::Retryable {
@@ -194,6 +198,7 @@ impl Telegram {
                     }
                 }
             };
+            quick = false;
             if !matches!(self.state.connection(), super::Connection::Connected) {
                 self.state.connected();
                 backoff.connected();

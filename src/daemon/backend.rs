@@ -9,7 +9,8 @@ use futures::stream::BoxStream;
 
 use super::Daemon;
 use crate::api::{
-    AgentInfo, Backend, CancelAnswer, RunAsk, SessionError, SessionView, TriggerError,
+    AgentInfo, Backend, CancelAnswer, ChannelAnswer, RunAsk, SessionError, SessionView,
+    TriggerError,
 };
 use crate::config::WebhookSignature;
 use crate::config::settings::AllowedHost;
@@ -120,6 +121,27 @@ impl Backend for Daemon {
         Daemon::webhook_secret(self, agent)
     }
 
+    fn channel_webhook<'a>(
+        &'a self,
+        name: &'a str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> BoxFuture<'a, ChannelAnswer> {
+        Box::pin(async move {
+            let request = crate::channels::WebhookRequest {
+                headers,
+                body,
+                now: chrono::Utc::now().timestamp(),
+            };
+            let answer = Daemon::channel_webhook(self, name, request).await;
+            ChannelAnswer {
+                status: answer.status,
+                content_type: answer.content_type,
+                body: answer.body,
+            }
+        })
+    }
+
     fn agent_tools(&self) -> Vec<crate::api::mcp::AgentTool> {
         crate::api::mcp::agent_tools(&self.snapshot().project)
     }
@@ -127,8 +149,14 @@ impl Backend for Daemon {
     fn status(&self) -> serde_json::Value {
         let snapshot = self.snapshot();
         let states = self.mcp_states();
-        serde_json::to_value(super::status::status(&snapshot, &states, self.nodes()))
-            .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+        let channels = self.channels.statuses();
+        serde_json::to_value(super::status::status(
+            &snapshot,
+            &states,
+            self.nodes(),
+            channels,
+        ))
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
     }
 
     fn new_session<'a>(

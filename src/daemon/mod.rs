@@ -8,9 +8,10 @@
 //! in `backend`).
 //!
 //! May depend on `run`, `registry`, `engine`, `store`, `scheduler`, `api`,
-//! `config`, `mcp`, `telemetry`.
+//! `config`, `mcp`, `telemetry`, `channels`.
 
 mod backend;
+pub mod channels;
 pub mod cluster;
 mod follow_ups;
 pub mod lock;
@@ -67,6 +68,8 @@ pub struct Daemon {
     /// The cluster's nodes as the last heartbeat read them (PostgreSQL).
     nodes: Mutex<Vec<crate::store::NodeRecord>>,
     started_at: DateTime<Utc>,
+    /// The channels of `channels/` that run.
+    channels: channels::Channels,
 }
 
 impl AgentInfo {

@@ -202,6 +202,7 @@ pub async fn serve(
         mcp_states: Mutex::new(Vec::new()),
         nodes: Mutex::new(Vec::new()),
         started_at: options.clock.now(),
+        channels: Default::default(),
     });
     daemon.set_mcp_states(reloader.server_states());
     metrics.set_config_skipped(&skipped_counts(&snapshot));
@@ -230,6 +231,11 @@ pub async fn serve(
         store.clone(),
         snapshot_rx.clone(),
         options.clock.clone(),
+        stop.child_token(),
+    ));
+    let channels_task = tokio::spawn(super::channels::run(
+        daemon.clone(),
+        snapshot_rx.clone(),
         stop.child_token(),
     ));
     let scheduler_task = tokio::spawn(scheduler.run(snapshot_rx, stop.child_token()));
@@ -277,6 +283,7 @@ pub async fn serve(
     stop.cancel();
     supervisor.close();
     let _ = scheduler_task.await;
+    let _ = channels_task.await;
     let _ = files_task.await;
     let _ = sweep_task.await;
     let _ = retention_task.await;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::registry::Snapshot;
 use crate::registry::skipped::{ItemKind, SkippedItem};
 use crate::store::NodeRecord;
-use crate::types::{GateStatus, McpState};
+use crate::types::{ChannelStatus, GateStatus, McpState};
 
 #[derive(Debug, Serialize)]
 pub struct Status<'a> {
@@ -24,6 +24,8 @@ pub struct Status<'a> {
     providers: Vec<GateStatus>,
     /// Left out, or (agents) kept at their last good version: `stale`.
     skipped: &'a [SkippedItem],
+    /// Each channel of `channels/` that runs: its connection and counters.
+    channels: Vec<ChannelStatus>,
     /// On PostgreSQL, the nodes sharing the database (this one included),
     /// their heartbeats and running runs; empty on SQLite (one node).
     nodes: Vec<NodeRecord>,
@@ -55,6 +57,7 @@ pub fn status<'a>(
     snapshot: &'a Snapshot,
     mcp_states: &[(String, McpState)],
     nodes: Vec<NodeRecord>,
+    channels: Vec<ChannelStatus>,
 ) -> Status<'a> {
     let listed = |kind: ItemKind, name: &str, stale: bool| {
         snapshot
@@ -107,6 +110,7 @@ pub fn status<'a>(
             .collect(),
         providers: crate::telemetry::provider_gates(&snapshot.project.settings),
         skipped: &snapshot.skipped,
+        channels,
         nodes,
     }
 }

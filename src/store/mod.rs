@@ -47,6 +47,7 @@ macro_rules! route_blocking {
 }
 
 mod approvals;
+pub mod channels;
 mod error;
 mod fires;
 #[cfg(test)]

@@ -153,6 +153,20 @@ impl Recorded {
             .and_then(Value::as_array)
             .unwrap_or(&NO_MESSAGES)
     }
+
+    /// The messages but the system prompt, as (role, text content).
+    pub fn conversation(&self) -> Vec<(String, String)> {
+        self.messages()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap_or_default().to_string(),
+                    m["content"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
 }
 
 /// Answers a request from its content (see [`MockLlm::set_responder`]).

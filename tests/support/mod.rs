@@ -10,8 +10,10 @@
 )]
 #![allow(dead_code, reason = "each test crate uses a part of the support")]
 
+pub mod channels;
 pub mod cluster;
 pub mod daemon;
+pub mod fake_telegram;
 pub mod inproc;
 pub mod mail_server;
 pub mod mcp_agents;

@@ -16,6 +16,7 @@
 //! Depends on `tokio-postgres`, `deadpool-postgres`, the store's types and
 //! `crate::types`.
 
+mod channels;
 mod fires;
 #[cfg(test)]
 mod fires_tests;

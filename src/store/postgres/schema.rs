@@ -301,6 +301,26 @@ CREATE TABLE provider_rates (
 );
 "#,
     },
+    Migration {
+        name: "channels",
+        // The session each conversation of a channel is, where its answers
+        // go now, and the turns whose answer was sent (store::channels).
+        sql: r#"
+CREATE TABLE channel_sessions (
+    session_id TEXT PRIMARY KEY,
+    channel TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX channel_sessions_channel ON channel_sessions (channel);
+CREATE TABLE channel_replies (
+    run_id TEXT PRIMARY KEY,
+    replied_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX channel_replies_at ON channel_replies (replied_at);
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`], one node at a time.

@@ -16,7 +16,7 @@ use crate::store::{
     StoreError,
 };
 
-const COLUMNS: &str = "id, agent, title, created_at, updated_at, turns, messages, \
+pub(super) const COLUMNS: &str = "id, agent, title, created_at, updated_at, turns, messages, \
                        input_tokens, output_tokens, cost_usd";
 
 impl Postgres {
@@ -375,7 +375,7 @@ pub(super) async fn append(
     record(&row)
 }
 
-fn record(row: &Row) -> Result<SessionRecord, StoreError> {
+pub(super) fn record(row: &Row) -> Result<SessionRecord, StoreError> {
     let context = "reading a session";
     let count = |i: usize| -> Result<u64, StoreError> {
         let n: i64 = row.try_get(i).map_err(pg(context))?;

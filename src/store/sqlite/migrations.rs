@@ -353,6 +353,28 @@ ALTER TABLE sessions ADD COLUMN summary_through INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN turn_run TEXT;
 "#,
     },
+    Migration {
+        name: "channels",
+        sql: r#"
+-- The session each conversation of a channel is, and where its answers
+-- go now (store::channels).
+CREATE TABLE channel_sessions (
+    session_id   TEXT PRIMARY KEY NOT NULL,
+    channel      TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    reply        TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX channel_sessions_channel ON channel_sessions(channel);
+-- The replies (a turn's answer by run id, an approval prompt by its token)
+-- claimed for sending: each goes out once, across restarts and nodes.
+CREATE TABLE channel_replies (
+    run_id     TEXT PRIMARY KEY NOT NULL,
+    replied_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX channel_replies_at ON channel_replies(replied_at);
+"#,
+    },
 ];
 
 /// Brings the schema up to [`MIGRATIONS`].

@@ -33,6 +33,7 @@
 //! the database file ([`settle_wal`]).
 
 mod approvals;
+mod channels;
 mod file_guard;
 use file_guard::FileGuard;
 mod fires;

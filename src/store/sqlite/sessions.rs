@@ -343,7 +343,7 @@ pub(super) fn append(
     read(tx, id)?.ok_or_else(|| StoreError::Database(format!("session {id} vanished")))
 }
 
-fn read(conn: &Connection, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+pub(super) fn read(conn: &Connection, id: &str) -> Result<Option<SessionRecord>, StoreError> {
     conn.query_row(
         &format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"),
         params![id],
