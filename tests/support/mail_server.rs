@@ -41,11 +41,17 @@ pub const ALICE: &str = "alice@example.test";
 
 const DOVECOT: &str = "/usr/sbin/dovecot";
 const EXIM: &str = "/usr/sbin/exim4";
+const OPENSSL: &str = "/usr/bin/openssl";
 
 pub struct MailServer {
     dir: tempfile::TempDir,
     pub imap_port: u16,
     pub smtp_port: u16,
+    /// IMAP over TLS from the first byte, with [`start_with_tls`](Self::start_with_tls).
+    pub imaps_port: u16,
+    /// SMTP over TLS from the first byte, likewise.
+    pub smtps_port: u16,
+    tls: bool,
     lmtp_port: u16,
     dovecot: Option<Child>,
     exim: Option<Child>,
@@ -96,17 +102,33 @@ impl MailServer {
     /// [`password`]); `None` (saying why) when it cannot run here and `CI`
     /// is not set.
     pub fn start(test: &str) -> Option<MailServer> {
-        MailServer::start_with(test, true)
+        MailServer::start_with(test, true, false)
+    }
+
+    /// A server that also speaks TLS: STARTTLS on the plain ports, TLS
+    /// from the first byte on [`imaps_port`](Self::imaps_port) and
+    /// [`smtps_port`](Self::smtps_port), with a certificate for
+    /// `localhost` and 127.0.0.1 signed by a CA of the test's own
+    /// ([`ca_file`](Self::ca_file)), made with the `openssl` command.
+    pub fn start_with_tls(test: &str) -> Option<MailServer> {
+        MailServer::start_with(test, true, true)
+    }
+
+    /// The certificate of the CA that signed the server's, to trust.
+    pub fn ca_file(&self) -> PathBuf {
+        self.path("ca.pem")
     }
 
     /// A server whose IMAP lacks IDLE (Dovecot told to leave it out of
     /// its capabilities), for a client that must poll.
     pub fn start_without_idle(test: &str) -> Option<MailServer> {
-        MailServer::start_with(test, false)
+        MailServer::start_with(test, false, false)
     }
 
-    fn start_with(test: &str, idle: bool) -> Option<MailServer> {
-        if let Some(why) = missing() {
+    fn start_with(test: &str, idle: bool, tls: bool) -> Option<MailServer> {
+        let openssl = (tls && !Path::new(OPENSSL).exists())
+            .then(|| format!("{OPENSSL} is missing: install it with `apt-get install -y openssl`"));
+        if let Some(why) = missing().or(openssl) {
             assert!(
                 std::env::var_os("CI").is_none(),
                 "{test}: CI is set but the mail server cannot run: {why}"
@@ -118,6 +140,9 @@ impl MailServer {
         let mut server = MailServer {
             imap_port: free_port(),
             smtp_port: free_port(),
+            imaps_port: if tls { free_port() } else { 0 },
+            smtps_port: if tls { free_port() } else { 0 },
+            tls,
             lmtp_port: free_port(),
             dir,
             dovecot: None,
@@ -157,6 +182,25 @@ impl MailServer {
             .collect();
         std::fs::write(root.join("exim-passwd"), exim_users).unwrap();
         let d = root.display();
+        let (dovecot_tls, exim_tls) = if self.tls {
+            self.certificates();
+            (
+                format!("ssl = yes\nssl_cert = <{d}/cert.pem\nssl_key = <{d}/key.pem\n"),
+                format!(
+                    "tls_advertise_hosts = *\ntls_certificate = {d}/cert.pem\ntls_privatekey = {d}/key.pem\ntls_on_connect_ports = {smtps}\ndaemon_smtp_ports = {smtp} : {smtps}\n",
+                    smtp = self.smtp_port,
+                    smtps = self.smtps_port
+                ),
+            )
+        } else {
+            (
+                "ssl = no\n".to_string(),
+                format!(
+                    "tls_advertise_hosts =\ndaemon_smtp_ports = {}\n",
+                    self.smtp_port
+                ),
+            )
+        };
         // Dovecot's capabilities after login, as it announces them by
         // default, without IDLE.
         let capabilities = if idle {
@@ -170,8 +214,7 @@ state_dir = {d}/state
 log_path = {d}/dovecot.log
 protocols = imap lmtp
 listen = 127.0.0.1
-ssl = no
-disable_plaintext_auth = no
+{dovecot_tls}disable_plaintext_auth = no
 auth_mechanisms = plain login
 hostname = mail.{DOMAIN}
 postmaster_address = postmaster@{DOMAIN}
@@ -190,7 +233,8 @@ service imap-login {{
     port = {imap}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {imaps}
   }}
 }}
 service lmtp {{
@@ -201,6 +245,7 @@ service lmtp {{
 }}
 "#,
             imap = self.imap_port,
+            imaps = self.imaps_port,
             lmtp = self.lmtp_port,
         );
         std::fs::write(root.join("dovecot.conf"), dovecot).unwrap();
@@ -210,11 +255,9 @@ spool_directory = {d}/exim
 log_file_path = {d}/exim/%slog
 pid_file_path = {d}/exim/exim.pid
 local_interfaces = 127.0.0.1
-daemon_smtp_ports = {smtp}
-domainlist local_domains = {DOMAIN}
+{exim_tls}domainlist local_domains = {DOMAIN}
 acl_smtp_rcpt = acl_check_rcpt
 auth_advertise_hosts = *
-tls_advertise_hosts =
 host_lookup =
 rfc1413_hosts =
 keep_environment =
@@ -253,10 +296,90 @@ login:
   server_condition = ${{if eq{{$auth2}}{{${{lookup{{$auth1}}lsearch{{{d}/exim-passwd}}{{$value}}fail}}}}}}
   server_set_id = $auth1
 "#,
-            smtp = self.smtp_port,
             lmtp = self.lmtp_port,
         );
         std::fs::write(root.join("exim.conf"), exim).unwrap();
+    }
+
+    /// A CA and a server certificate for `localhost` and 127.0.0.1
+    /// signed by it, with the `openssl` command.
+    fn certificates(&self) {
+        let root = self.dir.path();
+        std::fs::write(
+            root.join("server.ext"),
+            "subjectAltName = DNS:localhost, IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n",
+        )
+        .unwrap();
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let steps: [&[&str]; 3] = [
+            &[
+                &["req", "-x509"],
+                &ec[..],
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=aurad test CA",
+                ],
+            ]
+            .concat(),
+            &[
+                &["req"],
+                &ec[..],
+                &[
+                    "-keyout",
+                    "key.pem",
+                    "-out",
+                    "server.csr",
+                    "-subj",
+                    "/CN=localhost",
+                ],
+            ]
+            .concat(),
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "cert.pem",
+                "-days",
+                "2",
+                "-extfile",
+                "server.ext",
+            ],
+        ];
+        for args in steps {
+            let out = Command::new(OPENSSL)
+                .args(args)
+                .current_dir(root)
+                .output()
+                .expect("openssl runs");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // Exim reads the key as its own user.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root.join("key.pem"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
     }
 
     fn start_dovecot(&mut self) {
