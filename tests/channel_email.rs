@@ -451,3 +451,45 @@ async fn a_server_without_idle_is_polled() {
         .await;
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_renewed_many_times_still_brings_mail() {
+    let Some(server) = MailServer::start("renew") else {
+        return;
+    };
+    let state = Arc::new(ChannelState::new("mail", "email", "helper"));
+    let connector = Arc::new(
+        Email::new(channel(&server, "1h"), state.clone())
+            .with_idle_renew(Duration::from_millis(100)),
+    );
+    let (inbox, mut rx) = Inbox::new(8);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(connector.clone().run(inbox, shutdown.clone()));
+    // Ten renewals (IDLE ended, DONE, a search, IDLE again) on one
+    // connection, which stays up.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(state.status().connection, Connection::Connected);
+    assert_eq!(state.status().last_error, None);
+    server
+        .send(
+            ALICE,
+            BOT,
+            "From: alice@example.test\nTo: agent@example.test\nSubject: Renewed\nMessage-ID: <renewed@example.test>\n\nstill idling?\n",
+        )
+        .await;
+    let (incoming, done) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("the mail within 30s")
+        .unwrap();
+    assert_eq!(text(&incoming), "still idling?");
+    done.send(()).unwrap();
+    shutdown.cancel();
+    task.await.unwrap();
+    // One login for all of it.
+    let logins = server
+        .logs()
+        .lines()
+        .filter(|l| l.contains(&format!("Login: user=<{BOT}>")))
+        .count();
+    assert_eq!(logins, 1, "{}", server.logs());
+}

@@ -246,12 +246,15 @@ impl Mailbox {
         timed(&what, COMMAND_TIMEOUT, store).await
     }
 
-    /// Waits in IDLE until the server reports a change or `limit` passes
-    /// (re-issued by the caller, under the server's 30-minute limit of RFC
-    /// 2177), or `cancel` ends. Gives the mailbox back.
+    /// Waits in IDLE until the server reports a change, `renew` passes
+    /// (the caller issues it again: RFC 2177 lets a server end an IDLE
+    /// after 29 minutes), the server says nothing for `silence` (not even
+    /// its keepalive: the connection may be dead without a word), or
+    /// `cancel` ends. Gives the mailbox back.
     pub async fn idle(
         self,
-        limit: Duration,
+        renew: Duration,
+        silence: Duration,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<Option<Mailbox>, Error> {
         let Mailbox {
@@ -262,18 +265,27 @@ impl Mailbox {
         let mut handle = session.idle();
         timed("IMAP IDLE", COMMAND_TIMEOUT, handle.init()).await?;
         let outcome = {
-            let (wait, _stop) = handle.wait_with_timeout(limit);
-            tokio::select! {
-                r = wait => Some(r),
-                () = cancel.cancelled() => None,
+            let (wait, stop) = handle.wait_with_timeout(silence);
+            tokio::pin!(wait);
+            // Dropping the stop source interrupts the wait (a server's
+            // keepalives reset only the silence timer, not this one).
+            let mut stop = Some(stop);
+            let renewal = tokio::time::sleep(renew);
+            tokio::pin!(renewal);
+            loop {
+                tokio::select! {
+                    r = &mut wait => break Some(r),
+                    () = &mut renewal, if stop.is_some() => drop(stop.take()),
+                    () = cancel.cancelled() => break None,
+                }
             }
         };
         match outcome {
             None => return Ok(None),
             Some(Err(e)) => return Err(format!("IMAP IDLE: {e}")),
-            // A change, the time limit, or the stream ended (which the
-            // crate reports as an interrupt): DONE tells which, by failing
-            // on a closed connection.
+            // A change, silence, the renewal, or the stream ended (which
+            // the crate reports as an interrupt too): DONE tells which, by
+            // failing on a closed connection.
             Some(Ok(IdleResponse::NewData(_) | IdleResponse::Timeout))
             | Some(Ok(IdleResponse::ManualInterrupt)) => {}
         }

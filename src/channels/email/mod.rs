@@ -3,8 +3,9 @@
 //! only once the daemon has taken it marked `\Seen`, so a crash in between
 //! gives it again (and the daemon's claim, by Message-ID, drops the
 //! repeat). Then the connector waits in IDLE where the server has it
-//! (re-issued every 25 minutes, under RFC 2177's 29), else polls every
-//! `imap.poll`. A dropped connection is reconnected with backoff.
+//! (re-issued every 25 minutes, under RFC 2177's 29, and after 5 minutes
+//! without a word from the server, which may mean a dead connection), else
+//! polls every `imap.poll`. A dropped connection is reconnected with backoff.
 //!
 //! A thread is one conversation, named by its root's Message-ID (the first
 //! of `References`, else `In-Reply-To`, else the message's own). Answers
@@ -37,8 +38,12 @@ use crate::config::channels::email::{EmailConfig, Tls};
 /// megabytes); this only keeps one answer piece to a readable mail.
 const MAX_MESSAGE: usize = 100_000;
 /// IDLE is re-issued this often: RFC 2177 lets a server end it after 29
-/// minutes of silence.
+/// minutes.
 const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
+/// An IDLE during which the server said nothing this long (servers send a
+/// keepalive every few minutes) is ended, and its DONE shows whether the
+/// connection still lives.
+const IDLE_SILENCE: Duration = Duration::from_secs(5 * 60);
 /// How long one SMTP exchange may take.
 const SMTP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -47,6 +52,8 @@ pub struct Email {
     state: Arc<ChannelState>,
     /// The first wait of the reconnect backoff (tests make it short).
     first_backoff: Duration,
+    /// How often IDLE is re-issued (tests make it short).
+    idle_renew: Duration,
 }
 
 /// How one connection ended.
@@ -63,12 +70,19 @@ impl Email {
             config,
             state,
             first_backoff: Duration::from_secs(1),
+            idle_renew: IDLE_RENEW,
         }
     }
 
     /// Reconnects after `first` at first instead of a second (for tests).
     pub fn with_first_backoff(mut self, first: Duration) -> Self {
         self.first_backoff = first;
+        self
+    }
+
+    /// Re-issues IDLE every `renew` instead of 25 minutes (for tests).
+    pub fn with_idle_renew(mut self, renew: Duration) -> Self {
+        self.idle_renew = renew;
         self
     }
 
@@ -100,7 +114,7 @@ impl Email {
                 Err(e) => return Ended::Dropped(e),
             }
             if mailbox.idle {
-                match mailbox.idle(IDLE_RENEW, shutdown).await {
+                match mailbox.idle(self.idle_renew, IDLE_SILENCE, shutdown).await {
                     Ok(Some(m)) => mailbox = m,
                     Ok(None) => return Ended::Stop,
                     Err(e) => return Ended::Dropped(e),
