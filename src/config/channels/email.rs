@@ -3,6 +3,20 @@
 //! answered over SMTP from the mailbox's own address. Passwords are
 //! secrets (`${VAR}`); a connection without TLS is allowed only to this
 //! machine (127.0.0.1, ::1, localhost), where nothing crosses a network.
+//!
+//! ```yaml
+//! agent: helper
+//! allow: { users: ["alice@example.com"] }
+//! email:
+//!   address: agent@example.com      # From of the answers; IMAP/SMTP login by default
+//!   imap: { host: imap.example.com, password: ${IMAP_PASSWORD} }   # tls, 993
+//!   smtp: { host: smtp.example.com, password: ${SMTP_PASSWORD} }   # tls, 465
+//! ```
+//!
+//! Give the agent a mailbox of its own: every unseen mail in it is read
+//! (and marked seen) as a message. The allow-list checks the From
+//! address, which a sender can forge: for an agent with tools that act,
+//! have the mail server refuse forged mail (SPF, DKIM, DMARC).
 
 use std::time::Duration;
 
