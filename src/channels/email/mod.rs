@@ -240,6 +240,8 @@ impl Email {
             .map_err(|e| {
                 ChannelError::Permanent(format!("the answer mail could not be built: {e}"))
             })?;
+        // A connection per mail: answers are few and far between, and a
+        // pooled connection would be found dead after an idle hour.
         let transport = self.transport()?;
         match transport.send(message).await {
             Ok(_) => Ok(()),
