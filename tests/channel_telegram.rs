@@ -86,6 +86,19 @@ async fn a_chat_is_a_session_and_the_second_turn_holds_the_first() {
         (Some(2), Some(2)),
         "{s}"
     );
+    let metrics = support::inproc::metrics_text(&daemon).await;
+    assert!(
+        metrics.contains("aurad_channel_messages_total{channel=\"tg\",kind=\"in\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("aurad_channel_messages_total{channel=\"tg\",kind=\"out\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("aurad_channel_connected{channel=\"tg\"} 1"),
+        "{metrics}"
+    );
     daemon.stop().await.unwrap();
 }
 
@@ -372,6 +385,60 @@ async fn webhook_mode_takes_only_requests_with_the_secret_header() {
             .unwrap()
             .contains("no channel `nope`"),
         "{unknown}"
+    );
+    daemon.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_channel_file_reconnects_and_a_broken_one_is_left_out() {
+    let mock = MockLlm::start().await;
+    mock.set_fallback(Reply::Text("hi there".into()));
+    let fake = FakeTelegram::start().await;
+    let dir = project_with_channel(&mock, AGENT, "tg", &channel(&fake, ""));
+    let daemon = support::inproc::start(
+        dir.path(),
+        support::inproc::Start {
+            env: support::daemon::env_of(&[("TG_TOKEN", TOKEN)]),
+            watch: true,
+            ..support::inproc::Start::default()
+        },
+    )
+    .await;
+    fake.push_message(USER, USER, "one");
+    fake.wait_calls("sendMessage", 1, WAIT).await;
+
+    // Only user 43 may talk now: the channel restarts with the new list.
+    let file = dir.path().join("channels/tg.yaml");
+    std::fs::write(&file, channel(&fake, "").replace("\"42\"", "\"43\"")).unwrap();
+    wait_status(&daemon, "tg", "the channel restarted", |s| {
+        s["messages_in"] == 0 && s["connection"]["state"] == "connected"
+    })
+    .await;
+    fake.push_message(USER, USER, "still me");
+    wait_status(&daemon, "tg", "42 ignored now", |s| s["ignored"] == 1).await;
+    fake.push_message(43, 43, "new friend");
+    let sent = fake.wait_calls("sendMessage", 2, WAIT).await;
+    assert_eq!(sent[1]["chat_id"], 43);
+
+    // A file with an error: left out (its connector stops), the error shown.
+    std::fs::write(&file, "agent: a\nallow: {}\n").unwrap();
+    let status = support::inproc::eventually("the broken channel left out", WAIT, || async {
+        let (_, s) = support::inproc::get(&daemon, "/v1/status").await;
+        let gone = s["channels"].as_array().is_some_and(|c| c.is_empty());
+        let skipped = s["skipped"]
+            .as_array()
+            .and_then(|k| k.iter().find(|i| i["kind"] == "channel").cloned());
+        gone.then_some(skipped).flatten()
+    })
+    .await;
+    assert_eq!(status["name"], "tg");
+    assert_eq!(status["path"], "channels/tg.yaml");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("`allow` lets nobody in"),
+        "{status}"
     );
     daemon.stop().await.unwrap();
 }

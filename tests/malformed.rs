@@ -1,6 +1,7 @@
 //! The malformed-file corpus of `tests/fixtures/malformed/`: every file,
 //! put at its place in a fresh project (`agent/X.yaml` -> `agents/X.yaml`,
 //! `skill/X.md` -> `skills/X/SKILL.md`, `tools.d/X.yaml` -> `tools.d/X.yaml`,
+//! `channel/X.yaml` -> `channels/X.yaml`,
 //! `mcp/X.json` -> `mcp.json`, `settings/X.yaml` -> `aurad.yaml`), makes the
 //! load report an error at the place and with the message fragment of its
 //! `X.expect` (first line `LINE:COLUMN`, or `file` for a whole-file error;
@@ -39,6 +40,7 @@ fn destination(kind: &str, stem: &str) -> PathBuf {
         "agent" => PathBuf::from(format!("agents/{stem}.yaml")),
         "skill" => PathBuf::from(format!("skills/{stem}/SKILL.md")),
         "tools.d" => PathBuf::from(format!("tools.d/{stem}.yaml")),
+        "channel" => PathBuf::from(format!("channels/{stem}.yaml")),
         "mcp" => PathBuf::from("mcp.json"),
         "settings" => PathBuf::from("aurad.yaml"),
         other => panic!("unknown corpus folder {other}"),
@@ -56,7 +58,7 @@ struct Case {
 
 fn corpus() -> Vec<Case> {
     let mut cases = Vec::new();
-    for kind in ["agent", "skill", "tools.d", "mcp", "settings"] {
+    for kind in ["agent", "skill", "tools.d", "channel", "mcp", "settings"] {
         let dir = Path::new(CORPUS).join(kind);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

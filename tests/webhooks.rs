@@ -1,7 +1,9 @@
 //! Webhooks from real senders, end to end through a real daemon on
 //! loopback: GitHub's documented signature test vector, a GitHub delivery
 //! in form mode, GitHub's `ping`, a Stripe delivery (`signature: stripe`)
-//! and a generic HMAC sender, with what each run's templates see
+//! a generic HMAC sender, GitLab (`X-Gitlab-Token`) and Slack (v0
+//! signatures, `url_verification`), and requests from a sender the agent
+//! was not set up for, with what each run's templates see
 //! (`{{ payload }}` as JSON, `{{ event }}`, `{{ headers.X }}`). The
 //! deliveries are committed in `tests/fixtures/webhooks/`, signed with
 //! Python's hmac module, not with aurad's code.
@@ -249,7 +251,7 @@ webhook: { secret_env: SECRET_VAR, signature: stripe }
         answer["error"]
             .as_str()
             .unwrap()
-            .contains("Stripe-Signature is missing"),
+            .contains("looks like a GitHub (or Gitea, Forgejo) delivery (X-Hub-Signature-256), but this agent's webhook expects Stripe-Signature (`stripe`)"),
         "{answer}"
     );
     assert_eq!(mock.request_count(), 0);
@@ -307,4 +309,165 @@ webhook: { secret_env: SECRET_VAR }
     assert_eq!(done["state"], "succeeded", "{done}");
     api.stop().await;
     assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
+async fn gitlab_deliveries_with_their_token_run_once_per_idempotency_key() {
+    const TOKEN: &str = "gitlab-hook-secret-token";
+    let (mock, _dir, mut api) = start(
+        "ci",
+        "model: mock/m
+prompt: \"{{ event }}: {{ payload.object_kind }} to {{ payload.ref }}\"
+webhook: { secret_env: SECRET_VAR, signature: [github, gitlab] }
+",
+        TOKEN,
+        "seen",
+    )
+    .await;
+    // As GitLab sends a push event (docs.gitlab.com, webhook events).
+    let body = br#"{"object_kind":"push","ref":"refs/heads/main","project":{"path_with_namespace":"g/p"}}"#;
+    let headers = |token: &str, key: &str| {
+        vec![
+            ("Content-Type".to_string(), "application/json".to_string()),
+            ("X-Gitlab-Event".to_string(), "Push Hook".to_string()),
+            ("X-Gitlab-Token".to_string(), token.to_string()),
+            (
+                "X-Gitlab-Instance".to_string(),
+                "https://gitlab.example.com".to_string(),
+            ),
+            ("Idempotency-Key".to_string(), key.to_string()),
+        ]
+    };
+    let (status, answer) = post(&api, "ci", &headers("wrong", "k-1"), body).await;
+    assert_eq!(status, 401, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("X-Gitlab-Token does not match"),
+        "{answer}"
+    );
+    let (status, run) = post(&api, "ci", &headers(TOKEN, "k-1"), body).await;
+    assert_eq!(status, 202, "{run}");
+    assert_eq!(run["input"], "Push Hook: push to refs/heads/main");
+    let done = finished(&mut api, &run["id"]).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    // GitLab retrying the same event keeps its Idempotency-Key.
+    let (status, answer) = post(&api, "ci", &headers(TOKEN, "k-1"), body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({ "duplicate": true, "delivery": "k-1" }));
+    // The same agent still takes GitHub's signature.
+    mock.push(Reply::Text("seen again".into()));
+    let github = vec![
+        ("X-Hub-Signature-256".to_string(), sign(TOKEN, body)),
+        ("X-GitHub-Event".to_string(), "push".to_string()),
+        ("X-GitHub-Delivery".to_string(), "gh-9".to_string()),
+    ];
+    let (status, run) = post(&api, "ci", &github, body).await;
+    assert_eq!(status, 202, "{run}");
+    assert_eq!(run["input"], "push: push to refs/heads/main");
+    finished(&mut api, &run["id"]).await;
+    api.stop().await;
+    assert_eq!(mock.request_count(), 2);
+}
+
+fn slack_sign(secret: &str, ts: i64, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("v0:{ts}:").as_bytes());
+    mac.update(body);
+    format!("v0={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+#[tokio::test]
+async fn slack_requests_with_v0_signatures_and_the_url_verification_challenge() {
+    const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+    let (mock, _dir, mut api) = start(
+        "slackbot",
+        "model: mock/m
+prompt: \"{{ event }} from {{ payload.event.user }}: {{ payload.event.text }}\"
+webhook: { secret_env: SECRET_VAR, signature: slack }
+",
+        SECRET,
+        "answered",
+    )
+    .await;
+    let now = chrono::Utc::now().timestamp();
+    let signed = |ts: i64, body: &[u8]| {
+        vec![
+            ("Content-Type".to_string(), "application/json".to_string()),
+            ("X-Slack-Request-Timestamp".to_string(), ts.to_string()),
+            (
+                "X-Slack-Signature".to_string(),
+                slack_sign(SECRET, ts, body),
+            ),
+        ]
+    };
+    // Slack checks the endpoint with a challenge before sending events.
+    let challenge = br#"{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+    let (status, answer) = post(&api, "slackbot", &signed(now, challenge), challenge).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer,
+        json!({"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"})
+    );
+    let event = br#"{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention","user":"U061F7AUR","text":"deploy please","channel":"C0LAN2Q65"}}"#;
+    // Signed six minutes ago: a replay.
+    let (status, answer) = post(&api, "slackbot", &signed(now - 360, event), event).await;
+    assert_eq!(status, 401, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("X-Slack-Request-Timestamp"),
+        "{answer}"
+    );
+    let mut forged = signed(now, event);
+    forged[2].1 = slack_sign("other-secret", now, event);
+    let (status, _) = post(&api, "slackbot", &forged, event).await;
+    assert_eq!(status, 401);
+    let (status, run) = post(&api, "slackbot", &signed(now, event), event).await;
+    assert_eq!(status, 202, "{run}");
+    assert_eq!(run["input"], "app_mention from U061F7AUR: deploy please");
+    finished(&mut api, &run["id"]).await;
+    // Slack's retry (X-Slack-Retry-Num) keeps the event_id.
+    let mut retry = signed(now + 2, event);
+    retry.push(("X-Slack-Retry-Num".to_string(), "1".to_string()));
+    let (status, answer) = post(&api, "slackbot", &retry, event).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["duplicate"], true);
+    api.stop().await;
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_request_from_a_sender_the_agent_does_not_expect_is_named() {
+    let (mock, _dir, api) = start(
+        "gh",
+        "model: mock/m\nprompt: x\nwebhook: { secret_env: SECRET_VAR }\n",
+        "s",
+        "never",
+    )
+    .await;
+    let body = br#"{"object_kind":"push"}"#;
+    let gitlab = vec![
+        ("X-Gitlab-Event".to_string(), "Push Hook".to_string()),
+        ("X-Gitlab-Token".to_string(), "s".to_string()),
+    ];
+    let (status, answer) = post(&api, "gh", &gitlab, body).await;
+    assert_eq!(status, 401, "{answer}");
+    assert_eq!(
+        answer["error"],
+        "this request looks like a GitLab delivery (X-Gitlab-Token), but this agent's webhook expects X-Hub-Signature-256 (`github`): add `gitlab` to `webhook.signature` (a list takes several), or sign it as expected"
+    );
+    let (status, answer) = post(&api, "gh", &[], body).await;
+    assert_eq!(status, 401, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("no signature header of a known sender"),
+        "{answer}"
+    );
+    api.stop().await;
+    assert_eq!(mock.request_count(), 0);
 }

@@ -92,7 +92,10 @@ pub trait Backend: Send + Sync + 'static {
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<CancelAnswer, StoreError>>;
     /// The webhook of `agent`: its signing scheme and secret; `Ok(None)` if
     /// it has no webhook, `Err` (what to fix) if its variable is not set.
-    fn webhook_secret(&self, agent: &str) -> Result<Option<(WebhookSignature, String)>, String>;
+    fn webhook_secret(
+        &self,
+        agent: &str,
+    ) -> Result<Option<(Vec<WebhookSignature>, String)>, String>;
     /// A request to `POST /channels/{name}` (a channel in webhook mode),
     /// checked and answered by the channel's platform.
     fn channel_webhook<'a>(

@@ -1,10 +1,14 @@
 //! `POST /hooks/{agent}`: signed webhooks. In order: the signature is
 //! checked over the raw body by the agent's `webhook.signature` scheme
-//! (`signatures`); the body is read as JSON, or, sent as
-//! `application/x-www-form-urlencoded` (GitHub's form mode), as the JSON in
-//! its `payload` field; GitHub's `ping` event is answered 200 without a run;
-//! each delivery id (`X-GitHub-Delivery` or `X-Delivery-Id`; a Stripe
-//! event's `id`) starts at most one run (the id is remembered in the
+//! whose header the request carries (`signatures`; none: 401 naming the
+//! sender it looks like); the body is read as JSON, or, sent as
+//! `application/x-www-form-urlencoded`, as the JSON in its `payload` field
+//! (GitHub's form mode, Slack's interactions) or, from Slack, as its fields
+//! (a slash command); GitHub's `ping` and Slack's `url_verification` are
+//! answered without a run; each delivery id (`X-GitHub-Delivery` or
+//! `X-Delivery-Id`; a Stripe event's `id`; GitLab's `Idempotency-Key` or
+//! `X-Gitlab-Event-UUID`; a Slack event's `event_id` or a command's
+//! `trigger_id`) starts at most one run (the id is remembered in the
 //! transaction that claims the run, so a delivery refused before its run
 //! was claimed, e.g. during shutdown, can be delivered again and then runs).
 //! The run's templates get `{{ payload }}` (the JSON), `{{ event }}` and
@@ -42,7 +46,7 @@ pub(super) async fn deliver(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (scheme, secret) = match api.daemon.webhook_secret(&agent) {
+    let (schemes, secret) = match api.daemon.webhook_secret(&agent) {
         Ok(Some(webhook)) => webhook,
         Ok(None) => {
             return Err(ApiError::not_found(format!(
@@ -53,16 +57,23 @@ pub(super) async fn deliver(
     };
     let body = read_body(body)?;
     let now = chrono::Utc::now().timestamp();
+    let scheme = signatures::choose(&schemes, &headers)?;
     signatures::verify(scheme, secret.as_bytes(), &headers, &body, now)?;
-    let payload = parse_payload(&headers, &body)?;
+    let payload = parse_payload(scheme, &headers, &body)?;
     let event = event_name(scheme, &headers, &payload);
     if scheme == WebhookSignature::Github && event.as_deref() == Some("ping") {
         tracing::info!(agent = %agent, "webhook ping answered; no run");
         return Ok(axum::Json(json!({ "ping": true, "agent": agent })).into_response());
     }
+    if scheme == WebhookSignature::Slack && payload["type"] == "url_verification" {
+        tracing::info!(agent = %agent, "Slack's url_verification answered; no run");
+        return Ok(axum::Json(json!({ "challenge": payload["challenge"] })).into_response());
+    }
     let delivery = match scheme {
         WebhookSignature::Github => delivery_id(&headers)?,
         WebhookSignature::Stripe => stripe_event_id(&payload)?,
+        WebhookSignature::Gitlab => gitlab_delivery_id(&headers)?,
+        WebhookSignature::Slack => slack_delivery_id(&payload)?,
     };
     let trigger = RunAsk {
         payload: Some(payload),
@@ -104,8 +115,13 @@ pub fn check_request(
 }
 
 /// The delivery's JSON: the body, or with
-/// `Content-Type: application/x-www-form-urlencoded` its `payload` field.
-fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+/// `Content-Type: application/x-www-form-urlencoded` its `payload` field;
+/// from Slack, a form without one (a slash command) is its fields.
+fn parse_payload(
+    scheme: WebhookSignature,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Value, ApiError> {
     let media_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -116,13 +132,18 @@ fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("the webhook body must be JSON: {e}")));
     }
     let mut fields = Vec::new();
+    let mut object = serde_json::Map::new();
     for (name, value) in form_urlencoded::parse(body) {
         if name == "payload" {
             return serde_json::from_str(&value).map_err(|e| {
                 ApiError::bad_request(format!("the form field `payload` must be JSON: {e}"))
             });
         }
-        fields.push(name.into_owned());
+        fields.push(name.clone().into_owned());
+        object.insert(name.into_owned(), Value::String(value.into_owned()));
+    }
+    if scheme == WebhookSignature::Slack {
+        return Ok(Value::Object(object));
     }
     Err(ApiError::bad_request(format!(
         "a form-encoded delivery carries its JSON in the field `payload` (GitHub's form mode); this one has {}",
@@ -134,11 +155,29 @@ fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     )))
 }
 
-/// `{{ event }}`: a Stripe event's `type`; else the first of
-/// [`EVENT_HEADERS`] present.
+/// `{{ event }}`: a Stripe event's `type`; GitLab's `X-Gitlab-Event`; a
+/// Slack event's type (an interaction's `type`, a slash command's
+/// `command`); else the first of [`EVENT_HEADERS`] present.
 fn event_name(scheme: WebhookSignature, headers: &HeaderMap, payload: &Value) -> Option<String> {
-    if scheme == WebhookSignature::Stripe {
-        return payload["type"].as_str().map(str::to_string);
+    match scheme {
+        WebhookSignature::Stripe => return payload["type"].as_str().map(str::to_string),
+        WebhookSignature::Slack => {
+            return [
+                &payload["event"]["type"],
+                &payload["type"],
+                &payload["command"],
+            ]
+            .into_iter()
+            .find_map(|v| v.as_str())
+            .map(str::to_string);
+        }
+        WebhookSignature::Gitlab => {
+            return headers
+                .get("x-gitlab-event")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.trim().to_string());
+        }
+        WebhookSignature::Github => {}
     }
     EVENT_HEADERS
         .iter()
@@ -204,6 +243,34 @@ fn stripe_event_id(payload: &Value) -> Result<String, ApiError> {
     checked_delivery_id(id)
 }
 
+/// GitLab's id of an event, the same on its retries: `Idempotency-Key`
+/// (GitLab 17.4 and later), else `X-Gitlab-Event-UUID`.
+fn gitlab_delivery_id(headers: &HeaderMap) -> Result<String, ApiError> {
+    let value = ["idempotency-key", "x-gitlab-event-uuid"]
+        .iter()
+        .find_map(|name| headers.get(*name))
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "a GitLab delivery needs its Idempotency-Key or X-Gitlab-Event-UUID header: it is the delivery id, so a retried event runs once",
+            )
+        })?;
+    checked_delivery_id(value.to_str().unwrap_or(""))
+}
+
+/// A Slack event's `event_id` (kept on Slack's retries), or an
+/// interaction's or slash command's `trigger_id`.
+fn slack_delivery_id(payload: &Value) -> Result<String, ApiError> {
+    let id = [&payload["event_id"], &payload["trigger_id"]]
+        .into_iter()
+        .find_map(|v| v.as_str())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "a Slack request needs an `event_id` (Events API) or a `trigger_id` (commands, interactions): it is the delivery id",
+            )
+        })?;
+    checked_delivery_id(id)
+}
+
 fn checked_delivery_id(id: &str) -> Result<String, ApiError> {
     let id = id.trim();
     let valid =
@@ -255,7 +322,10 @@ mod tests {
                 Some(value) => headers(&[("content-type", value)]),
                 None => HeaderMap::new(),
             };
-            assert_eq!(parse_payload(&headers, json_body).unwrap(), expected);
+            assert_eq!(
+                parse_payload(WebhookSignature::Github, &headers, json_body).unwrap(),
+                expected
+            );
         }
         let form = headers(&[(
             "content-type",
@@ -264,16 +334,24 @@ mod tests {
         let encoded: String = form_urlencoded::Serializer::new(String::new())
             .append_pair("payload", r#"{"zen":"Keep it logically awesome."}"#)
             .finish();
-        assert_eq!(parse_payload(&form, encoded.as_bytes()).unwrap(), expected);
-        let error = parse_payload(&form, b"a=1&b=2").unwrap_err();
+        assert_eq!(
+            parse_payload(WebhookSignature::Github, &form, encoded.as_bytes()).unwrap(),
+            expected
+        );
+        let error = parse_payload(WebhookSignature::Github, &form, b"a=1&b=2").unwrap_err();
         assert!(error.message.contains("only: a, b"), "{}", error.message);
-        let error = parse_payload(&form, b"payload=%7Bnope").unwrap_err();
+        let error = parse_payload(WebhookSignature::Github, &form, b"payload=%7Bnope").unwrap_err();
         assert!(
             error.message.contains("`payload` must be JSON"),
             "{}",
             error.message
         );
-        let error = parse_payload(&HeaderMap::new(), encoded.as_bytes()).unwrap_err();
+        let error = parse_payload(
+            WebhookSignature::Github,
+            &HeaderMap::new(),
+            encoded.as_bytes(),
+        )
+        .unwrap_err();
         assert!(error.message.contains("must be JSON"), "{}", error.message);
     }
 

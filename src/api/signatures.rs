@@ -5,7 +5,16 @@
 //! - `stripe`: `Stripe-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
 //!   "<t>.<body>")>[,v1=...]`, any `v1` may match (Stripe sends two while a
 //!   secret is rolled), and `t` must be within 5 minutes of now (Stripe's
-//!   default tolerance), so a captured delivery cannot be replayed later.
+//!   default tolerance), so a captured delivery cannot be replayed later;
+//! - `gitlab`: `X-Gitlab-Token: <secret>` (GitLab sends the secret itself),
+//!   compared in constant time;
+//! - `slack`: `X-Slack-Signature: v0=<hex HMAC-SHA256(secret,
+//!   "v0:<ts>:<body>")>` with `X-Slack-Request-Timestamp: <ts>`, `ts`
+//!   within 5 minutes of now (Slack's own advice against replays).
+//!
+//! An agent may accept several schemes: a request is checked by the first
+//! configured scheme whose header it carries ([`choose`]); one that carries
+//! none is refused with the sender it looks like and what to configure.
 //!
 //! Depends on `config` (the scheme names), `hmac`, `sha2` and `hex`.
 
@@ -18,6 +27,9 @@ use crate::config::WebhookSignature;
 
 pub(super) const GITHUB_HEADER: &str = "x-hub-signature-256";
 pub(super) const STRIPE_HEADER: &str = "stripe-signature";
+pub(super) const GITLAB_HEADER: &str = "x-gitlab-token";
+pub(super) const SLACK_HEADER: &str = "x-slack-signature";
+pub(super) const SLACK_TIMESTAMP: &str = "x-slack-request-timestamp";
 /// How far a Stripe signature's `t` may be from now, in seconds.
 pub(super) const STRIPE_TOLERANCE_SECS: i64 = 300;
 
@@ -33,7 +45,64 @@ pub(super) fn verify(
     match scheme {
         WebhookSignature::Github => verify_github(secret, headers, body),
         WebhookSignature::Stripe => verify_stripe(secret, headers, body, now),
+        WebhookSignature::Gitlab => verify_gitlab(secret, headers),
+        WebhookSignature::Slack => verify_slack(secret, headers, body, now),
     }
+}
+
+fn header_of(scheme: WebhookSignature) -> &'static str {
+    match scheme {
+        WebhookSignature::Github => GITHUB_HEADER,
+        WebhookSignature::Stripe => STRIPE_HEADER,
+        WebhookSignature::Gitlab => GITLAB_HEADER,
+        WebhookSignature::Slack => SLACK_HEADER,
+    }
+}
+
+/// The scheme of `configured` to check a request with `headers` by: the
+/// first whose header it carries. A request with none of them is refused
+/// (401) naming the sender it looks like, so a GitLab hook pointed at an
+/// agent that expects GitHub's signature says so.
+pub(super) fn choose(
+    configured: &[WebhookSignature],
+    headers: &HeaderMap,
+) -> Result<WebhookSignature, ApiError> {
+    if let Some(scheme) = configured
+        .iter()
+        .find(|s| headers.contains_key(header_of(**s)))
+    {
+        return Ok(*scheme);
+    }
+    let expected: Vec<String> = configured
+        .iter()
+        .map(|s| format!("{} (`{}`)", s.header(), s.as_str()))
+        .collect();
+    let expected = expected.join(" or ");
+    // GitLab also names itself in X-Gitlab-Event when no token is set.
+    let seen = WebhookSignature::ALL
+        .into_iter()
+        .find(|s| headers.contains_key(header_of(*s)))
+        .or_else(|| {
+            headers
+                .contains_key("x-gitlab-event")
+                .then_some(WebhookSignature::Gitlab)
+        });
+    Err(unauthorized(match seen {
+        Some(seen) if seen == WebhookSignature::Gitlab && !headers.contains_key(GITLAB_HEADER) => {
+            format!(
+                "this request comes from GitLab (X-Gitlab-Event) without a secret token, and this agent's webhook expects {expected}: set the hook's secret token in GitLab to the agent's webhook secret, and add `gitlab` to `webhook.signature`"
+            )
+        }
+        Some(seen) => format!(
+            "this request looks like a {} delivery ({}), but this agent's webhook expects {expected}: add `{}` to `webhook.signature` (a list takes several), or sign it as expected",
+            seen.sender(),
+            seen.header(),
+            seen.as_str()
+        ),
+        None => format!(
+            "this request carries no signature header of a known sender (X-Hub-Signature-256, Stripe-Signature, X-Gitlab-Token, X-Slack-Signature); this agent's webhook expects {expected}"
+        ),
+    }))
 }
 
 fn unauthorized(message: impl Into<String>) -> ApiError {
@@ -111,6 +180,58 @@ fn verify_stripe(
     if age.abs() > STRIPE_TOLERANCE_SECS {
         return Err(unauthorized(format!(
             "Stripe-Signature's timestamp t={t} is {age} s from this machine's clock; a delivery is accepted within {STRIPE_TOLERANCE_SECS} s so that it cannot be replayed later: check the clock"
+        )));
+    }
+    Ok(())
+}
+
+fn verify_gitlab(secret: &[u8], headers: &HeaderMap) -> Result<(), ApiError> {
+    use subtle::ConstantTimeEq;
+    let given = headers
+        .get(GITLAB_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if bool::from(given.ct_eq(secret)) {
+        Ok(())
+    } else {
+        Err(unauthorized(
+            "X-Gitlab-Token does not match: set the hook's secret token in GitLab to the agent's webhook secret",
+        ))
+    }
+}
+
+fn verify_slack(secret: &[u8], headers: &HeaderMap, body: &[u8], now: i64) -> Result<(), ApiError> {
+    const SHAPE: &str = "X-Slack-Signature must be `v0=<hex HMAC-SHA256 of \"v0:<X-Slack-Request-Timestamp>:<body>\">`";
+    let signature = headers
+        .get(SLACK_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().strip_prefix("v0="))
+        .and_then(|h| hex::decode(h).ok())
+        .ok_or_else(|| unauthorized(SHAPE))?;
+    let timestamp = headers
+        .get(SLACK_TIMESTAMP)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .ok_or_else(|| {
+            unauthorized(
+                "X-Slack-Request-Timestamp is missing: Slack signs `v0:<timestamp>:<body>`",
+            )
+        })?;
+    let ts: i64 = timestamp
+        .parse()
+        .map_err(|_| unauthorized("X-Slack-Request-Timestamp must be Unix seconds"))?;
+    let mut mac = mac(secret)?;
+    mac.update(b"v0:");
+    mac.update(timestamp.as_bytes());
+    mac.update(b":");
+    mac.update(body);
+    mac.verify_slice(&signature).map_err(|_| {
+        unauthorized("X-Slack-Signature does not match the body: sign `v0:<timestamp>:<body>` with the app's signing secret")
+    })?;
+    let age = now - ts;
+    if age.abs() > STRIPE_TOLERANCE_SECS {
+        return Err(unauthorized(format!(
+            "X-Slack-Request-Timestamp {ts} is {age} s from this machine's clock; a request is accepted within {STRIPE_TOLERANCE_SECS} s so that it cannot be replayed later: check the clock"
         )));
     }
     Ok(())

@@ -3,9 +3,10 @@
 //! alive (heartbeat within `cluster.lease`), how many runs wait queued
 //! under it and its running runs. Reads the
 //! store directly, so it works with or without a running daemon. Then the
-//! providers with limits, as the project's running daemon reports them
-//! (the gates are its own): limits, calls waiting and in flight, waits and
-//! pauses.
+//! providers with limits and the channels, as the project's running daemon
+//! reports them (the gates and connections are its own): limits, calls
+//! waiting and in flight, waits and pauses; each channel's connection,
+//! messages in and out, senders ignored, duplicates and last error.
 
 use std::path::Path;
 
@@ -15,15 +16,16 @@ use clap::Args;
 use super::{EXIT_FAILED, EXIT_OK, runtime};
 use crate::app::{NodeRecord, Store};
 use crate::config::Diagnostic;
-use crate::types::{Database, GateStatus};
+use crate::types::{ChannelStatus, Database, GateStatus};
 
 /// How long the running daemon may take to report its provider gates.
 const DAEMON_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Print JSON: `{"database": ..., "nodes": [...], "providers": [...]}`
-    /// (`providers` null when no daemon of the project answers).
+    /// Print JSON: `{"database": ..., "nodes": [...], "providers": [...],
+    /// "channels": [...]}` (`providers` and `channels` null when no daemon
+    /// of the project answers).
     #[arg(long)]
     pub json: bool,
 }
@@ -48,10 +50,15 @@ pub fn run(root: &Path, args: StatusArgs) -> i32 {
     };
     let nodes = rt.block_on(store.nodes(settings.cluster_lease));
     let limited = settings.providers.values().any(|p| !p.limits.is_empty());
-    let gates = match limited {
-        true => rt.block_on(daemon_gates(root)),
-        false => Ok(Vec::new()),
+    let channels = has_channels(root);
+    let report = match limited || channels {
+        true => rt.block_on(daemon_report(root)),
+        false => Ok(Report::default()),
     };
+    let gates = report
+        .as_ref()
+        .map(|r| r.providers.clone())
+        .map_err(Clone::clone);
     drop(rt);
     let closed = store.close();
     let nodes = match nodes {
@@ -70,6 +77,7 @@ pub fn run(root: &Path, args: StatusArgs) -> i32 {
             "database": database.to_string(),
             "nodes": nodes,
             "providers": gates.as_ref().ok(),
+            "channels": report.as_ref().ok().map(|r| &r.channels),
         });
         println!(
             "{}",
@@ -80,13 +88,44 @@ pub fn run(root: &Path, args: StatusArgs) -> i32 {
         if limited {
             print!("{}", render_gates(&gates));
         }
+        if channels {
+            print!(
+                "{}",
+                render_channels(
+                    &report
+                        .as_ref()
+                        .map(|r| r.channels.clone())
+                        .map_err(Clone::clone)
+                )
+            );
+        }
     }
     EXIT_OK
 }
 
-/// The provider gates of the project's running daemon, from its
-/// `/v1/status`; `Err` says why they are unknown.
-async fn daemon_gates(root: &Path) -> Result<Vec<GateStatus>, String> {
+/// Whether the project has channel files.
+fn has_channels(root: &Path) -> bool {
+    std::fs::read_dir(root.join(crate::config::channels::CHANNEL_DIR)).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".yaml") || name.ends_with(".yml")
+        })
+    })
+}
+
+/// What the running daemon reports of itself.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Report {
+    #[serde(default)]
+    providers: Vec<GateStatus>,
+    #[serde(default)]
+    channels: Vec<ChannelStatus>,
+}
+
+/// The provider gates and channels of the project's running daemon, from
+/// its `/v1/status`; `Err` says why they are unknown.
+async fn daemon_report(root: &Path) -> Result<Report, String> {
     let access = crate::app::api_access(root)
         .map_err(|_| "no aurad serve of this project is running".to_string())?;
     let mut listen = access.listen;
@@ -115,16 +154,44 @@ async fn daemon_gates(root: &Path) -> Result<Vec<GateStatus>, String> {
             response.status()
         ));
     }
-    #[derive(serde::Deserialize)]
-    struct Body {
-        #[serde(default)]
-        providers: Vec<GateStatus>,
-    }
-    let body: Body = response
+    response
         .json()
         .await
-        .map_err(|e| format!("the aurad serve at {} sent no status: {e}", access.listen))?;
-    Ok(body.providers)
+        .map_err(|e| format!("the aurad serve at {} sent no status: {e}", access.listen))
+}
+
+/// The lines about the channels.
+pub fn render_channels(channels: &Result<Vec<ChannelStatus>, String>) -> String {
+    let channels = match channels {
+        Ok(channels) => channels,
+        Err(why) => return format!("channels: unknown ({why})\n"),
+    };
+    let mut out = format!(
+        "{:<16} {:<9} {:<16} {:<13} {:>5} {:>5} {:>7} {:>10}\n",
+        "CHANNEL", "PLATFORM", "AGENT", "CONNECTION", "IN", "OUT", "IGNORED", "DUPLICATES"
+    );
+    for c in channels {
+        out.push_str(&format!(
+            "{:<16} {:<9} {:<16} {:<13} {:>5} {:>5} {:>7} {:>10}\n",
+            c.name,
+            c.platform,
+            c.agent,
+            c.connection.as_str(),
+            c.messages_in,
+            c.messages_out,
+            c.ignored,
+            c.duplicates
+        ));
+        if let crate::types::Connection::Reconnecting { reason } = &c.connection {
+            out.push_str(&format!("  reconnecting: {reason}\n"));
+        } else if let (Some(error), Some(at)) = (&c.last_error, c.last_error_at) {
+            out.push_str(&format!(
+                "  last error at {}: {error}\n",
+                at.format("%Y-%m-%d %H:%M:%S UTC")
+            ));
+        }
+    }
+    out
 }
 
 /// The lines about the provider gates.
@@ -250,6 +317,52 @@ mod tests {
         assert!(lines[2].contains("4.0s"), "{text}");
         assert!(lines[1].contains("QUEUED"), "{text}");
         assert!(lines[2].contains(" 2  r1, r2"), "the queued count: {text}");
+    }
+
+    #[test]
+    fn channels_show_their_connection_counts_and_why_they_reconnect() {
+        let channel = |name: &str, connection: crate::types::Connection| ChannelStatus {
+            name: name.into(),
+            platform: "telegram".into(),
+            agent: "helper".into(),
+            connection,
+            messages_in: 3,
+            messages_out: 4,
+            ignored: 1,
+            duplicates: 0,
+            last_error: None,
+            last_error_at: None,
+        };
+        let out = render_channels(&Ok(vec![
+            channel("tg", crate::types::Connection::Connected),
+            channel(
+                "tg2",
+                crate::types::Connection::Reconnecting {
+                    reason: "getUpdates: Telegram answered 401: Unauthorized".into(),
+                },
+            ),
+        ]));
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("CHANNEL"), "{out}");
+        assert!(
+            lines[1].starts_with("tg ") && lines[1].contains("connected"),
+            "{out}"
+        );
+        assert!(
+            lines[1]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .ends_with(&["3", "4", "1", "0"]),
+            "{out}"
+        );
+        assert_eq!(
+            lines[3],
+            "  reconnecting: getUpdates: Telegram answered 401: Unauthorized"
+        );
+        assert_eq!(
+            render_channels(&Err("no aurad serve of this project is running".into())),
+            "channels: unknown (no aurad serve of this project is running)\n"
+        );
     }
 
     #[test]

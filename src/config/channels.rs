@@ -282,6 +282,17 @@ pub fn parse_channel(
             ),
         ));
     }
+    if matches!(
+        serde_yaml::from_str::<Value>(text),
+        Ok(Value::Sequence(_) | Value::String(_) | Value::Number(_) | Value::Bool(_))
+    ) {
+        diags.push(Diagnostic::error(
+            path,
+            (1, 1),
+            format!("a channel file is a mapping of fields (`agent`, `allow` and one of {PLATFORMS}), not a list or a single value"),
+        ));
+        return (None, diags);
+    }
     let parsed: RawChannel = match serde_yaml::from_str(text) {
         Ok(Some(raw)) => raw,
         Ok(None) => {

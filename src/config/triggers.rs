@@ -86,8 +86,10 @@ pub struct WebhookConfig {
     /// The environment variable holding the HMAC-SHA256 secret. The secret
     /// itself is read when a delivery arrives and never stored.
     pub secret_env: String,
-    /// How deliveries are signed (`signature:`, default `github`).
-    pub signature: WebhookSignature,
+    /// How deliveries may be signed (`signature:`, one scheme or a list,
+    /// default `github`): a request is checked by the scheme whose header
+    /// it carries.
+    pub signatures: Vec<WebhookSignature>,
 }
 
 /// `webhook.signature`: the signing scheme a sender uses.
@@ -100,13 +102,48 @@ pub enum WebhookSignature {
     /// `Stripe-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of "t.body">`,
     /// refused when `t` is more than 5 minutes from now.
     Stripe,
+    /// `X-Gitlab-Token: <the secret>`: GitLab sends the secret itself.
+    Gitlab,
+    /// `X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:<ts>:<body>">` with
+    /// `X-Slack-Request-Timestamp: <ts>`, refused when `ts` is more than 5
+    /// minutes from now.
+    Slack,
 }
 
 impl WebhookSignature {
+    pub const ALL: [WebhookSignature; 4] = [
+        WebhookSignature::Github,
+        WebhookSignature::Stripe,
+        WebhookSignature::Gitlab,
+        WebhookSignature::Slack,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             WebhookSignature::Github => "github",
             WebhookSignature::Stripe => "stripe",
+            WebhookSignature::Gitlab => "gitlab",
+            WebhookSignature::Slack => "slack",
+        }
+    }
+
+    /// The header a request signed by this scheme carries.
+    pub fn header(self) -> &'static str {
+        match self {
+            WebhookSignature::Github => "X-Hub-Signature-256",
+            WebhookSignature::Stripe => "Stripe-Signature",
+            WebhookSignature::Gitlab => "X-Gitlab-Token",
+            WebhookSignature::Slack => "X-Slack-Signature",
+        }
+    }
+
+    /// Who sends requests signed this way, for messages.
+    pub fn sender(self) -> &'static str {
+        match self {
+            WebhookSignature::Github => "GitHub (or Gitea, Forgejo)",
+            WebhookSignature::Stripe => "Stripe",
+            WebhookSignature::Gitlab => "GitLab",
+            WebhookSignature::Slack => "Slack",
         }
     }
 }
@@ -371,7 +408,7 @@ fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
         ));
     };
     let mut secret_env = None;
-    let mut signature = WebhookSignature::default();
+    let mut signatures = vec![WebhookSignature::default()];
     for (k, v) in map {
         match k.as_str().unwrap_or_default() {
             "secret_env" => match v.as_str() {
@@ -383,18 +420,7 @@ fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
                     ));
                 }
             },
-            "signature" => {
-                signature = match v.as_str() {
-                    Some("github") => WebhookSignature::Github,
-                    Some("stripe") => WebhookSignature::Stripe,
-                    _ => {
-                        return Err(format!(
-                            "`signature` is {}: expected `github` (X-Hub-Signature-256, the default) or `stripe` (Stripe-Signature)",
-                            describe_value(v)
-                        ));
-                    }
-                }
-            }
+            "signature" => signatures = parse_signatures(v)?,
             other => {
                 return Err(format!(
                     "unknown field `{other}`: a webhook has `secret_env` and `signature`"
@@ -408,8 +434,38 @@ fn parse_webhook(value: &Value) -> Result<WebhookConfig, String> {
     )?;
     Ok(WebhookConfig {
         secret_env,
-        signature,
+        signatures,
     })
+}
+
+/// `signature:`: one scheme's name, or a list of them (each once).
+fn parse_signatures(value: &Value) -> Result<Vec<WebhookSignature>, String> {
+    let expected = || {
+        let names: Vec<String> = WebhookSignature::ALL
+            .iter()
+            .map(|s| format!("`{}` ({})", s.as_str(), s.header()))
+            .collect();
+        format!("expected one of {}, or a list of them", names.join(", "))
+    };
+    let one = |v: &Value| -> Result<WebhookSignature, String> {
+        WebhookSignature::ALL
+            .into_iter()
+            .find(|s| v.as_str() == Some(s.as_str()))
+            .ok_or_else(|| format!("`signature` is {}: {}", describe_value(v), expected()))
+    };
+    let list = match value {
+        Value::Sequence(items) if items.is_empty() => {
+            return Err(format!("`signature` is an empty list: {}", expected()));
+        }
+        Value::Sequence(items) => items.iter().map(one).collect::<Result<Vec<_>, _>>()?,
+        v => vec![one(v)?],
+    };
+    for (i, s) in list.iter().enumerate() {
+        if list[..i].contains(s) {
+            return Err(format!("`signature` lists `{}` twice", s.as_str()));
+        }
+    }
+    Ok(list)
 }
 
 fn valid_env_name(name: &str) -> bool {
@@ -454,21 +510,32 @@ mod tests {
         assert_eq!(t.on_interrupt, OnInterrupt::Retry);
         let webhook = t.webhook.unwrap();
         assert_eq!(webhook.secret_env, "HOOK_SECRET");
-        assert_eq!(webhook.signature, WebhookSignature::Github);
+        assert_eq!(webhook.signatures, vec![WebhookSignature::Github]);
     }
 
     #[test]
     fn webhook_signature_schemes() {
         let (t, d) = parse("webhook: { secret_env: S, signature: stripe }\n");
         assert!(d.is_empty(), "{d:?}");
-        assert_eq!(t.webhook.unwrap().signature, WebhookSignature::Stripe);
-        let (t, d) = parse("webhook: { secret_env: S, signature: slack }\n");
+        assert_eq!(
+            t.webhook.unwrap().signatures,
+            vec![WebhookSignature::Stripe]
+        );
+        let (t, d) = parse("webhook: { secret_env: S, signature: [gitlab, slack] }\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            t.webhook.unwrap().signatures,
+            vec![WebhookSignature::Gitlab, WebhookSignature::Slack]
+        );
+        let (t, d) = parse("webhook: { secret_env: S, signature: bitbucket }\n");
         assert!(t.webhook.is_none());
         let all = d.join("\n");
         assert!(
-            all.contains("`signature` is \"slack\": expected `github`"),
+            all.contains("`signature` is \"bitbucket\": expected one of `github` (X-Hub-Signature-256), `stripe` (Stripe-Signature), `gitlab` (X-Gitlab-Token), `slack` (X-Slack-Signature)"),
             "{all}"
         );
+        let (_, d) = parse("webhook: { secret_env: S, signature: [slack, slack] }\n");
+        assert!(d.join("\n").contains("lists `slack` twice"), "{d:?}");
     }
 
     #[test]

@@ -35,6 +35,7 @@ impl Backend for Daemon {
     }
 
     fn metrics_text(&self) -> String {
+        self.metrics().set_channels(&self.channels.statuses());
         self.metrics().render()
     }
 
@@ -117,7 +118,10 @@ impl Backend for Daemon {
         Box::pin(Daemon::cancel(self, id))
     }
 
-    fn webhook_secret(&self, agent: &str) -> Result<Option<(WebhookSignature, String)>, String> {
+    fn webhook_secret(
+        &self,
+        agent: &str,
+    ) -> Result<Option<(Vec<WebhookSignature>, String)>, String> {
         Daemon::webhook_secret(self, agent)
     }
 

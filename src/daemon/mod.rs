@@ -333,7 +333,7 @@ impl Daemon {
     pub fn webhook_secret(
         &self,
         agent: &str,
-    ) -> Result<Option<(WebhookSignature, String)>, String> {
+    ) -> Result<Option<(Vec<WebhookSignature>, String)>, String> {
         let snapshot = self.snapshot();
         let Some(hook) = snapshot
             .project
@@ -344,7 +344,7 @@ impl Daemon {
             return Ok(None);
         };
         match (self.env)(&hook.secret_env) {
-            Some(secret) if !secret.is_empty() => Ok(Some((hook.signature, secret))),
+            Some(secret) if !secret.is_empty() => Ok(Some((hook.signatures.clone(), secret))),
             _ => Err(format!(
                 "the webhook secret variable {} of agent `{agent}` is not set in aurad's environment",
                 hook.secret_env

@@ -104,6 +104,18 @@ struct ModelTokenLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelLabel {
+    channel: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelMessageLabels {
+    channel: String,
+    /// `in`, `out`, `ignored` or `duplicate`.
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProviderLabel {
     provider: String,
 }
@@ -151,6 +163,8 @@ pub struct Metrics {
     limit_waited: Family<ProviderLabel, Counter<f64, AtomicU64>>,
     limit_waiting: Family<ProviderLabel, Gauge>,
     limit_in_flight: Family<ProviderLabel, Gauge>,
+    channel_messages: Family<ChannelMessageLabels, Counter>,
+    channel_connected: Family<ChannelLabel, Gauge>,
     /// The provider gates read at scrape time (the process's own, but for
     /// a test's).
     gates: GateSource,
@@ -198,6 +212,8 @@ impl Metrics {
             limit_waited: Family::default(),
             limit_waiting: Family::default(),
             limit_in_flight: Family::default(),
+            channel_messages: Family::default(),
+            channel_connected: Family::default(),
             gates: GateSource(gates),
             mcp_replace: Mutex::new(()),
         };
@@ -318,7 +334,43 @@ impl Metrics {
             "Model calls in flight now under their provider's limits, by provider (providers with limits)",
             m.limit_in_flight.clone(),
         );
+        r.register(
+            "aurad_channel_messages",
+            "Channel updates and messages by channel and kind: in (handed to the agent), out (sent), ignored (not on the allow-list), duplicate (seen before)",
+            m.channel_messages.clone(),
+        );
+        r.register(
+            "aurad_channel_connected",
+            "Whether each channel is connected to its platform (1) or not (0)",
+            m.channel_connected.clone(),
+        );
         Metrics { registry: r, ..m }
+    }
+
+    /// One update or message of `channel` of `kind` (`in`, `out`,
+    /// `ignored`, `duplicate`).
+    pub fn channel_message(&self, channel: &str, kind: &str) {
+        self.channel_messages
+            .get_or_create(&ChannelMessageLabels {
+                channel: channel.to_string(),
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// The channels that run now and whether each is connected; a channel
+    /// removed is dropped from the gauge.
+    pub fn set_channels(&self, channels: &[crate::types::ChannelStatus]) {
+        let _replacing = self.mcp_guard();
+        self.channel_connected.clear();
+        for channel in channels {
+            let up = matches!(channel.connection, crate::types::Connection::Connected);
+            self.channel_connected
+                .get_or_create(&ChannelLabel {
+                    channel: channel.name.clone(),
+                })
+                .set(i64::from(up));
+        }
     }
 
     fn mcp_guard(&self) -> MutexGuard<'_, ()> {

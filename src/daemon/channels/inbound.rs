@@ -61,7 +61,7 @@ fn call_digest(call_id: &str) -> String {
 async fn handle(daemon: &Arc<Daemon>, channel: &Running, incoming: Incoming) {
     let allow = &channel.config.allow;
     if !allow.admits(&incoming.sender.user, incoming.sender.chat.as_deref()) {
-        channel.state.count(Count::Ignored);
+        channel.count(Count::Ignored);
         tracing::info!(
             channel = %channel.config.name,
             user = %incoming.sender.user,
@@ -85,7 +85,7 @@ async fn handle(daemon: &Arc<Daemon>, channel: &Running, incoming: Incoming) {
             {
                 Ok(true) => {}
                 Ok(false) => {
-                    channel.state.count(Count::Duplicate);
+                    channel.count(Count::Duplicate);
                     return;
                 }
                 Err(e) => {
@@ -95,7 +95,7 @@ async fn handle(daemon: &Arc<Daemon>, channel: &Running, incoming: Incoming) {
                     return;
                 }
             }
-            channel.state.count(Count::In);
+            channel.count(Count::In);
             let text = decide_token(daemon, channel, token, *approve, &incoming).await;
             let reply = Outgoing::Decided {
                 ack: ack.clone(),
@@ -141,7 +141,7 @@ async fn message(daemon: &Arc<Daemon>, channel: &Running, incoming: &Incoming, t
         if !claimed(daemon, channel, &incoming.id).await {
             return;
         }
-        channel.state.count(Count::In);
+        channel.count(Count::In);
         let approve = word == config.approve_word;
         let text = decide(daemon, &waiting, approve, incoming).await;
         let reply = Outgoing::Decided { ack: None, text };
@@ -176,11 +176,11 @@ async fn message(daemon: &Arc<Daemon>, channel: &Running, incoming: &Incoming, t
     };
     match daemon.supervisor.submit(snapshot, request, None).await {
         Ok(run) => {
-            channel.state.count(Count::In);
+            channel.count(Count::In);
             tracing::info!(channel = %config.name, run = %run.id, session = %session, "a message became a turn");
             outbound::follow(daemon.clone(), channel.config.name.clone(), run.id, 0);
         }
-        Err(crate::api::SubmitError::DuplicateDelivery) => channel.state.count(Count::Duplicate),
+        Err(crate::api::SubmitError::DuplicateDelivery) => channel.count(Count::Duplicate),
         Err(e) => {
             channel.state.error(format!("cannot start the turn: {e}"));
             if claimed(daemon, channel, &incoming.id).await {
@@ -201,7 +201,7 @@ async fn claimed(daemon: &Daemon, channel: &Running, id: &str) -> bool {
     {
         Ok(true) => true,
         Ok(false) => {
-            channel.state.count(Count::Duplicate);
+            channel.count(Count::Duplicate);
             false
         }
         Err(e) => {

@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
+use crate::channels::state::Count;
 use crate::channels::{
     ChannelState, ChannelStatus, Connector, Inbox, WebhookAnswer, WebhookRequest,
 };
@@ -44,6 +45,22 @@ pub(crate) struct Running {
     pub state: Arc<ChannelState>,
     pub connector: Arc<dyn Connector>,
     stop: CancellationToken,
+    metrics: Arc<crate::telemetry::metrics::Metrics>,
+}
+
+impl Running {
+    /// One more update or message of `what` kind, in the channel's state
+    /// and the metrics.
+    pub(crate) fn count(&self, what: Count) {
+        self.state.count(what);
+        let kind = match what {
+            Count::In => "in",
+            Count::Out => "out",
+            Count::Ignored => "ignored",
+            Count::Duplicate => "duplicate",
+        };
+        self.metrics.channel_message(&self.config.name, kind);
+    }
 }
 
 impl Channels {
@@ -157,6 +174,7 @@ fn apply(
             state,
             connector,
             stop: stop.child_token(),
+            metrics: daemon.metrics.clone(),
         };
         let (inbox, updates) = Inbox::new(INBOX);
         tokio::spawn(channel.connector.clone().run(inbox, channel.stop.clone()));

@@ -37,7 +37,7 @@ pub(super) async fn send(channel: &Running, to: &Conversation, message: &Outgoin
     for attempt in 1..=SEND_ATTEMPTS {
         match channel.connector.send(to, message).await {
             Ok(()) => {
-                channel.state.count(Count::Out);
+                channel.count(Count::Out);
                 return true;
             }
             Err(ChannelError::Retryable {

@@ -338,6 +338,15 @@ function agentsLists({ agents, status, approvals }) {
   const out = document.createDocumentFragment();
   out.append(table("Agents", ["Agent", "Description", "Status", "Last run", "Next fire", "Model"], rows));
   out.append(waitingSection(approvals));
+  const channels = status.channels || [];
+  if (channels.length) {
+    out.append(table("Channels", ["Channel", "Platform", "Agent", "Connection", "In", "Out", "Ignored", "Duplicates", "Last error"],
+      channels.map((c) => el("tr", {},
+        el("th", { scope: "row" }, c.name), el("td", {}, c.platform), el("td", {}, c.agent),
+        el("td", {}, c.connection.state + (c.connection.reason ? ": " + c.connection.reason : "")),
+        ...[c.messages_in, c.messages_out, c.ignored, c.duplicates].map((n) => el("td", {}, String(n))),
+        el("td", {}, c.last_error ? [timeEl(c.last_error_at), " ", c.last_error] : "—")))));
+  }
   const skipped = status.skipped || [];
   out.append(section("Load errors",
     skipped.length
