@@ -16,6 +16,7 @@
 
 pub mod backoff;
 pub mod discord;
+pub mod email;
 pub mod format;
 pub mod slack;
 pub mod split;
@@ -274,5 +275,6 @@ pub fn connector(
         }
         PlatformConfig::Slack(s) => Arc::new(slack::Slack::new(s.clone(), state, http)),
         PlatformConfig::Discord(d) => Arc::new(discord::Discord::new(d.clone(), state, http)),
+        PlatformConfig::Email(e) => Arc::new(email::Email::new(e.clone(), state)),
     }
 }

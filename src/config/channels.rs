@@ -12,8 +12,9 @@
 //!
 //! Depends on the rest of `config`.
 
-pub mod slack;
 pub mod discord;
+pub mod email;
+pub mod slack;
 pub mod telegram;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +75,7 @@ pub enum PlatformConfig {
     Telegram(telegram::TelegramConfig),
     Slack(slack::SlackConfig),
     Discord(discord::DiscordConfig),
+    Email(email::EmailConfig),
 }
 
 impl PlatformConfig {
@@ -83,12 +85,13 @@ impl PlatformConfig {
             PlatformConfig::Telegram(_) => "telegram",
             PlatformConfig::Slack(_) => "slack",
             PlatformConfig::Discord(_) => "discord",
+            PlatformConfig::Email(_) => "email",
         }
     }
 }
 
 /// The platforms' section names, for messages.
-const PLATFORMS: &str = "`telegram`, `slack`, `discord`";
+const PLATFORMS: &str = "`telegram`, `slack`, `discord`, `email`";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +103,7 @@ struct RawChannel {
     telegram: Option<telegram::RawTelegram>,
     slack: Option<slack::RawSlack>,
     discord: Option<discord::RawDiscord>,
+    email: Option<email::RawEmail>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,18 +131,18 @@ pub struct Section<'a> {
 }
 
 impl Section<'_> {
-    /// An error at field `field` of the section.
+    /// An error at field `field` of the section (`a.b` for field `b` of
+    /// the section's mapping `a`).
     pub fn error(&mut self, field: &str, message: String) {
-        let place = if field.is_empty() {
-            locate(self.text, &[self.key])
-        } else {
-            locate(self.text, &[self.key, field])
-        };
+        let mut keys = vec![self.key];
+        keys.extend(field.split('.').filter(|k| !k.is_empty()));
+        let place = locate(self.text, &keys);
         self.diagnostics
             .push(Diagnostic::error(self.path, place, message));
     }
 
-    /// The secret `field`, required or not: given only as `${VAR}` in the
+    /// The secret `field` (`a.b` inside a mapping `a`), required or not:
+    /// given only as `${VAR}` in the
     /// file as written. A literal value is an error (it would sit in the
     /// file, and in git, in clear).
     pub fn secret(&mut self, field: &str, value: Option<&str>, required: bool) -> Option<String> {
@@ -147,8 +151,9 @@ impl Section<'_> {
                 self.error(
                     "",
                     format!(
-                        "`{}.{field}` is required; write it as `{field}: ${{VAR}}` with the secret in aurad's environment",
-                        self.key
+                        "`{}.{field}` is required; write it as `{}: ${{VAR}}` with the secret in aurad's environment",
+                        self.key,
+                        field.rsplit('.').next().unwrap_or(field)
                     ),
                 );
             }
@@ -202,13 +207,15 @@ impl Section<'_> {
 }
 
 /// Is `key.field` of the raw YAML `raw` exactly one `${VAR}` reference?
+/// (`field` may be a path, `a.b`.)
 fn written_as_variable(raw: &str, key: &str, field: &str) -> bool {
     let Ok(Value::Mapping(file)) = serde_yaml::from_str::<Value>(raw) else {
         return false;
     };
-    let value = file
-        .get(key)
-        .and_then(|s| s.get(field))
+    let value = field
+        .split('.')
+        .try_fold(file.get(key), |v, k| v.map(|v| v.get(k)))
+        .flatten()
         .and_then(Value::as_str);
     value.is_some_and(|v| {
         let v = v.trim();
@@ -368,6 +375,12 @@ pub fn parse_channel(
         let config = discord::parse(d, &mut s);
         diags.append(&mut s.diagnostics);
         platforms.push(config.map(PlatformConfig::Discord));
+    }
+    if let Some(e) = &parsed.email {
+        let mut s = section("email");
+        let config = email::parse(e, &mut s);
+        diags.append(&mut s.diagnostics);
+        platforms.push(config.map(PlatformConfig::Email));
     }
     let platform = match platforms.len() {
         0 => {

@@ -140,3 +140,102 @@ fn a_discord_channel_loads_with_its_public_key_checked() {
     );
     assert!(messages(&diags).contains("`discord.token` is a secret"));
 }
+
+const EMAIL: &str = "agent: helper\nallow: { users: [\"Alice@Example.com\"] }\nemail:\n  address: agent@example.com\n  imap:\n    host: imap.example.com\n    password: ${IMAP_PW}\n  smtp:\n    host: smtp.example.com\n    tls: starttls\n    username: agent\n    password: ${SMTP_PW}\n";
+
+#[test]
+fn an_email_channel_loads_with_defaults() {
+    let (channel, diags) = parse(EMAIL, &[("IMAP_PW", "i"), ("SMTP_PW", "s")]);
+    assert!(diags.is_empty(), "{}", messages(&diags));
+    let channel = channel.unwrap();
+    assert!(channel.allow.admits("alice@example.com", None));
+    let PlatformConfig::Email(e) = channel.platform else {
+        panic!("an email channel")
+    };
+    assert_eq!(e.address, "agent@example.com");
+    assert_eq!(e.imap.mailbox, "INBOX");
+    assert_eq!(e.imap.poll, email::DEFAULT_POLL);
+    let imap = &e.imap.server;
+    assert_eq!(
+        (
+            imap.host.as_str(),
+            imap.port,
+            imap.tls,
+            imap.username.as_str(),
+            imap.password.as_str()
+        ),
+        (
+            "imap.example.com",
+            993,
+            email::Tls::Tls,
+            "agent@example.com",
+            "i"
+        )
+    );
+    let smtp = &e.smtp;
+    assert_eq!(
+        (
+            smtp.port,
+            smtp.tls,
+            smtp.username.as_str(),
+            smtp.password.as_str()
+        ),
+        (587, email::Tls::StartTls, "agent", "s")
+    );
+}
+
+#[test]
+fn email_passwords_are_secrets_where_they_are_written() {
+    let raw = EMAIL.replace("${SMTP_PW}", "hunter2");
+    let (channel, diags) = parse(&raw, &[("IMAP_PW", "i")]);
+    assert!(channel.is_none());
+    let m = messages(&diags);
+    assert!(
+        m.starts_with("12:15: `email.smtp.password` is a secret: write it as `${VAR}`"),
+        "{m}"
+    );
+    let raw = EMAIL.replace("    password: ${IMAP_PW}\n", "");
+    let (_, diags) = parse(&raw, &[("SMTP_PW", "s")]);
+    let m = messages(&diags);
+    assert!(
+        m.contains("`email.imap.password` is required; write it as `password: ${VAR}`"),
+        "{m}"
+    );
+}
+
+#[test]
+fn email_without_tls_only_to_this_machine() {
+    let raw = EMAIL.replace("    tls: starttls\n", "    tls: none\n");
+    let (channel, diags) = parse(&raw, &[("IMAP_PW", "i"), ("SMTP_PW", "s")]);
+    assert!(channel.is_none());
+    let m = messages(&diags);
+    assert!(
+        m.contains("10:10: `email.smtp.tls: none` is allowed only to 127.0.0.1 or localhost: to smtp.example.com"),
+        "{m}"
+    );
+    let raw = raw.replace("smtp.example.com", "127.0.0.1");
+    let (channel, diags) = parse(&raw, &[("IMAP_PW", "i"), ("SMTP_PW", "s")]);
+    assert!(diags.is_empty(), "{}", messages(&diags));
+    let PlatformConfig::Email(e) = channel.unwrap().platform else {
+        panic!("an email channel")
+    };
+    assert_eq!((e.smtp.tls, e.smtp.port), (email::Tls::None, 587));
+}
+
+#[test]
+fn email_problems_are_located() {
+    let raw = "agent: helper\nallow: { anyone: true }\nemail:\n  address: not-an-address\n  imap:\n    host: imap.example.com\n    tls: ssl\n    poll: soon\n    password: ${P}\n";
+    let (channel, diags) = parse(raw, &[("P", "p")]);
+    assert!(channel.is_none());
+    let m = messages(&diags);
+    assert!(
+        m.contains("4:12: `email.address`: \"not-an-address\" is not an email address"),
+        "{m}"
+    );
+    assert!(m.contains("7:10: `email.imap.tls` is \"ssl\""), "{m}");
+    assert!(
+        m.contains("8:11: `email.imap.poll`: invalid duration"),
+        "{m}"
+    );
+    assert!(m.contains("`email.smtp` is required"), "{m}");
+}

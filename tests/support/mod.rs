@@ -13,10 +13,11 @@
 pub mod channels;
 pub mod cluster;
 pub mod daemon;
-pub mod fake_slack;
 pub mod fake_discord;
+pub mod fake_slack;
 pub mod fake_telegram;
 pub mod inproc;
+pub mod mail_server;
 pub mod mcp_agents;
 pub mod mcp_server;
 pub mod mock_llm;
