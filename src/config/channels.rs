@@ -350,37 +350,35 @@ pub fn parse_channel(
     };
     let allow = allow_list(parsed.allow, &mut diags, &err);
     let words = reply_words(&parsed.approve_word, &parsed.deny_word, &mut diags, &err);
+    // Each platform section present, parsed by its own module: the
+    // channel's platform, or `None` when the section has errors.
     let mut platforms = Vec::new();
-    let section = |key: &'static str| Section {
-        path,
-        text,
-        raw,
-        key,
-        diagnostics: Vec::new(),
+    let mut each = |key: &'static str, parse: &dyn Fn(&mut Section) -> Option<PlatformConfig>| {
+        let mut section = Section {
+            path,
+            text,
+            raw,
+            key,
+            diagnostics: Vec::new(),
+        };
+        platforms.push(parse(&mut section));
+        diags.append(&mut section.diagnostics);
     };
     if let Some(t) = &parsed.telegram {
-        let mut s = section("telegram");
-        let config = telegram::parse(t, &mut s);
-        diags.append(&mut s.diagnostics);
-        platforms.push(config.map(PlatformConfig::Telegram));
+        each("telegram", &|s| {
+            telegram::parse(t, s).map(PlatformConfig::Telegram)
+        });
     }
     if let Some(t) = &parsed.slack {
-        let mut s = section("slack");
-        let config = slack::parse(t, &mut s);
-        diags.append(&mut s.diagnostics);
-        platforms.push(config.map(PlatformConfig::Slack));
+        each("slack", &|s| slack::parse(t, s).map(PlatformConfig::Slack));
     }
-    if let Some(d) = &parsed.discord {
-        let mut s = section("discord");
-        let config = discord::parse(d, &mut s);
-        diags.append(&mut s.diagnostics);
-        platforms.push(config.map(PlatformConfig::Discord));
+    if let Some(t) = &parsed.discord {
+        each("discord", &|s| {
+            discord::parse(t, s).map(PlatformConfig::Discord)
+        });
     }
-    if let Some(e) = &parsed.email {
-        let mut s = section("email");
-        let config = email::parse(e, &mut s);
-        diags.append(&mut s.diagnostics);
-        platforms.push(config.map(PlatformConfig::Email));
+    if let Some(t) = &parsed.email {
+        each("email", &|s| email::parse(t, s).map(PlatformConfig::Email));
     }
     let platform = match platforms.len() {
         0 => {
