@@ -264,7 +264,7 @@ async fn an_approval_pressed_after_a_crash_and_restart_runs_the_call_and_the_ans
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reply_word_decides_and_a_stranger_cannot_press() {
+async fn a_reply_word_decides_and_neither_a_stranger_nor_another_chat_can_press() {
     let mock = MockLlm::start().await;
     mock.push(Reply::tool_call(
         "call_1",
@@ -290,6 +290,14 @@ async fn a_reply_word_decides_and_a_stranger_cannot_press() {
     })
     .await;
     assert!(fake.calls("answerCallbackQuery").is_empty());
+    // The allowed user pressing a copy of the button in another chat
+    // (callback data is the client's to send) decides nothing either.
+    fake.push_press(USER, 777, 6, &approve);
+    let answered = fake.wait_calls("answerCallbackQuery", 1, WAIT).await;
+    assert_eq!(
+        answered[0]["text"],
+        "This approval belongs to another conversation."
+    );
     fake.push_message(USER, USER, "Deny");
     let sent = fake.wait_calls("sendMessage", 3, WAIT).await;
     assert!(

@@ -251,14 +251,12 @@ async fn decide_token(
     {
         return "This call was decided already; the run waits on another call now (its prompt is below).".into();
     }
-    // The button names a run of one of this channel's sessions, never
-    // another channel's (a token copied across would otherwise work).
-    let session = waiting.run.session_id.clone().unwrap_or_default();
-    let own = matches!(
-        daemon.store.channel_reply(&session).await,
-        Ok(Some((name, _))) if name == channel.config.name
-    );
-    if !own {
+    // The button names a turn of this very conversation's session: a
+    // token copied into another chat, or another channel, decides nothing
+    // (the session id is made of the channel, its agent and the
+    // conversation).
+    let here = session_id(channel, &incoming.conversation.key);
+    if waiting.run.session_id.as_deref() != Some(here.as_str()) {
         return "This approval belongs to another conversation.".into();
     }
     decide(daemon, &waiting, approve, incoming).await
