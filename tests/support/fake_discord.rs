@@ -101,6 +101,8 @@ struct Shared {
     cut: watch::Sender<(u64, Option<u16>)>,
     /// Bumped to send Invalid Session (`d: false`) on the live connections.
     invalidate: watch::Sender<u64>,
+    /// Woken when a message is created, so a wait for one ends at once.
+    created: tokio::sync::Notify,
 }
 
 pub struct FakeDiscord {
@@ -137,6 +139,7 @@ impl FakeDiscord {
             seq: watch::channel(0).0,
             cut: watch::channel((0, None)).0,
             invalidate: watch::channel(0).0,
+            created: tokio::sync::Notify::new(),
         });
         let app = {
             let shared = shared.clone();
@@ -174,6 +177,7 @@ impl FakeDiscord {
     pub async fn until<T>(&self, what: &str, f: impl Fn(&State) -> Option<T>) -> T {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
+            let created = self.shared.created.notified();
             if let Some(v) = f(&self.state()) {
                 return v;
             }
@@ -182,7 +186,9 @@ impl FakeDiscord {
                 "the fake Discord waited 30 s for {what}; it has {:#?}",
                 self.state()
             );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            // A created message wakes the wait at once; other changes
+            // are looked at every 10 ms.
+            let _ = tokio::time::timeout(Duration::from_millis(10), created).await;
         }
     }
 
@@ -386,6 +392,7 @@ fn rest_call(
                 state.nonces.insert(n, (Instant::now(), message.clone()));
             }
             state.messages.push(message.clone());
+            shared.created.notify_waiters();
             axum::Json(message).into_response()
         }
         ("PATCH", ["channels", channel, "messages", message]) => {

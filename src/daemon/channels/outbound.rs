@@ -87,9 +87,18 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
             return;
         }
     };
-    // Typing is shown on a task of its own, so a slow platform never
-    // holds the answer back.
-    let mut typing = Some(show_typing(daemon.clone(), channel_name, &session));
+    // Typing is shown once now, while the turn runs (so it is on screen
+    // before the answer, however fast the answer comes), then renewed on a
+    // task of its own, so a slow platform never holds the answer back.
+    if let Some((channel, to)) = target(daemon, channel_name, &session).await {
+        let _ = channel.connector.typing(&to).await;
+    }
+    let mut typing = Some(show_typing(
+        daemon.clone(),
+        channel_name,
+        &session,
+        TYPING_EVERY,
+    ));
     while let Some((_, event)) = events.next().await {
         match event {
             RunEvent::ApprovalRequested {
@@ -113,7 +122,12 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
                 .await;
             }
             RunEvent::ApprovalDecided { .. } if typing.is_none() => {
-                typing = Some(show_typing(daemon.clone(), channel_name, &session));
+                typing = Some(show_typing(
+                    daemon.clone(),
+                    channel_name,
+                    &session,
+                    Duration::ZERO,
+                ));
             }
             RunEvent::Finished {
                 state,
@@ -145,12 +159,17 @@ async fn follow_run(daemon: &Arc<Daemon>, channel_name: &str, run_id: &str, afte
     }
 }
 
-/// Shows the typing indicator in session `session`'s conversation every
-/// [`TYPING_EVERY`] until aborted.
-fn show_typing(daemon: Arc<Daemon>, channel_name: &str, session: &str) -> tokio::task::AbortHandle {
+/// Shows the typing indicator in session `session`'s conversation after
+/// `first`, then every [`TYPING_EVERY`], until aborted.
+fn show_typing(
+    daemon: Arc<Daemon>,
+    channel_name: &str,
+    session: &str,
+    first: Duration,
+) -> tokio::task::AbortHandle {
     let (channel_name, session) = (channel_name.to_string(), session.to_string());
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(TYPING_EVERY);
+        let mut every = tokio::time::interval_at(tokio::time::Instant::now() + first, TYPING_EVERY);
         loop {
             every.tick().await;
             if let Some((channel, to)) = target(&daemon, &channel_name, &session).await {
