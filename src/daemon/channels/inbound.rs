@@ -77,23 +77,8 @@ async fn handle(daemon: &Arc<Daemon>, channel: &Running, incoming: Incoming) {
             approve,
             ack,
         } => {
-            let delivery = delivery_id(channel, &incoming.id);
-            match daemon
-                .store
-                .claim_delivery(&channel.config.agent, &delivery, daemon.clock.now())
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    channel.count(Count::Duplicate);
-                    return;
-                }
-                Err(e) => {
-                    channel
-                        .state
-                        .error(format!("cannot claim a button press: {e}"));
-                    return;
-                }
+            if !claimed(daemon, channel, &incoming.id).await {
+                return;
             }
             channel.count(Count::In);
             let text = decide_token(daemon, channel, token, *approve, &incoming).await;
