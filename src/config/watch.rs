@@ -124,7 +124,9 @@ impl WatchTrigger {
 }
 
 /// Parses `watch:` (a mapping with `paths`, `debounce`, `move_to`,
-/// `input`), adding every problem to `diags`.
+/// `input`; or, short, just the paths: a glob or a list of globs, as
+/// `after: digest` is short for its mapping), adding every problem to
+/// `diags`.
 pub(super) fn parse_watch(
     value: &Value,
     path: &Path,
@@ -132,11 +134,16 @@ pub(super) fn parse_watch(
     diags: &mut Vec<Diagnostic>,
 ) -> Option<WatchTrigger> {
     let err = |keys: &[&str], msg: String| Diagnostic::error(path, locate(text, keys), msg);
+    if matches!(value, Value::String(_) | Value::Sequence(_)) {
+        let mut short = serde_yaml::Mapping::new();
+        short.insert(Value::String("paths".into()), value.clone());
+        return parse_watch(&Value::Mapping(short), path, text, diags);
+    }
     let Value::Mapping(map) = value else {
         diags.push(err(
             &["watch"],
             format!(
-                "`watch` is {}: expected a mapping such as `{{ paths: \"inbox/*.md\", move_to: inbox/done }}`",
+                "`watch` is {}: expected globs such as \"inbox/*.md\", or a mapping such as `{{ paths: \"inbox/*.md\", move_to: inbox/done }}`",
                 describe_value(value)
             ),
         ));
@@ -397,11 +404,20 @@ mod tests {
             all.contains("agents/a.yaml:6:9: unknown field `watch.when`"),
             "{all}"
         );
-        let (_, d) = parse("watch: \"inbox/*.md\"\n");
+        // The short form: the paths alone.
+        let (w, d) = parse("watch: \"inbox/*.md\"\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(w.unwrap().paths, ["inbox/*.md"]);
+        let (w, d) = parse("watch: [\"inbox/*.md\", \"drop/*.txt\"]\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(w.unwrap().paths, ["inbox/*.md", "drop/*.txt"]);
+        let (_, d) = parse("watch: \"skills/*/x.md\"\n");
+        assert!(d[0].contains("inside skills/"), "{d:?}");
+        let (_, d) = parse("watch: 3\n");
         assert_eq!(
             d,
             [
-                "agents/a.yaml:1:9: `watch` is \"inbox/*.md\": expected a mapping such as `{ paths: \"inbox/*.md\", move_to: inbox/done }`"
+                "agents/a.yaml:1:8: `watch` is 3: expected globs such as \"inbox/*.md\", or a mapping such as `{ paths: \"inbox/*.md\", move_to: inbox/done }`"
             ]
         );
         let (_, d) = parse("watch: { debounce: 1s }\n");
