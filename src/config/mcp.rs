@@ -512,6 +512,9 @@ impl Parser<'_> {
                         format!("field `{key}` appears twice in server `{name}`; keep one"),
                     );
                 }
+            } else if key == "description" {
+                // A note for people (Claude Code's `.mcp.json` has one per
+                // server): nothing to use, nothing to warn about.
             } else if let Some(why) = dialect::ignored(key) {
                 self.warning(
                     m.key_offset,

@@ -102,6 +102,16 @@ fn syntax_errors_have_serde_places() {
 }
 
 #[test]
+fn a_servers_description_is_a_note_and_keeps_the_server() {
+    let (servers, diags) = parse(
+        "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"description\": \"Files of the team\"}, \"b\": {\"type\": \"http\", \"url\": \"https://mcp.example.com/mcp\", \"description\": \"Search\"}}}",
+    );
+    assert!(diags.is_empty(), "{diags:?}");
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+}
+
+#[test]
 fn unknown_fields_list_the_valid_ones() {
     let e = only_error("{\"mcpServers\": {\"a\": {\"command\": \"x\", \"comand\": 1}}}");
     assert!(e.starts_with("mcp.json:1:39: unknown field `comand` in server `a`; valid fields: `type`, `startup_timeout`"), "{e}");
