@@ -127,26 +127,8 @@ async fn a_thread_is_a_session_and_the_second_turn_holds_the_first() {
         both[1].header("References").as_deref(),
         Some(format!("<q1@example.test> {answer_id} <q2@example.test>").as_str())
     );
-    let requests = mock.requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(
-        requests[1].conversation(),
-        vec![
-            (
-                "user".to_string(),
-                "What is the capital of France?".to_string()
-            ),
-            (
-                "assistant".to_string(),
-                "Paris is the **capital** of France.".to_string()
-            ),
-            ("user".to_string(), "How many live there?".to_string()),
-        ]
-    );
-    let (_, runs) = support::inproc::get(&daemon, "/v1/runs").await;
-    let runs = runs["runs"].as_array().cloned().unwrap_or_default();
-    assert_eq!(runs.len(), 2, "{runs:?}");
-    assert_eq!(runs[0]["session_id"], runs[1]["session_id"]);
+    support::channels::assert_second_turn_holds_the_first(&mock);
+    support::channels::assert_two_turns_of_one_session(&daemon).await;
     // Counted once the send returned (the mail can be read before).
     let s = wait_status(&daemon, "mail", "two in, two out", |s| {
         s["messages_in"] == 2 && s["messages_out"] == 2

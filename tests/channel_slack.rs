@@ -89,27 +89,8 @@ async fn a_thread_is_a_session_and_the_second_turn_holds_the_first() {
         sent[1].body["text"].as_str().unwrap().trim(),
         "About 2.1 million people."
     );
-    let requests = mock.requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(
-        requests[1].conversation(),
-        vec![
-            (
-                "user".to_string(),
-                "What is the capital of France?".to_string()
-            ),
-            (
-                "assistant".to_string(),
-                "Paris is the **capital** of France.".to_string()
-            ),
-            ("user".to_string(), "How many live there?".to_string()),
-        ]
-    );
-    let (_, runs) = support::inproc::get(&daemon, "/v1/runs").await;
-    let runs = runs["runs"].as_array().cloned().unwrap_or_default();
-    assert_eq!(runs.len(), 2, "{runs:?}");
-    assert!(runs.iter().all(|r| r["trigger"] == "channel"), "{runs:?}");
-    assert_eq!(runs[0]["session_id"], runs[1]["session_id"]);
+    support::channels::assert_second_turn_holds_the_first(&mock);
+    support::channels::assert_two_turns_of_one_session(&daemon).await;
 
     // A new mention outside the thread is another session.
     mock.push(Reply::Text("A new topic.".into()));

@@ -56,28 +56,8 @@ async fn a_chat_is_a_session_and_the_second_turn_holds_the_first() {
     fake.push_message(USER, USER, "How many live there?");
     let sent = fake.wait_calls("sendMessage", 2, WAIT).await;
     assert_eq!(sent[1]["text"], "About 2.1 million people.");
-    let requests = mock.requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(
-        requests[1].conversation(),
-        vec![
-            (
-                "user".to_string(),
-                "What is the capital of France?".to_string()
-            ),
-            (
-                "assistant".to_string(),
-                "Paris is the **capital** of France.".to_string()
-            ),
-            ("user".to_string(), "How many live there?".to_string()),
-        ]
-    );
-    // Both turns are runs of one session, started by the channel.
-    let (_, runs) = support::inproc::get(&daemon, "/v1/runs").await;
-    let runs = runs["runs"].as_array().cloned().unwrap_or_default();
-    assert_eq!(runs.len(), 2, "{runs:?}");
-    assert!(runs.iter().all(|r| r["trigger"] == "channel"), "{runs:?}");
-    assert_eq!(runs[0]["session_id"], runs[1]["session_id"]);
+    support::channels::assert_second_turn_holds_the_first(&mock);
+    support::channels::assert_two_turns_of_one_session(&daemon).await;
     assert!(!fake.calls("sendChatAction").is_empty(), "typing was shown");
     let s = status(&daemon, "tg").await;
     assert_eq!(s["connection"]["state"], "connected", "{s}");

@@ -105,6 +105,44 @@ impl Inbox {
     }
 }
 
+/// Where a connector in webhook mode hands the updates of the requests it
+/// is given: the [`Inbox`] of `run`, while it runs.
+#[derive(Debug, Default)]
+pub struct WebhookInbox(std::sync::Mutex<Option<Inbox>>);
+
+impl WebhookInbox {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Inbox>> {
+        // Plain data: a panic elsewhere leaves it usable.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `run` takes requests from now on, into `inbox`.
+    pub fn open(&self, inbox: Inbox) {
+        *self.slot() = Some(inbox);
+    }
+
+    /// `run` ended: requests are refused.
+    pub fn close(&self) {
+        self.slot().take();
+    }
+
+    /// Hands `incoming` to the daemon and waits until it is taken; the 503
+    /// to answer when it cannot be (not running yet, or stopping), so the
+    /// platform sends it again.
+    pub async fn deliver(&self, incoming: Incoming) -> Result<(), WebhookAnswer> {
+        let inbox = self.slot().clone();
+        let Some(inbox) = inbox else {
+            return Err(WebhookAnswer::json(
+                503,
+                &serde_json::json!({"error": "the channel is not running yet"}),
+            ));
+        };
+        inbox.deliver(incoming).await.map_err(|_| {
+            WebhookAnswer::json(503, &serde_json::json!({"error": "the daemon is stopping"}))
+        })
+    }
+}
+
 /// What an update asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum What {

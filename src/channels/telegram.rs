@@ -11,7 +11,8 @@
 //!
 //! One chat (and forum topic) is one conversation.
 
-use std::sync::{Arc, Mutex};
+use crate::channels::WebhookInbox;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -36,7 +37,7 @@ pub struct Telegram {
     state: Arc<ChannelState>,
     http: reqwest::Client,
     /// The inbox `run` was given, for webhook requests.
-    inbox: Mutex<Option<Inbox>>,
+    inbox: WebhookInbox,
 }
 
 #[derive(Debug, Deserialize)]
@@ -106,7 +107,7 @@ impl Telegram {
             config,
             state,
             http,
-            inbox: Mutex::new(None),
+            inbox: WebhookInbox::default(),
         }
     }
 
@@ -322,10 +323,10 @@ impl Connector for Telegram {
             match &self.config.mode {
                 TelegramMode::Polling => self.poll(&inbox, &shutdown).await,
                 TelegramMode::Webhook { .. } => {
-                    *self.inbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
+                    self.inbox.open(inbox);
                     self.state.connected();
                     shutdown.cancelled().await;
-                    self.inbox.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    self.inbox.close();
                 }
             }
             self.state.stopped();
@@ -430,18 +431,11 @@ impl Connector for Telegram {
                     );
                 }
             };
-            let inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let Some(inbox) = inbox else {
-                return WebhookAnswer::json(
-                    503,
-                    &json!({"error": "the channel is not running yet"}),
-                );
-            };
+            // Telegram retries a delivery answered 503.
             if let Some(incoming) = self.incoming(raw)
-                && inbox.deliver(incoming).await.is_err()
+                && let Err(refused) = self.inbox.deliver(incoming).await
             {
-                // Telegram retries a failed delivery.
-                return WebhookAnswer::json(503, &json!({"error": "the daemon is stopping"}));
+                return refused;
             }
             WebhookAnswer::json(200, &json!({"ok": true}))
         })

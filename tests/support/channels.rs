@@ -65,3 +65,33 @@ pub async fn wait_status(
     })
     .await
 }
+
+/// The two-turn conversation every channel test holds: the mock answered
+/// two requests, and the second holds the first turn.
+pub fn assert_second_turn_holds_the_first(mock: &MockLlm) {
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[1].conversation(),
+        vec![
+            (
+                "user".to_string(),
+                "What is the capital of France?".to_string()
+            ),
+            (
+                "assistant".to_string(),
+                "Paris is the **capital** of France.".to_string()
+            ),
+            ("user".to_string(), "How many live there?".to_string()),
+        ]
+    );
+}
+
+/// The daemon's two runs are turns of one session, started by a channel.
+pub async fn assert_two_turns_of_one_session(daemon: &InProc) {
+    let (_, runs) = inproc::get(daemon, "/v1/runs").await;
+    let runs = runs["runs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs.iter().all(|r| r["trigger"] == "channel"), "{runs:?}");
+    assert_eq!(runs[0]["session_id"], runs[1]["session_id"]);
+}

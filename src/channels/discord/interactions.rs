@@ -17,8 +17,8 @@
 use ed25519_dalek::{Signature, VerifyingKey};
 use serde_json::{Value, json};
 
+use super::Discord;
 use super::events::{DEFERRED_UPDATE_MESSAGE, Interaction};
-use super::{Discord, lock};
 use crate::channels::{WebhookAnswer, WebhookRequest};
 
 /// How far a request's timestamp may be from now, in seconds.
@@ -111,12 +111,8 @@ impl Discord {
                 }}),
             );
         };
-        let inbox = lock(&self.inbox).clone();
-        let Some(inbox) = inbox else {
-            return WebhookAnswer::json(503, &json!({"error": "the channel is not running yet"}));
-        };
-        if inbox.deliver(incoming).await.is_err() {
-            return WebhookAnswer::json(503, &json!({"error": "the daemon is stopping"}));
+        if let Err(refused) = self.inbox.deliver(incoming).await {
+            return refused;
         }
         WebhookAnswer::json(200, &json!({"type": DEFERRED_UPDATE_MESSAGE}))
     }

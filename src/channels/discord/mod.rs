@@ -21,6 +21,7 @@ mod events;
 mod gateway;
 mod interactions;
 
+use crate::channels::WebhookInbox;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,7 +55,7 @@ pub struct Discord {
     /// a message in a channel costs one `GET /channels/{id}` at most.
     channels: Mutex<HashMap<String, events::ChannelKind>>,
     /// The inbox `run` was given, for HTTP interactions.
-    inbox: Mutex<Option<Inbox>>,
+    inbox: WebhookInbox,
     /// The key HTTP interactions are signed with (from `public_key`), or
     /// why it cannot be used.
     verifier: Option<Result<ed25519_dalek::VerifyingKey, String>>,
@@ -92,7 +93,7 @@ impl Discord {
             http,
             bot_id: Mutex::new(None),
             channels: Mutex::new(HashMap::new()),
-            inbox: Mutex::new(None),
+            inbox: WebhookInbox::default(),
             verifier,
         }
     }
@@ -264,9 +265,9 @@ fn approval_body(p: &super::ApprovalPrompt) -> Value {
 impl Connector for Discord {
     fn run(self: Arc<Self>, inbox: Inbox, shutdown: CancellationToken) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            *lock(&self.inbox) = Some(inbox.clone());
+            self.inbox.open(inbox.clone());
             gateway::run(self.clone(), inbox, shutdown).await;
-            lock(&self.inbox).take();
+            self.inbox.close();
             self.state.stopped();
         })
     }

@@ -19,6 +19,7 @@ mod events;
 mod socket;
 mod webhook;
 
+use crate::channels::WebhookInbox;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,7 +50,7 @@ pub struct Slack {
     state: Arc<ChannelState>,
     http: reqwest::Client,
     /// The inbox `run` was given, for webhook requests.
-    inbox: Mutex<Option<Inbox>>,
+    inbox: WebhookInbox,
     /// The bot's own user id (`auth.test`, or the bot entry of an event's
     /// `authorizations`): its messages are skipped, its mention stripped.
     bot_user: Mutex<Option<String>>,
@@ -61,7 +62,7 @@ impl Slack {
             config,
             state,
             http,
-            inbox: Mutex::new(None),
+            inbox: WebhookInbox::default(),
             bot_user: Mutex::new(None),
         }
     }
@@ -230,7 +231,7 @@ impl Connector for Slack {
                     self.socket_mode(&app_token, &inbox, &shutdown).await;
                 }
                 SlackMode::Events { .. } => {
-                    *self.inbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
+                    self.inbox.open(inbox);
                     // Events name the bot in `authorizations` too, so a
                     // failure here only loses the early token check.
                     if let Err(e) = self.identify().await {
@@ -238,7 +239,7 @@ impl Connector for Slack {
                     }
                     self.state.connected();
                     shutdown.cancelled().await;
-                    self.inbox.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    self.inbox.close();
                 }
             }
             self.state.stopped();

@@ -118,13 +118,9 @@ impl Slack {
             // so Slack does not send it again.
             return WebhookAnswer::json(200, &json!({"ok": true}));
         };
-        let inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let Some(inbox) = inbox else {
-            return WebhookAnswer::json(503, &json!({"error": "the channel is not running yet"}));
-        };
-        if inbox.deliver(incoming).await.is_err() {
-            // Slack retries a delivery that failed.
-            return WebhookAnswer::json(503, &json!({"error": "the daemon is stopping"}));
+        // Slack retries a delivery answered 503.
+        if let Err(refused) = self.inbox.deliver(incoming).await {
+            return refused;
         }
         WebhookAnswer::json(200, &json!({"ok": true}))
     }
