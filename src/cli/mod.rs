@@ -31,6 +31,7 @@ mod chat;
 mod completions;
 mod dashboard;
 mod follow;
+mod init;
 mod mcp;
 mod memory;
 mod prune;
@@ -121,6 +122,8 @@ pub fn colour_allowed(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> 
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create a new project: aurad.yaml, a first agent, a skill, a .gitignore.
+    Init(init::InitArgs),
     /// Run the daemon: schedules, the HTTP API, hot reload, until SIGINT or SIGTERM.
     Serve(serve::ServeArgs),
     /// List the agents with their schedules, next fire, last run and backoff.
@@ -219,8 +222,10 @@ impl<W: std::io::Write> std::io::Write for RedactedWriter<W> {
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run(cli: Cli) -> i32 {
     // Needs no project.
-    if let Command::Completions(args) = &cli.command {
-        return completions::run(args);
+    match &cli.command {
+        Command::Completions(args) => return completions::run(args),
+        Command::Init(args) => return init::run(cli.dir.as_deref(), args),
+        _ => {}
     }
     let root = match project_root(cli.dir.as_deref()) {
         Ok(root) => root,
@@ -247,7 +252,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Skills(args) => skills::run(&root, args),
         Command::Status(args) => status::run(&root, args),
         Command::Dashboard(args) => dashboard::run(&root, args),
-        Command::Completions(_) => unreachable!("answered before the project is read"),
+        Command::Completions(_) | Command::Init(_) => {
+            unreachable!("answered before the project is read")
+        }
     }
 }
 

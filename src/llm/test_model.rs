@@ -4,6 +4,9 @@
 //! offered, once each, with arguments generated from the tool's JSON Schema
 //! (`examples`, then `default`, then `enum`, then a value of the type); once
 //! tool results are in, it answers with a short text listing each result.
+//! An agent with an `output_schema` gets, as its final answer, JSON generated
+//! the same way (every property filled), so a newcomer's first agent with a
+//! schema runs offline with `--model test` as it will with a real model.
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -69,7 +72,9 @@ pub fn respond(request: &ChatRequest) -> ModelTurn {
             ..ModelTurn::default()
         };
     }
-    let text = if results.is_empty() {
+    let text = if let Some(schema) = &request.output_schema {
+        generate_with(schema, Fill::Every).to_string()
+    } else if results.is_empty() {
         let input = last_user
             .map(|i| request.messages[i].content())
             .unwrap_or("");
@@ -95,8 +100,23 @@ pub fn respond(request: &ChatRequest) -> ModelTurn {
     }
 }
 
-/// A value satisfying `schema` as far as a simple reading of it goes.
+/// Which properties of an object [`generate_with`] fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fill {
+    /// Only the required ones: tool arguments, where an optional argument
+    /// may change what the tool does.
+    Required,
+    /// Every property: a final answer, which reads better complete.
+    Every,
+}
+
+/// A value satisfying `schema` as far as a simple reading of it goes, with
+/// only the required properties of objects.
 pub fn generate(schema: &Value) -> Value {
+    generate_with(schema, Fill::Required)
+}
+
+fn generate_with(schema: &Value, fill: Fill) -> Value {
     if let Some(v) = schema
         .get("examples")
         .and_then(|e| e.as_array())
@@ -120,7 +140,7 @@ pub fn generate(schema: &Value) -> Value {
             .and_then(|v| v.as_array())
             .and_then(|a| a.first())
     }) {
-        return generate(first);
+        return generate_with(first, fill);
     }
     let ty = match schema.get("type") {
         Some(Value::String(t)) => t.as_str(),
@@ -142,8 +162,8 @@ pub fn generate(schema: &Value) -> Value {
                 .unwrap_or_default();
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (name, prop) in props {
-                    if required.contains(&name.as_str()) {
-                        out.insert(name.clone(), generate(prop));
+                    if fill == Fill::Every || required.contains(&name.as_str()) {
+                        out.insert(name.clone(), generate_with(prop, fill));
                     }
                 }
             }
@@ -151,14 +171,25 @@ pub fn generate(schema: &Value) -> Value {
         }
         "array" => {
             let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-            let item = schema.get("items").map(generate).unwrap_or(json!("a"));
-            Value::Array(vec![item; min as usize])
+            let item = schema
+                .get("items")
+                .map(|items| generate_with(items, fill))
+                .unwrap_or(json!("a"));
+            let count = if fill == Fill::Every { min.max(1) } else { min };
+            Value::Array(vec![item; count as usize])
         }
         "integer" => json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(0)),
         "number" => json!(schema.get("minimum").and_then(Value::as_f64).unwrap_or(0.0)),
         "boolean" => json!(false),
         "null" => Value::Null,
         _ => {
+            if let Some(sample) = schema
+                .get("format")
+                .and_then(Value::as_str)
+                .and_then(formatted)
+            {
+                return json!(sample);
+            }
             let min = schema
                 .get("minLength")
                 .and_then(Value::as_u64)
@@ -167,6 +198,19 @@ pub fn generate(schema: &Value) -> Value {
             json!("a".repeat(min as usize))
         }
     }
+}
+
+/// A valid value of a JSON Schema string `format`, where one is known.
+fn formatted(format: &str) -> Option<&'static str> {
+    Some(match format {
+        "date-time" => "2026-01-01T00:00:00Z",
+        "date" => "2026-01-01",
+        "time" => "00:00:00Z",
+        "email" => "someone@example.com",
+        "uri" | "url" => "https://example.com/",
+        "uuid" => "00000000-0000-4000-8000-000000000000",
+        _ => return None,
+    })
 }
 
 fn first_line(text: &str, max: usize) -> String {
@@ -262,6 +306,26 @@ mod tests {
             second.text,
             "test model: called 2 tool(s).\n- a: ok: one\n- b: error: bad"
         );
+    }
+
+    #[test]
+    fn with_an_output_schema_it_answers_matching_json() {
+        let schema = json!({"type": "object", "required": ["title"], "properties": {
+            "title": {"type": "string", "minLength": 3},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+            "when": {"type": "string", "format": "date-time"},
+            "score": {"type": "integer", "minimum": 1, "maximum": 5}
+        }, "additionalProperties": false});
+        let mut req = request(vec![Message::user("summarise")], vec![]);
+        req.output_schema = Some(schema.clone());
+        let turn = respond(&req);
+        let answer: Value = serde_json::from_str(&turn.text).unwrap();
+        assert_eq!(
+            answer,
+            json!({"title": "aaa", "tags": ["a"], "when": "2026-01-01T00:00:00Z", "score": 1})
+        );
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        assert!(validator.is_valid(&answer), "{answer} does not match");
     }
 
     #[test]
