@@ -45,7 +45,7 @@ const MINIMUM: &[(&str, usize)] = &[
     ("docs/channels.md", 2),
     ("docs/cluster.md", 1),
     ("docs/commands.md", 0),
-    ("docs/conversations.md", 5),
+    ("docs/conversations.md", 6),
     ("docs/daemon-and-api.md", 1),
     ("docs/development.md", 0),
     ("docs/operating.md", 1),
