@@ -20,8 +20,10 @@
 //!
 //! Each page must keep at least the checked blocks it had when this test
 //! was written (`MINIMUM`), so that taking a path comment away does not
-//! silence a broken example. Every relative link must name a file that
-//! exists and, after `#`, a heading of that file.
+//! silence a broken example. The first agents a newcomer copies (the
+//! README's, the agents page's first) must also run with `--model test`.
+//! Every relative link must name a file that exists and, after `#`, a
+//! heading of that file.
 
 #![allow(
     clippy::unwrap_used,
@@ -130,8 +132,8 @@ fn examples(page: &str) -> Vec<Example> {
     found
 }
 
-/// `aurad validate` on a fresh project made of these files: (passed, output).
-fn validate(files: &[&Example], env: &BTreeSet<String>) -> (bool, String) {
+/// A fresh project made of these files.
+fn write_project(files: &[&Example]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for file in files {
         assert!(
@@ -144,14 +146,14 @@ fn validate(files: &[&Example], env: &BTreeSet<String>) -> (bool, String) {
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::write(&target, &file.text).unwrap();
     }
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("aurad"));
-    cmd.arg("validate")
-        .arg("--dir")
-        .arg(dir.path())
-        .env_remove("RUST_LOG")
-        .env_remove("AURAD_MODEL")
-        .env_remove("AURAD_DATABASE_URL")
-        .env("NO_COLOR", "1");
+    dir
+}
+
+/// `aurad validate` on a fresh project made of these files: (passed, output).
+fn validate(files: &[&Example], env: &BTreeSet<String>) -> (bool, String) {
+    let dir = write_project(files);
+    let mut cmd = aurad(dir.path());
+    cmd.arg("validate");
     for var in env {
         cmd.env(var, "dummy-value-for-the-docs-0123456789");
     }
@@ -159,6 +161,18 @@ fn validate(files: &[&Example], env: &BTreeSet<String>) -> (bool, String) {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
+}
+
+/// The real binary on a project, with nothing of this machine's set-up.
+fn aurad(project: &Path) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("aurad"));
+    cmd.arg("--dir")
+        .arg(project)
+        .env_remove("RUST_LOG")
+        .env_remove("AURAD_MODEL")
+        .env_remove("AURAD_DATABASE_URL")
+        .env("NO_COLOR", "1");
+    cmd
 }
 
 /// The files of one project: the page's blocks with that project name (or
@@ -238,6 +252,37 @@ fn every_pages_examples_validate_and_its_invalid_ones_fail() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The agents a newcomer copies first, run offline with the test model in
+/// the project their page's blocks make. (An agent with `output_schema`
+/// joins this list once the test model answers JSON matching it.)
+const RUN_OFFLINE: &[(&str, &str)] = &[
+    ("README.md", "hello"),
+    ("docs/agents-and-tools.md", "files"),
+];
+
+#[test]
+fn the_first_agents_a_newcomer_copies_run_with_the_test_model() {
+    for (page, agent) in RUN_OFFLINE {
+        let valid: Vec<Example> = examples(page)
+            .into_iter()
+            .filter(|e| e.invalid.is_none() && !e.path.starts_with("examples/"))
+            .collect();
+        let dir = write_project(&project_files(&valid, None));
+        let out = aurad(dir.path())
+            .args(["run", agent, "--model", "test"])
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && text.contains("succeeded"),
+            "{page}: `aurad run {agent} --model test` in the page's project:\n{text}"
+        );
+        assert!(text.contains("test model: called"), "{page}: {text}");
+    }
 }
 
 /// A heading's anchor as GitHub makes it: lower case, punctuation dropped,
