@@ -1,5 +1,5 @@
 //! Schedules are keyed by what they are, not by their place in the list
-//! (the README's "The daemon"), under a live `aurad serve` with hot reload
+//! (docs/daemon-and-api.md, "Schedules"), under a live `aurad serve` with hot reload
 //! and a manual clock: editing a schedule replays nothing and does not fire
 //! at once, deleting the first of two does not fire the second twice,
 //! reordering changes nothing, and a schedule edited while the daemon was

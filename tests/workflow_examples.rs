@@ -1,11 +1,13 @@
-//! The workflow examples of `examples/workflows/` (the README's
-//! "Workflows" section shows them): `aurad validate` accepts them, and each
+//! The workflow examples of `examples/workflows/` (docs/workflows.md shows
+//! them): `aurad validate` accepts them, and each
 //! runs offline under the `test` model (`AURAD_MODEL=test`, which every
 //! example's `model: ${AURAD_MODEL:-...}` picks up): the digest pipeline and
 //! the agent calling two others with `aurad run`; the inbox processor, the
 //! announcement chained after the digest and the approval-gated shell agent
-//! under a real `aurad serve`. The README's copies of the files are checked
-//! against the files, so the two cannot drift apart.
+//! under a real `aurad serve`. The page's copies of the files are checked
+//! against the files, so the two cannot drift apart. Every test works on a
+//! copy of the files the repository holds, never on what trying the
+//! examples by hand leaves in the folder (a store, processed notes).
 
 #![allow(
     clippy::unwrap_used,
@@ -28,20 +30,43 @@ const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/workflows"
 /// A copy of the examples project in a temporary directory (runs write
 /// their database into the project), listening on a free port.
 fn project() -> (tempfile::TempDir, SocketAddr) {
+    project_from(Path::new(EXAMPLES))
+}
+
+fn project_from(examples: &Path) -> (tempfile::TempDir, SocketAddr) {
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(Path::new(EXAMPLES), dir.path());
+    copy_examples(examples, dir.path(), Path::new(""));
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     std::fs::write(dir.path().join("aurad.yaml"), format!("listen: {addr}\n")).unwrap();
     (dir, addr)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// What running the examples by hand leaves in their folder (all
+/// git-ignored or made at run time): the store and its WAL, the lock, the
+/// private work folder, notes dropped into the inbox and the ones filed.
+fn left_by_a_run(relative: &Path) -> bool {
+    let name = relative.to_string_lossy();
+    let store = [".db", ".db-wal", ".db-shm", ".db-journal"]
+        .iter()
+        .any(|end| name.ends_with(end));
+    store
+        || name.starts_with('.')
+        || relative.starts_with("inbox/done")
+        || (relative.starts_with("inbox") && name.ends_with(".md"))
+}
+
+/// Copies the examples the repository holds, leaving out what runs left.
+fn copy_examples(from: &Path, to: &Path, relative: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
+        let inner = relative.join(entry.file_name());
+        if left_by_a_run(&inner) {
+            continue;
+        }
         let target = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
+            copy_examples(&entry.path(), &target, &inner);
         } else {
             std::fs::copy(entry.path(), target).unwrap();
         }
@@ -244,25 +269,71 @@ fn under_serve_the_inbox_chain_and_approval_examples_work() {
     );
 }
 
+/// Issue #36: the examples tried by hand (`aurad run digest` in
+/// `examples/workflows/`, then `aurad serve` with a note dropped in the
+/// inbox) leave a store with runs and a filed note there; the tests must
+/// not see them. The folder tried by hand is a copy, so the repository's
+/// stays clean while this test runs.
 #[test]
-fn the_readme_shows_the_example_files_as_they_are() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let mut shown = 0;
-    // Each block opens with a comment naming its file.
-    for block in readme.split("```yaml\n").skip(1) {
-        let block = block.split("```").next().unwrap();
-        let Some(rest) = block.strip_prefix("# examples/workflows/") else {
-            continue;
-        };
-        let (file, text) = rest.split_once('\n').unwrap();
-        let on_disk = std::fs::read_to_string(Path::new(EXAMPLES).join(file))
-            .unwrap_or_else(|e| panic!("README shows examples/workflows/{file}: {e}"));
-        assert_eq!(
-            text, on_disk,
-            "README's copy of examples/workflows/{file} differs from the file"
-        );
-        shown += 1;
+fn what_trying_the_examples_by_hand_leaves_behind_is_not_copied() {
+    let tried = tempfile::tempdir().unwrap();
+    copy_examples(Path::new(EXAMPLES), tried.path(), Path::new(""));
+    let out = offline(tried.path())
+        .args(["run", "digest"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(tried.path().join("aurad.db").exists());
+    assert!(!runs(tried.path()).is_empty());
+    std::fs::create_dir_all(tried.path().join("inbox/done")).unwrap();
+    std::fs::write(tried.path().join("inbox/done/old.md"), "# Old\n").unwrap();
+    std::fs::write(tried.path().join("inbox/new.md"), "# New\n").unwrap();
+
+    let (dir, _) = project_from(tried.path());
+    assert!(!dir.path().join("aurad.db").exists());
+    assert!(!dir.path().join("aurad.db-wal").exists());
+    assert!(!dir.path().join("inbox/done").exists());
+    assert!(!dir.path().join("inbox/new.md").exists());
+    assert!(dir.path().join("inbox/README.txt").exists());
+    assert!(dir.path().join("agents/digest.yaml").exists());
+    assert_eq!(runs(dir.path()), Vec::<Value>::new());
+    // And the digest counts its own run only, as the test above asserts.
+    let out = offline(dir.path())
+        .args(["run", "digest"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(runs_of(&runs(dir.path()), "digest").len(), 1);
+}
+
+#[test]
+fn the_docs_show_the_example_files_as_they_are() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        pages.push(entry.unwrap().path());
     }
-    assert!(shown >= 5, "the README shows {shown} example files");
+    let mut shown = 0;
+    for page in pages {
+        let name = page.strip_prefix(root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&page).unwrap();
+        // Each block opens with a comment naming its file.
+        for block in text.split("```yaml\n").skip(1) {
+            let block = block.split("```").next().unwrap();
+            let Some(rest) = block.strip_prefix("# examples/workflows/") else {
+                continue;
+            };
+            let (file, text) = rest.split_once('\n').unwrap();
+            let on_disk = std::fs::read_to_string(Path::new(EXAMPLES).join(file))
+                .unwrap_or_else(|e| panic!("{name} shows examples/workflows/{file}: {e}"));
+            assert_eq!(
+                text, on_disk,
+                "{name}'s copy of examples/workflows/{file} differs from the file"
+            );
+            shown += 1;
+        }
+    }
+    // docs/workflows.md: the pipeline and its three agents, announce, inbox,
+    // weekly and its two agents, ops; docs/traces-and-tests.md: inbox's cases.
+    assert!(shown >= 11, "the docs show {shown} example files");
 }

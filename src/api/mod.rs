@@ -1,4 +1,4 @@
-//! The HTTP API and webhooks (the README's "The daemon"): the axum
+//! The HTTP API and webhooks (docs/daemon-and-api.md): the axum
 //! router, [`serve`] with graceful shutdown, the guard against web pages
 //! (`guard`: Host, Origin, Sec-Fetch-Site, JSON content type), bearer-token
 //! auth, request logging, the 1 MiB body limit, and the JSON error shape

@@ -6,7 +6,7 @@
 //! (`$XDG_STATE_HOME/aurad`, else `$HOME/.local/state/aurad`), one folder
 //! per project (a hash of its canonical root). Sandboxed tools are denied
 //! reading anything beneath it (`tools::sandbox`); an unsandboxed tool has
-//! the user's power and can read it, as the README says.
+//! the user's power and can read it, as docs/security.md says.
 
 use std::io::Write;
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! What starts an agent besides `aurad run`: its `schedule` entries with
 //! `on_overlap`, `on_missed`, `catch_up`, `on_interrupt`, and its `webhook`
-//! (the README's "The daemon"), its `after:` (`after.rs`) and `watch:` (`watch.rs`).
+//! (docs/daemon-and-api.md, "Schedules"), its `after:` (`after.rs`) and `watch:` (`watch.rs`).
 //! Parsed from the raw YAML values of an agent file
 //! into a validated [`Triggers`], with every problem placed.
 //!

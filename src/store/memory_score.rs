@@ -1,4 +1,4 @@
-//! The memory scoring math (the README's "Skills and memory"), as pure functions: term
+//! The memory scoring math (docs/skills-and-memory.md), as pure functions: term
 //! counts, IDF, vector norms, the recall score, the cleanup score, the upper
 //! bound recall prunes with, and the merge rule for content. No I/O; depends
 //! on `text` (the shared tokenizer) and `chrono` only. Part of the store

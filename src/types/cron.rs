@@ -1,6 +1,6 @@
 //! Cron expressions evaluated in an IANA time zone: parsing with clear
-//! errors, and the next fire time under aurad's DST rules (the README's
-//! "The daemon": a time skipped by spring-forward fires once after the
+//! errors, and the next fire time under aurad's DST rules (docs/daemon-and-api.md,
+//! "Schedules": a time skipped by spring-forward fires once after the
 //! gap, a repeated one once).
 //!
 //! Pure: no clock, no I/O. Uses croner only to match the pattern against

@@ -610,7 +610,7 @@ fn day_of_month_and_day_of_week_both_restricted_match_either() {
     assert_eq!(days("0 0 * * FRI").len(), 8);
 }
 
-/// What the README says of `*/15 2 * * *`: a `*` in the minute makes it
+/// What docs/daemon-and-api.md says of `*/15 2 * * *`: a `*` in the minute makes it
 /// follow real time, so it does not fire on a day whose 02:00-03:00 is
 /// skipped and fires in both passes of a day that repeats it.
 #[test]

@@ -177,7 +177,7 @@ fn schedule_of(request: &RunRequest) -> Option<ScheduleKey> {
 /// Whether a fire of `schedule` with `on_overlap: replace` cancels the
 /// in-flight run `live` of the same agent: only when the same schedule
 /// started it, never an API, CLI, webhook or retry run, nor another
-/// schedule's (the README's `on_overlap`).
+/// schedule's (`on_overlap` in docs/daemon-and-api.md).
 fn replaced_by(live: &Live, schedule: Option<&ScheduleKey>) -> bool {
     schedule.is_some() && live.schedule.as_ref() == schedule
 }
