@@ -255,16 +255,18 @@ fn every_pages_examples_validate_and_its_invalid_ones_fail() {
 }
 
 /// The agents a newcomer copies first, run offline with the test model in
-/// the project their page's blocks make. (An agent with `output_schema`
-/// joins this list once the test model answers JSON matching it.)
-const RUN_OFFLINE: &[(&str, &str)] = &[
-    ("README.md", "hello"),
-    ("docs/agents-and-tools.md", "files"),
+/// the project their page's blocks make, with what the answer holds: the
+/// test model's list of tool results, or for an agent with `output_schema`
+/// JSON generated from it.
+const RUN_OFFLINE: &[(&str, &str, &str)] = &[
+    ("README.md", "hello", "test model: called 2 tool(s)"),
+    ("docs/agents-and-tools.md", "files", "test model: called"),
+    ("docs/agents-and-tools.md", "labeler", r#"{"label":"bug"}"#),
 ];
 
 #[test]
 fn the_first_agents_a_newcomer_copies_run_with_the_test_model() {
-    for (page, agent) in RUN_OFFLINE {
+    for (page, agent, answer) in RUN_OFFLINE {
         let valid: Vec<Example> = examples(page)
             .into_iter()
             .filter(|e| e.invalid.is_none() && !e.path.starts_with("examples/"))
@@ -281,7 +283,7 @@ fn the_first_agents_a_newcomer_copies_run_with_the_test_model() {
             out.status.success() && text.contains("succeeded"),
             "{page}: `aurad run {agent} --model test` in the page's project:\n{text}"
         );
-        assert!(text.contains("test model: called"), "{page}: {text}");
+        assert!(text.contains(answer), "{page}: {text}");
     }
 }
 
