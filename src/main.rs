@@ -14,6 +14,9 @@ fn main() {
     // started from one, is without them; tool processes then start without
     // a fork (`tools::sandbox`).
     aurad::tools::sandbox::drop_memory_reading_caps();
+    // The shell asking for completions (`COMPLETE=bash aurad -- ...`):
+    // answered and exited here, before the arguments are parsed.
+    aurad::cli::complete_if_asked();
     let cli = Cli::parse();
     aurad::cli::init_tracing(&cli);
     std::process::exit(aurad::cli::run(cli));

@@ -155,10 +155,11 @@ fn a_gated_call_waits_without_its_slot_and_runs_once_approved_by_the_cli() {
         "the call ran before approval"
     );
     // The exact call is stored and listed.
+    // Listed by its short id (the id's end, which tells runs apart).
     let (code, out, err) = approve(root, &[]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains(&id) && out.contains("bash") && out.contains("marker.txt"),
+        out.contains(&id[id.len() - 8..]) && out.contains("bash") && out.contains("marker.txt"),
         "{out}"
     );
     // The slot is free: another run runs to its end meanwhile.
@@ -275,7 +276,7 @@ fn a_waiting_run_survives_a_sigkill_and_completes_when_approved_after_restart() 
     serve.kill_now();
     // The CLI works with no daemon: the decision waits in the store.
     let listed = approve(root, &[]);
-    assert!(listed.1.contains(&id), "{listed:?}");
+    assert!(listed.1.contains(&id[id.len() - 8..]), "{listed:?}");
     let serve = Serve::start(root, addr, &[]);
     wait_state(&serve, &id, "waiting_approval");
     let (status, body) = http_post_json(

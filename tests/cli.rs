@@ -160,7 +160,8 @@ fn run_streams_then_runs_and_logs_show_it() {
         .assert()
         .code(0)
         .stdout(
-            predicate::str::contains(&run_id)
+            // The short id: the id's end.
+            predicate::str::contains(&run_id[28..])
                 .and(predicate::str::contains("succeeded"))
                 .and(predicate::str::contains("20 in / 10 out tokens")),
         );
@@ -427,6 +428,39 @@ fn the_example_agent_uses_the_example_plugin_and_mcp_server() {
 
 #[test]
 fn completions_for_every_shell() {
+    let script = |args: &[&str]| {
+        let out = cargo_bin_cmd!("aurad")
+            .arg("completions")
+            .args(args)
+            .current_dir(std::env::temp_dir())
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    // The registration of the dynamic engine: the shell calls aurad back.
+    for (shell, marker) in [
+        (
+            "bash",
+            "complete -o nospace -o bashdefault -F _clap_complete_aurad aurad",
+        ),
+        ("zsh", "compdef _clap_dynamic_completer_aurad aurad"),
+        (
+            "fish",
+            "complete --keep-order --exclusive --command aurad --arguments \"(COMPLETE=fish ",
+        ),
+        (
+            "powershell",
+            "Register-ArgumentCompleter -Native -CommandName aurad",
+        ),
+        ("elvish", "set edit:completion:arg-completer[aurad]"),
+    ] {
+        let script = script(&[shell]);
+        assert!(script.contains(marker), "{shell}: {script}");
+    }
+    // `--static`: the self-contained script.
     for (shell, marker) in [
         ("bash", "complete -F _aurad"),
         ("zsh", "#compdef aurad"),
@@ -434,15 +468,7 @@ fn completions_for_every_shell() {
         ("powershell", "Register-ArgumentCompleter"),
         ("elvish", "edit:completion:arg-completer[aurad]"),
     ] {
-        let out = cargo_bin_cmd!("aurad")
-            .args(["completions", shell])
-            .current_dir(std::env::temp_dir())
-            .assert()
-            .code(0)
-            .get_output()
-            .stdout
-            .clone();
-        let script = String::from_utf8(out).unwrap();
+        let script = script(&[shell, "--static"]);
         assert!(script.contains(marker), "{shell}: {script}");
         // Subcommands and their flags are in it.
         for word in ["serve", "validate", "completions", "input", "model"] {

@@ -421,7 +421,7 @@ fn every_broken_file_gets_its_diagnostic_with_a_place() {
         "tools.d/missing_env.yaml:5:11: ",
         "tools.d/neither.yaml:1:1: the tool does nothing",
         "tools.d/not_object.yaml:3:9: `parameters` must have `type: object`",
-        "tools.d/unknown_field.yaml:4:1: unknown field `timout`, expected one of",
+        "tools.d/unknown_field.yaml:4:1: unknown field `timout`: did you mean `timeout`?",
     ];
     assert_eq!(diags.len(), expected.len(), "{diags:#?}");
     for (diag, prefix) in diags.iter().zip(expected) {

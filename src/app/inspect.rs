@@ -25,6 +25,16 @@ pub struct Validation {
     pub schedules: Vec<ScheduleNote>,
     /// How many MCP servers the project's MCP file has.
     pub mcp_servers: usize,
+    /// How many channels (`channels/`), tool plugins (`tools.d/`), skills
+    /// (`skills/`) and test files (`agents/NAME.test.yaml`) loaded without
+    /// errors.
+    pub channels: usize,
+    pub plugins: usize,
+    pub skills: usize,
+    pub test_files: usize,
+    /// Whether `root` looks like a project at all: it has `agents/` or
+    /// `aurad.yaml`.
+    pub is_project: bool,
 }
 
 /// One schedule of an agent, explained.
@@ -50,7 +60,7 @@ pub fn validate(root: &Path) -> Validation {
         &config::process_env,
     ));
     // `agents/NAME.test.yaml`: the cases of `aurad test`.
-    let (_, test_diagnostics) = config::cases::load_all(root, &config::agent_names(root));
+    let (test_files, test_diagnostics) = config::cases::load_all(root, &config::agent_names(root));
     diagnostics.extend(test_diagnostics);
     let now = chrono::Utc::now();
     let mut schedules = Vec::new();
@@ -74,6 +84,11 @@ pub fn validate(root: &Path) -> Validation {
         agents: snapshot.project.agents.len(),
         schedules,
         mcp_servers: snapshot.project.mcp_servers.len(),
+        channels: snapshot.project.channels.len(),
+        plugins: snapshot.project.plugins.len(),
+        skills: snapshot.skills.len(),
+        test_files: test_files.len(),
+        is_project: root.join("agents").is_dir() || root.join("aurad.yaml").is_file(),
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod agents;
 pub mod cases;
 pub mod chat;
+pub mod complete;
 pub mod init;
 pub mod inspect;
 pub mod mcp_serve;

@@ -130,27 +130,9 @@ fn print_table(
             }
         }
     }
-    let mut widths = header.map(|h| h.chars().count());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; 5]| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
-            } else {
-                out.push_str(cell);
-                out.push_str(&" ".repeat(w - cell.chars().count() + 2));
-            }
-        }
-        out.trim_end().to_string()
-    };
-    say!("{}", line(header));
-    for row in &rows {
-        say!("{}", line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    for line in super::table::lines(&header, &rows, &[]) {
+        say!("{line}");
     }
 }
 

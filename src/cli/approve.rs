@@ -16,8 +16,10 @@ use crate::types::approval::{DecidedBy, Decision};
 
 #[derive(Debug, Args)]
 pub struct ApproveArgs {
-    /// The run (its id or a unique prefix, as `aurad runs` shows); none:
-    /// list the runs waiting for approval.
+    /// The run (its short id as `aurad runs` and `aurad approve` show it,
+    /// a unique start or end of its id, or the whole id); none: list the
+    /// runs waiting for approval.
+    #[arg(add = super::completions::runs())]
     pub run_id: Option<String>,
     /// The call decided (its id, as `aurad approve` lists it). Without it,
     /// on a terminal, the call the run waits on is shown and confirmed;
@@ -66,13 +68,18 @@ fn list(store: &Store) -> Result<(), String> {
         let state = match &w.approval.decision {
             Some(d) if d.approved => format!("approved by {}, resuming", d.by),
             Some(d) => format!("denied by {}, resuming", d.by),
-            None => format!(
-                "waiting since {}, denied at {}",
-                w.approval.requested_at.format("%Y-%m-%d %H:%M:%SZ"),
-                w.approval.timeout_at.format("%Y-%m-%d %H:%M:%SZ")
+            None => waiting_state(
+                w.approval.requested_at,
+                w.approval.timeout_at,
+                chrono::Utc::now(),
             ),
         };
-        println!("{}  {}  {}", w.run.id, w.run.agent, state);
+        println!(
+            "{}  {}  {}",
+            crate::app::run_or_agent::short_run_id(&w.run.id),
+            w.run.agent,
+            state
+        );
         println!(
             "    call {}: {} {}",
             call.call_id, call.tool, call.arguments
@@ -84,20 +91,57 @@ fn list(store: &Store) -> Result<(), String> {
     Ok(())
 }
 
+/// An undecided call's state as of `now`: since when it waits and, in the
+/// future tense while it is ahead, when it is denied automatically.
+fn waiting_state(
+    requested: chrono::DateTime<chrono::Utc>,
+    deadline: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let at = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%SZ").to_string();
+    let left = (deadline - now).num_seconds();
+    if left > 0 {
+        format!(
+            "waiting since {}; denied automatically at {} (in {}) unless decided",
+            at(requested),
+            at(deadline),
+            span(left)
+        )
+    } else {
+        format!(
+            "waiting since {}; its deadline {} passed {} ago: it is denied automatically when \
+             its run's process next looks, unless decided first",
+            at(requested),
+            at(deadline),
+            span(-left)
+        )
+    }
+}
+
+/// `40s`, `23m`, `2h05m`, `3d04h`: a span of seconds to the minute once it
+/// is a minute or more.
+fn span(seconds: i64) -> String {
+    match seconds {
+        ..60 => format!("{}s", seconds.max(0)),
+        60..3600 => format!("{}m", seconds / 60),
+        3600..86_400 => format!("{}h{:02}m", seconds / 3600, seconds % 3600 / 60),
+        _ => format!("{}d{:02}h", seconds / 86_400, seconds % 86_400 / 3600),
+    }
+}
+
 fn decide(
     store: &Store,
     id: &str,
     call: Option<String>,
     deny: Option<String>,
 ) -> Result<(), String> {
-    let run = match store.get_run_blocking(id) {
-        Ok(Some(run)) => run,
-        Ok(None) => {
+    let run = match crate::app::run_or_agent::by_id(store, id)? {
+        Some(run) => run,
+        None => {
             return Err(format!(
                 "no run {id:?}; `aurad approve` lists the waiting runs"
             ));
         }
-        Err(e) => return Err(e.to_string()),
     };
     let call_id = match call {
         Some(call) => call,
@@ -165,5 +209,25 @@ fn confirm_waiting_call(store: &Store, run_id: &str, approve: bool) -> Result<St
             "not decided: the call waits on ({verb} it with aurad approve {run_id} --call {})",
             call.call_id
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{span, waiting_state};
+
+    #[test]
+    fn a_deadline_ahead_is_in_the_future_tense_one_behind_is_said_passed() {
+        let now = chrono::Utc::now();
+        let requested = now - chrono::Duration::minutes(7);
+        let ahead = waiting_state(requested, now + chrono::Duration::seconds(23 * 60 + 5), now);
+        assert!(ahead.contains("denied automatically at"), "{ahead}");
+        assert!(ahead.contains("(in 23m) unless decided"), "{ahead}");
+        let behind = waiting_state(requested, now - chrono::Duration::seconds(90), now);
+        assert!(behind.contains("passed 1m ago"), "{behind}");
+        assert!(!behind.contains(" in "), "{behind}");
+        assert_eq!(span(40), "40s");
+        assert_eq!(span(2 * 3600 + 5 * 60), "2h05m");
+        assert_eq!(span(3 * 86_400 + 4 * 3600), "3d04h");
     }
 }

@@ -25,6 +25,7 @@ use crate::types::{Message, RunState};
 #[derive(Debug, Args)]
 pub struct ChatArgs {
     /// The agent to talk to (the file name in agents/ without .yaml).
+    #[arg(add = super::completions::agents())]
     pub name: String,
     /// Go on in this stored session: its id, or a start of it unique among
     /// the agent's sessions.

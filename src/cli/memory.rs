@@ -1,5 +1,6 @@
 //! `aurad memory list|search|add|forget|import`: the long-term memories of a
-//! namespace, read and written through the store's `memory_*` methods (no
+//! namespace (list and search: of every namespace, grouped, unless one is
+//! named), read and written through the store's `memory_*` methods (no
 //! runtime needed: the `_blocking` ones). `--json` prints a JSON array of
 //! memories, best first, each with a `score` (null where none applies).
 
@@ -18,9 +19,11 @@ use crate::app::memory::{Format, parse_import};
 pub struct MemoryArgs {
     #[command(subcommand)]
     pub command: MemoryCommand,
-    /// The memory namespace (an agent's is its name unless it sets `memory.namespace`).
-    #[arg(long, global = true, default_value = "default")]
-    pub namespace: String,
+    /// The memory namespace (an agent's is its name unless it sets
+    /// `memory.namespace`). Without it `list` and `search` look in every
+    /// namespace, grouped; `add`, `forget` and `import` use `default`.
+    #[arg(long, global = true)]
+    pub namespace: Option<String>,
     /// Print a JSON array of memories.
     #[arg(long, global = true)]
     pub json: bool,
@@ -72,14 +75,32 @@ pub fn run(root: &Path, args: MemoryArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let ns = args.namespace.as_str();
+    let ns = args.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     let result = match args.command {
-        MemoryCommand::List { limit } => list(&store, ns, limit, args.json),
+        MemoryCommand::List { limit } => match &args.namespace {
+            Some(ns) => list(&store, ns, limit, args.json),
+            None => every_namespace(&store, args.json, |ns| {
+                Ok(store
+                    .memory_list_blocking(ns, limit)?
+                    .into_iter()
+                    .map(|m| (m, None))
+                    .collect())
+            }),
+        },
         MemoryCommand::Search {
             query,
             limit,
             min_score,
-        } => search(&store, ns, &query, limit, min_score, args.json),
+        } => match &args.namespace {
+            Some(ns) => search(&store, ns, &query, limit, min_score, args.json),
+            None => every_namespace(&store, args.json, |ns| {
+                Ok(store
+                    .memory_recall_blocking(ns, &query, limit, min_score, Utc::now())?
+                    .into_iter()
+                    .map(|r| (r.memory, Some(r.score)))
+                    .collect())
+            }),
+        },
         MemoryCommand::Add {
             text,
             category,
@@ -104,6 +125,60 @@ pub fn run(root: &Path, args: MemoryArgs) -> i32 {
 }
 
 type Outcome = Result<i32, crate::app::StoreError>;
+
+/// Where `add`, `forget` and `import` write without `--namespace`.
+const DEFAULT_NAMESPACE: &str = "default";
+
+/// `list` or `search` without `--namespace`: `read`'s memories (with their
+/// scores) of every namespace that has memories, each under a line naming
+/// it with its count; namespaces with nothing read are left out.
+fn every_namespace(
+    store: &Store,
+    json: bool,
+    read: impl Fn(&str) -> Result<Vec<(Memory, Option<f64>)>, crate::app::StoreError>,
+) -> Outcome {
+    let Some(runtime) = super::runtime() else {
+        return Ok(EXIT_FAILED);
+    };
+    let namespaces = runtime.block_on(store.memory_namespaces())?;
+    let mut items = Vec::new();
+    let mut shown = 0;
+    for ns in &namespaces {
+        let found = read(&ns.name)?;
+        if found.is_empty() {
+            continue;
+        }
+        shown += 1;
+        if json {
+            items.extend(found.iter().map(|(m, score)| to_json(m, *score)));
+            continue;
+        }
+        if shown > 1 {
+            println!();
+        }
+        println!(
+            "namespace `{}` ({} memor{}; --namespace {} for it alone):",
+            ns.name,
+            ns.entries,
+            if ns.entries == 1 { "y" } else { "ies" },
+            ns.name
+        );
+        for (memory, score) in &found {
+            print_line(memory, *score);
+        }
+    }
+    if json {
+        print_json(items);
+    } else if namespaces.is_empty() {
+        eprintln!(
+            "no memories in any namespace; agents with `memory:` save theirs under their name, \
+             or add one with `aurad memory add TEXT --namespace NAME`"
+        );
+    } else if shown == 0 {
+        eprintln!("no memory matches in any namespace");
+    }
+    Ok(EXIT_OK)
+}
 
 fn to_json(memory: &Memory, score: Option<f64>) -> Value {
     let mut value = serde_json::to_value(memory).unwrap_or_default();

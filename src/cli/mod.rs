@@ -43,6 +43,7 @@ mod serve;
 mod skills;
 mod status;
 mod steps;
+mod table;
 mod test;
 mod tools;
 mod trigger;
@@ -159,7 +160,8 @@ pub enum Command {
     Status(status::StatusArgs),
     /// The dashboard's address with the token that lets the browser in.
     Dashboard(dashboard::DashboardArgs),
-    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    /// Print the shell code that completes aurad (bash, zsh, fish, powershell, elvish):
+    /// commands, options, agent names and run ids.
     Completions(completions::CompletionsArgs),
 }
 
@@ -218,6 +220,8 @@ impl<W: std::io::Write> std::io::Write for RedactedWriter<W> {
         self.0.flush()
     }
 }
+
+pub use completions::complete_if_asked;
 
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run(cli: Cli) -> i32 {

@@ -17,9 +17,9 @@ pub const EXIT_DIVERGED: i32 = 3;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The run id (as `aurad runs` lists it) or a unique prefix of it, or
-    /// an agent's name: its newest run.
-    #[arg(value_name = "RUN_ID|AGENT")]
+    /// The run: its short id (as `aurad runs` lists it), a unique start or
+    /// end of its id, the whole id, or an agent's name: its newest run.
+    #[arg(value_name = "RUN_ID|AGENT", add = super::completions::runs_or_agents())]
     pub run_id: String,
 }
 

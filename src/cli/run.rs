@@ -19,6 +19,7 @@ use crate::types::{RunEvent, RunState};
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The agent (the file name in agents/ without .yaml).
+    #[arg(add = super::completions::agents())]
     pub name: String,
     /// The input, as an alternative to `--input` (not both); `-` reads it
     /// from stdin. Default: the agent's `prompt`.
@@ -39,8 +40,11 @@ pub struct RunArgs {
 pub(super) fn not_loaded(name: &str, refused: NotLoaded) -> i32 {
     match refused {
         NotLoaded::NoAgent { dir, names } => {
+            let hint = crate::config::suggest::did_you_mean(name, names.iter().map(String::as_str))
+                .map(|hint| format!("{hint} "))
+                .unwrap_or_default();
             eprintln!(
-                "error: no agent named `{name}` in {} (agents: {})",
+                "error: no agent named `{name}` in {}; {hint}(agents: {})",
                 dir.display(),
                 if names.is_empty() {
                     "none; create agents/NAME.yaml".to_string()

@@ -18,7 +18,7 @@ pub struct RunsArgs {
     #[command(subcommand)]
     pub command: Option<RunsCommand>,
     /// Only runs of this agent.
-    #[arg(long)]
+    #[arg(long, add = super::completions::agents())]
     pub agent: Option<String>,
     /// Only runs in this state (succeeded, failed, running, ...).
     #[arg(long)]
@@ -40,10 +40,11 @@ pub enum RunsCommand {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// The run id, or a unique prefix of it (at least 4 characters), or an
-    /// agent's name: its newest run (with --follow, its newest run, then
+    /// The run: its short id (as `aurad runs` shows it), a unique start
+    /// (at least 4 characters) or end (at least 6) of its id, the whole id,
+    /// or an agent's name: its newest run (with --follow, its newest run, then
     /// each next one).
-    #[arg(value_name = "RUN_ID|AGENT")]
+    #[arg(value_name = "RUN_ID|AGENT", add = super::completions::runs_or_agents())]
     pub run_id: String,
     /// Print one JSON event per line.
     #[arg(long)]
@@ -117,33 +118,77 @@ pub fn list(root: &Path, args: RunsArgs) -> i32 {
         }
         return EXIT_OK;
     }
-    println!(
-        "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {:>12}  TOKENS",
-        "RUN", "AGENT", "STATE", "TRIGGER", "STARTED", "TIME", "COST"
-    );
+    for line in run_table(&runs) {
+        println!("{line}");
+    }
+    EXIT_OK
+}
+
+/// `aurad runs`' table: the short id (the id's random end, which `logs`,
+/// `replay` and `approve` take), columns as wide as their content. Newest
+/// first, each run's sub-runs (agents it called, pipeline steps) under it
+/// in the order they started, indented; a sub-run whose parent is not
+/// listed says which run it belongs to.
+fn run_table(runs: &[crate::app::RunRecord]) -> Vec<String> {
+    use super::table::{Align, lines};
+    use crate::app::run_or_agent::short_run_id;
+    let listed: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+    let mut children: std::collections::HashMap<&str, Vec<&crate::app::RunRecord>> =
+        std::collections::HashMap::new();
+    let mut roots = Vec::new();
     for r in runs {
+        match r.parent_run_id.as_deref() {
+            Some(parent) if listed.contains(parent) => {
+                children.entry(parent).or_default().push(r);
+            }
+            _ => roots.push(r),
+        }
+    }
+    // Listed newest first: sub-runs are shown oldest first, as they ran.
+    for list in children.values_mut() {
+        list.reverse();
+    }
+    let mut rows = Vec::new();
+    let mut stack: Vec<(&crate::app::RunRecord, usize)> =
+        roots.into_iter().rev().map(|r| (r, 0)).collect();
+    while let Some((r, depth)) = stack.pop() {
         let started = r.started_at.unwrap_or(r.created_at);
-        // A sub-run (an agent called as a tool) is marked: `aurad logs` of
-        // its parent shows it in place.
-        let agent = if r.parent_run_id.is_some() {
-            format!("↳ {}", r.agent)
-        } else {
-            r.agent.clone()
+        let agent = match (depth, r.parent_run_id.as_deref()) {
+            (0, Some(parent)) => format!("↳ {} (of {})", r.agent, short_run_id(parent)),
+            (0, None) => r.agent.clone(),
+            (d, _) => format!("{}↳ {}", "  ".repeat(d - 1), r.agent),
         };
-        let (duration, cost, tokens) = time_cost_tokens(&r);
-        println!(
-            "{:<36}  {:<16}  {:<15}  {:<8}  {:<20}  {:>8}  {:>12}  {}",
-            r.id,
+        let (duration, cost, tokens) = time_cost_tokens(r);
+        rows.push(vec![
+            short_run_id(&r.id).to_string(),
             agent,
-            r.state.as_str(),
-            r.trigger,
+            r.state.as_str().to_string(),
+            r.trigger.to_string(),
             started.format("%Y-%m-%d %H:%M:%S").to_string(),
             duration,
             cost,
-            tokens
-        );
+            tokens,
+        ]);
+        if let Some(kids) = children.get(r.id.as_str()) {
+            stack.extend(kids.iter().rev().map(|k| (*k, depth + 1)));
+        }
     }
-    EXIT_OK
+    lines(
+        &[
+            "RUN", "AGENT", "STATE", "TRIGGER", "STARTED", "TIME", "COST", "TOKENS",
+        ],
+        &rows,
+        &[
+            Align::Left,
+            Align::Left,
+            Align::Left,
+            Align::Left,
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Left,
+        ],
+    )
 }
 
 /// A run's duration, cost and tokens as `aurad runs` shows them (`-` where

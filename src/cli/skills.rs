@@ -23,7 +23,7 @@ pub struct SkillsArgs {
     pub command: Option<SkillsCommand>,
     /// Show the skills this agent's runs get, per its `skills:` (auto,
     /// a list of names, or none).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::completions::agents())]
     pub agent: Option<String>,
     /// Show which skills would match this input, with their scores.
     #[arg(long, value_name = "TEXT")]

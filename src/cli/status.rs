@@ -262,7 +262,12 @@ pub fn render(database: &Database, nodes: &[NodeRecord], now: chrono::DateTime<U
         let running = if node.running.is_empty() {
             "-".to_string()
         } else {
-            node.running.join(", ")
+            // Short ids: the whole ids share their start (the time).
+            node.running
+                .iter()
+                .map(|id| crate::app::run_or_agent::short_run_id(id))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         out.push_str(&format!(
             "{alive:<6} {:<20} {:>8} {:>12.1}s {:>7}  {running}\n",

@@ -1,8 +1,9 @@
 //! `aurad test [AGENT...]`: runs the regression cases of
 //! `agents/NAME.test.yaml` through the engine with their scripted (or
 //! recorded) model answers and tool results, offline, and checks each
-//! case's expectations. Exit 0 when every case passes, 1 when one fails, 2
-//! when a test or agent file has errors. `--junit FILE` writes JUnit XML
+//! case's expectations. Exit 0 when every case passes (or there is no test
+//! file at all), 1 when one fails, 2 when a test or agent file has errors
+//! or a named agent has no test file. `--junit FILE` writes JUnit XML
 //! (quick-junit: the writer cargo-nextest uses, so CI systems read it);
 //! `--update` asks the agent's real provider instead and writes its
 //! answers back as the cases' `turns`.
@@ -21,7 +22,7 @@ use crate::config::{self, Diagnostic};
 #[derive(Debug, Args)]
 pub struct TestArgs {
     /// The agents whose cases run; default: every agent with a test file.
-    #[arg(value_name = "AGENT")]
+    #[arg(value_name = "AGENT", add = super::completions::agents())]
     pub agents: Vec<String>,
     /// Also write the results as JUnit XML to FILE.
     #[arg(long, value_name = "FILE")]
@@ -50,8 +51,24 @@ pub fn run(root: &Path, args: TestArgs) -> i32 {
         return EXIT_CONFIG;
     }
     for wanted in &args.agents {
+        if !names.contains(wanted) {
+            let hint =
+                crate::config::suggest::did_you_mean(wanted, names.iter().map(String::as_str))
+                    .map(|hint| format!("; {hint}"))
+                    .unwrap_or_default();
+            eprintln!(
+                "error: no agent named `{wanted}` in {}{hint} (agents: {})",
+                root.join("agents").display(),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+            return EXIT_CONFIG;
+        }
         if !files.iter().any(|f| f.agent == *wanted) {
-            eprintln!("error: no tests for agent `{wanted}`: create agents/{wanted}.test.yaml");
+            eprintln!("error: agent `{wanted}` has no test file: create agents/{wanted}.test.yaml");
             return EXIT_CONFIG;
         }
     }
@@ -60,8 +77,22 @@ pub fn run(root: &Path, args: TestArgs) -> i32 {
         .filter(|f| args.agents.is_empty() || args.agents.contains(&f.agent))
         .collect();
     if files.is_empty() {
-        eprintln!("error: no test files: write agents/NAME.test.yaml (see the README)");
-        return EXIT_CONFIG;
+        // Nothing asked for is missing: no agent has cases yet.
+        println!(
+            "aurad test: no agents/*.test.yaml found in {}, nothing to test; \
+             write agents/NAME.test.yaml to add regression cases",
+            root.display()
+        );
+        if let Some(path) = &args.junit
+            && let Err(e) = write_junit(path, &[])
+        {
+            eprintln!(
+                "error: cannot write the JUnit report {}: {e}",
+                path.display()
+            );
+            return EXIT_FAILED;
+        }
+        return EXIT_OK;
     }
     let runner = match CaseRunner::new(root, &files) {
         Ok(runner) => runner,

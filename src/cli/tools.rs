@@ -15,7 +15,7 @@ use crate::app::inspect::ToolsView;
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
     /// Only the tools this agent may use (its `tools:` allow-list).
-    #[arg(long)]
+    #[arg(long, add = super::completions::agents())]
     pub agent: Option<String>,
     /// Print the tools as a JSON array with their schemas.
     #[arg(long)]

@@ -24,6 +24,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Args)]
 pub struct TriggerArgs {
     /// The agent (the file name in agents/ without .yaml).
+    #[arg(add = super::completions::agents())]
     pub name: String,
     /// The input; `-` reads it from stdin. Default: the agent's `prompt`.
     #[arg(long, short = 'i', value_name = "TEXT")]
@@ -76,6 +77,21 @@ pub fn run(root: &Path, args: TriggerArgs) -> i32 {
         body.insert("input".into(), serde_json::Value::String(input));
     }
     body.insert("vars".into(), serde_json::Value::Object(vars));
+    // The project's own daemon runs its agents/: a name with no file there
+    // is refused here, with the names it may have meant.
+    let names = config::agent_names(root);
+    if args.url.is_none() && !names.is_empty() && !names.contains(&args.name) {
+        let hint = config::suggest::did_you_mean(&args.name, names.iter().map(String::as_str))
+            .map(|hint| format!("; {hint}"))
+            .unwrap_or_default();
+        eprintln!(
+            "error: no agent named `{}` in {}{hint} (agents: {})",
+            args.name,
+            root.join("agents").display(),
+            names.join(", ")
+        );
+        return EXIT_CONFIG;
+    }
     let Some(runtime) = super::runtime() else {
         return EXIT_FAILED;
     };

@@ -1,5 +1,6 @@
 //! `aurad validate`: load everything, print every problem as
-//! `path:line:column: message`, exit 2 on any error. Warnings (among them
+//! `path:line:column: message`, exit 2 on any error (and in a folder that
+//! is no project: no agents/, no aurad.yaml), else say what loaded. Warnings (among them
 //! agents that give an unattended trigger an unconfined shell, and webhooks
 //! whose secret variable is not set here) never change the exit code.
 
@@ -10,6 +11,14 @@ use crate::app::inspect;
 
 pub fn run(root: &Path) -> i32 {
     let found = inspect::validate(root);
+    if !found.is_project && found.diagnostics.is_empty() {
+        say_err!(
+            "error: no aurad project in {}: it has no agents/ folder and no aurad.yaml; \
+             create one with `aurad init`, or point at one with --dir PATH",
+            root.display()
+        );
+        return EXIT_CONFIG;
+    }
     print_diagnostics(&found.diagnostics);
     let errors = found.diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = found.diagnostics.len() - errors;
@@ -30,7 +39,15 @@ pub fn run(root: &Path) -> i32 {
         say_err!("{errors} error(s), {warnings} warning(s); {agents} agent(s) valid");
         EXIT_CONFIG
     } else {
-        say_err!("ok: {agents} agent(s), {warnings} warning(s)");
+        say_err!(
+            "ok: {agents} agent(s), {warnings} warning(s); {} channel(s), {} MCP server(s), \
+             {} tool plugin(s), {} skill(s), {} test file(s)",
+            found.channels,
+            found.mcp_servers,
+            found.plugins,
+            found.skills,
+            found.test_files
+        );
         EXIT_OK
     }
 }

@@ -562,6 +562,12 @@ mod tests {
             "{d:?}"
         );
         assert!(d[0].contains("`limits`"));
+        // A field near a known one is named alone, at its place.
+        let (_, d) = parse("model: test\npromt: hi\n");
+        assert_eq!(
+            d[0],
+            "agents/a.yaml:2:1: unknown field `promt`: did you mean `prompt`?"
+        );
     }
 
     #[test]

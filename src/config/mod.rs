@@ -27,6 +27,7 @@ pub mod sessions;
 pub mod settings;
 pub mod skills;
 pub mod steps;
+pub mod suggest;
 pub mod triggers;
 pub mod watch;
 pub mod yaml_value;

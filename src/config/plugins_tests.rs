@@ -90,11 +90,11 @@ fn unknown_field_lists_valid_ones() {
     let d = one_error(&format!(
         "description: d\n{PARAMS}command: [x]\ntimout: 5s\n"
     ));
-    assert!(
-        d.starts_with("tools.d/weather.yaml:7:1: unknown field `timout`, expected one of"),
-        "{d}"
+    // A field near a known one is named alone.
+    assert_eq!(
+        d,
+        "tools.d/weather.yaml:7:1: unknown field `timout`: did you mean `timeout`?"
     );
-    assert!(d.contains("`timeout`"), "{d}");
     let d = one_error(&format!(
         "description: d\n{PARAMS}http:\n  url: http://h\n  verb: GET\n"
     ));

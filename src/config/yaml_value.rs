@@ -1,6 +1,6 @@
 //! Naming YAML values and placing YAML errors for diagnostics: the helpers
 //! every config file parser shares (agents, limits, triggers, prices,
-//! settings, plugins, skills). A leaf of `config`: depends on `diag` only,
+//! settings, plugins, skills). A leaf of `config`: depends on `diag` and `suggest` only,
 //! so the parsers that use it do not depend on each other.
 
 use std::path::Path;
@@ -37,6 +37,7 @@ pub fn yaml_diagnostic(path: &Path, text: &str, e: &serde_yaml::Error) -> Diagno
         message.truncate(i);
     }
     let (place, message) = explain_yaml_error(text, place, message);
+    let message = super::suggest::unknown_field(&message);
     Diagnostic::error(path, within_text(text, place), message)
 }
 

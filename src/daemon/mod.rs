@@ -124,7 +124,10 @@ impl AgentInfo {
             steps: agent.steps.as_ref().map(|p| p.steps.len()),
             last_run,
             consecutive_failures,
-            backoff_until: backoff_until.filter(|until| *until > now),
+            // The backoff holds back scheduled fires only: an agent with no
+            // schedule is never backed off, whatever its failures.
+            backoff_until: backoff_until
+                .filter(|until| *until > now && !agent.triggers.schedules.is_empty()),
             tools: None,
             system: None,
             prompt: None,

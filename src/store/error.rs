@@ -22,10 +22,11 @@ pub enum StoreError {
          upgrade aurad, or point `database:` in aurad.yaml at another file"
     )]
     NewerSchema { found: i64, known: i64 },
-    /// An id prefix matches several runs; `matches` holds the first ids in
-    /// order (at most 11: the message shows 10 and `...` when there are more).
+    /// An id prefix (or end) matches several runs; `matches` holds the
+    /// first ids in order (at most 11: the message shows 10 and `...` when
+    /// there are more).
     #[error(
-        "run id prefix `{prefix}` is ambiguous, it matches {}: give more characters",
+        "run id `{prefix}` is ambiguous: it is the start or end of {}; give more characters",
         list_matches(matches)
     )]
     Ambiguous {

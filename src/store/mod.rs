@@ -116,6 +116,39 @@ pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// How many hex digits of a run id's end [`short_run_id`] shows.
+pub const SHORT_ID_LEN: usize = 8;
+/// The fewest characters of a run id's end [`Store::get_run`] looks up.
+pub const MIN_ID_END: usize = 6;
+
+/// A run's short id: the last [`SHORT_ID_LEN`] characters of its id. Run
+/// ids are UUIDv7: their start is the time (runs started within a minute
+/// share it), their end is random, so the end tells runs apart.
+pub fn short_run_id(id: &str) -> &str {
+    let start = id
+        .char_indices()
+        .rev()
+        .nth(SHORT_ID_LEN - 1)
+        .map_or(0, |(i, _)| i);
+    &id[start..]
+}
+
+/// Whether [`Store::get_run`] also looks `id` up as the end of run ids: at
+/// least [`MIN_ID_END`] characters, every one a hex digit or `-`.
+fn may_be_id_end(id: &str) -> bool {
+    id.len() >= MIN_ID_END && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+/// `prefixed` and `ended` merged: in id order, each once, at most
+/// [`MAX_MATCHES`] + 1.
+fn merge_matches(mut prefixed: Vec<String>, ended: Vec<String>) -> Vec<String> {
+    prefixed.extend(ended);
+    prefixed.sort();
+    prefixed.dedup();
+    prefixed.truncate(MAX_MATCHES + 1);
+    prefixed
+}
+
 /// Handle to the store. Cheap to clone; clones share one backend.
 #[derive(Clone)]
 pub struct Store {

@@ -25,7 +25,8 @@ impl Store {
     }
 
     /// The run with this id, or with this unique id prefix (at least 4
-    /// characters). An ambiguous prefix is an error listing the matches.
+    /// characters) or id end (at least 6 hex digits: the short id the
+    /// listings show). An ambiguous one is an error listing the matches.
     /// Blocking.
     pub fn get_run_blocking(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
         route_blocking!(self.get_run_blocking / get_run(id))

@@ -452,6 +452,35 @@ store_test! {
 }
 
 store_test! {
+    /// A unique id end of 6 or more hex digits (the short id the listings
+    /// show) finds its run; a shared one is ambiguous; fewer digits, or
+    /// other characters, are looked up as a start only.
+    async fn id_end_lookup_and_ambiguity(store) {
+        for id in ["0001-aaaa-12345678", "0002-bbbb-99345678", "0003-cccc-ab12cd"] {
+            store.claim_run(NewRun { id: id.into(), ..new_run("a") }).await.unwrap();
+        }
+        assert_eq!(store.get_run("12345678").await.unwrap().unwrap().id, "0001-aaaa-12345678");
+        assert_eq!(store.get_run("ab12cd").await.unwrap().unwrap().id, "0003-cccc-ab12cd");
+        let err = store.get_run("345678").await.unwrap_err();
+        assert_eq!(
+            err,
+            StoreError::Ambiguous {
+                prefix: "345678".into(),
+                matches: vec!["0001-aaaa-12345678".into(), "0002-bbbb-99345678".into()]
+            }
+        );
+        assert_eq!(store.get_run("5678").await.unwrap(), None);
+        assert_eq!(store.get_run("b12cd").await.unwrap(), None);
+        // A start and an end of two runs: both are candidates.
+        store.claim_run(NewRun { id: "ab12cd-9".into(), ..new_run("a") }).await.unwrap();
+        assert!(matches!(
+            store.get_run("ab12cd").await,
+            Err(StoreError::Ambiguous { matches, .. }) if matches.len() == 2
+        ));
+    }
+}
+
+store_test! {
     /// Seqs continue across appends and handles, per run.
     async fn seq_continues_across_appends_and_handles_without_mixing_runs(store, test) {
         let (a, b) = (new_run("a"), new_run("b"));

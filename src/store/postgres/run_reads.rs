@@ -33,8 +33,9 @@ impl Postgres {
     }
 
     /// [`crate::store::Store::get_run`]: the run with this id, or with this
-    /// unique id prefix (at least 4 characters); an ambiguous prefix is
-    /// `Ambiguous` with the first 11 matches in id order.
+    /// unique id prefix (at least 4 characters) or end (at least 6 hex
+    /// digits); an ambiguous one is `Ambiguous` with the first 11 matches
+    /// in id order.
     pub(crate) async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
         let id = id.to_owned();
         self.with_client(move |client| async move {
@@ -82,6 +83,25 @@ impl Postgres {
                 .map(|r| r.try_get(0))
                 .collect::<Result<_, _>>()
                 .map_err(pg(context))?;
+            let ended: Vec<String> = if crate::store::may_be_id_end(&id) {
+                let by_end = client
+                    .prepare_cached(
+                        "SELECT id FROM runs WHERE right(id, length($1)) = $1 ORDER BY id LIMIT $2",
+                    )
+                    .await
+                    .map_err(pg(context))?;
+                client
+                    .query(&by_end, &[&id, &limit])
+                    .await
+                    .map_err(pg(context))?
+                    .iter()
+                    .map(|r| r.try_get(0))
+                    .collect::<Result<_, _>>()
+                    .map_err(pg(context))?
+            } else {
+                Vec::new()
+            };
+            let matches = crate::store::merge_matches(matches, ended);
             match matches.as_slice() {
                 [] => Ok(None),
                 [only] => client

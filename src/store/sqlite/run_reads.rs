@@ -260,6 +260,19 @@ fn get(conn: &Connection, id: &str) -> Result<Option<RunRecord>, StoreError> {
                 .collect()
         })
         .map_err(sql(context))?;
+    let ended: Vec<String> = if crate::store::may_be_id_end(id) {
+        conn.prepare_cached(
+            "SELECT id FROM runs WHERE substr(id, -length(?1)) = ?1 ORDER BY id LIMIT ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(params![id, MAX_MATCHES as i64 + 1], |row| row.get(0))?
+                .collect()
+        })
+        .map_err(sql(context))?
+    } else {
+        Vec::new()
+    };
+    let matches = crate::store::merge_matches(matches, ended);
     match matches.as_slice() {
         [] => Ok(None),
         [only] => run_by_id(conn, only),
