@@ -38,8 +38,11 @@ pub fn open_store(root: &Path) -> Result<Store, OpenError> {
 
 /// Where the project's running `aurad serve` listens and its API token, as
 /// it wrote them for the person (`config::private`); an error when no
-/// daemon of this project runs (or it could not write them).
-pub fn api_access(root: &Path) -> std::io::Result<crate::config::private::ApiAccess> {
+/// daemon of this project runs (or it could not write them), saying where
+/// it looked and which records are stale.
+pub fn api_access(
+    root: &Path,
+) -> Result<crate::config::private::ApiAccess, crate::config::private::NoDaemon> {
     crate::config::private::running_api(root, &config::process_env)
 }
 

@@ -22,15 +22,11 @@ pub struct DashboardArgs {
 pub fn run(root: &Path, args: DashboardArgs) -> i32 {
     let access = match app::api_access(root) {
         Ok(access) => access,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(none) => {
             eprintln!(
-                "error: no aurad serve of {} is running (start it with `aurad serve`)",
+                "error: no aurad serve of {} is running ({none}); start it with `aurad serve`",
                 root.display()
             );
-            return EXIT_FAILED;
-        }
-        Err(e) => {
-            eprintln!("error: cannot read the daemon's API credential: {e}");
             return EXIT_FAILED;
         }
     };

@@ -74,8 +74,16 @@ fn mcp(root: &Path, args: McpArgs) -> i32 {
         return EXIT_CONFIG;
     }
     if servers.is_empty() {
-        let file = config::mcp::mcp_file(root).unwrap_or(config::mcp::MCP_FILES[0]);
-        say_err!("no MCP servers: add them to {}", root.join(file).display());
+        let used = config::mcp::mcp_file(root);
+        let file = used.unwrap_or(config::mcp::MCP_FILES[0]);
+        if used.is_none() && !diagnostics.is_empty() {
+            say_err!(
+                "no MCP servers: aurad reads {}; the other editors' files named above are not read until you do what they say",
+                config::mcp::MCP_FILES.join(", ")
+            );
+        } else {
+            say_err!("no MCP servers: add them to {}", root.join(file).display());
+        }
         return EXIT_OK;
     }
     say_mcp_file(root, servers.len());

@@ -99,15 +99,17 @@ pub enum LogFormat {
 
 impl Cli {
     /// The log filter used when RUST_LOG is unset: `info` for the daemon,
-    /// warnings for the other commands; each `-v` one level more.
+    /// warnings for the other commands; each `-v` one level more. Below
+    /// `-vv` only aurad's own lines: a dependency's internal ones (rmcp's
+    /// raw `reqwest::Error` beside aurad's located message) are noise.
     pub fn default_log_filter(&self) -> &'static str {
         let base = match self.command {
             Command::Serve(_) => 1,
             _ => 0,
         };
         match base.max(self.verbose) {
-            0 => "warn",
-            1 => "info",
+            0 => "aurad=warn",
+            1 => "aurad=info",
             2 => "debug",
             _ => "trace",
         }
@@ -413,11 +415,11 @@ mod tests {
             let cli = Cli::try_parse_from(args).unwrap();
             cli.default_log_filter()
         };
-        assert_eq!(filter(&["aurad", "serve"]), "info");
-        assert_eq!(filter(&["aurad", "validate"]), "warn");
-        assert_eq!(filter(&["aurad", "run", "a"]), "warn");
-        assert_eq!(filter(&["aurad", "mcp"]), "warn");
-        assert_eq!(filter(&["aurad", "run", "a", "-v"]), "info");
+        assert_eq!(filter(&["aurad", "serve"]), "aurad=info");
+        assert_eq!(filter(&["aurad", "validate"]), "aurad=warn");
+        assert_eq!(filter(&["aurad", "run", "a"]), "aurad=warn");
+        assert_eq!(filter(&["aurad", "mcp"]), "aurad=warn");
+        assert_eq!(filter(&["aurad", "run", "a", "-v"]), "aurad=info");
         assert_eq!(filter(&["aurad", "-vv", "validate"]), "debug");
         assert_eq!(filter(&["aurad", "serve", "-vv"]), "debug");
         assert_eq!(filter(&["aurad", "serve", "-vvvv"]), "trace");

@@ -126,8 +126,10 @@ struct Report {
 /// The provider gates and channels of the project's running daemon, from
 /// its `/v1/status`; `Err` says why they are unknown.
 async fn daemon_report(root: &Path) -> Result<Report, String> {
-    let access = crate::app::api_access(root)
-        .map_err(|_| "no aurad serve of this project is running".to_string())?;
+    let access = crate::app::api_access(root).map_err(|none| match none.stale.is_empty() {
+        true => "no aurad serve of this project is running".to_string(),
+        false => format!("no aurad serve of this project is running: {none}"),
+    })?;
     let mut listen = access.listen;
     // A daemon listening on every interface answers on loopback.
     if listen.ip().is_unspecified() {

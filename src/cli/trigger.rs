@@ -35,22 +35,23 @@ pub struct TriggerArgs {
     /// Stream the run's events until it ends; exit 0 only if it succeeded.
     #[arg(long, short = 'f')]
     pub follow: bool,
-    /// The daemon's address. Default: where the project's running
-    /// `aurad serve` listens, else `http://` + `listen` of aurad.yaml
-    /// (127.0.0.1:7777).
-    #[arg(long, value_name = "URL")]
+    /// The daemon's address. Default: where the running `aurad serve` of
+    /// the project at --dir recorded it listens, else `http://` + `listen`
+    /// of aurad.yaml (127.0.0.1:7777).
+    #[arg(long, value_name = "URL", env = "AURAD_URL")]
     pub url: Option<String>,
 }
 
 pub fn run(root: &Path, args: TriggerArgs) -> i32 {
     // The project's running daemon says where it is and its token, to the
     // person only (`app::api_access`).
-    let access = app::api_access(root).ok();
-    let url = args
-        .url
-        .clone()
-        .or_else(|| access.as_ref().map(|a| format!("http://{}", a.listen)));
-    let base = match base_url(root, url.as_deref()) {
+    let access = app::api_access(root);
+    let (url, looked) = match (&args.url, &access) {
+        (Some(url), _) => (Some(url.clone()), None),
+        (None, Ok(a)) => (Some(format!("http://{}", loopback(a.listen))), None),
+        (None, Err(none)) => (None, Some(none.to_string())),
+    };
+    let base = match base_url(root, url.as_deref(), looked.as_deref()) {
         Ok(url) => url,
         Err(code) => return code,
     };
@@ -100,7 +101,8 @@ pub fn run(root: &Path, args: TriggerArgs) -> i32 {
         token: std::env::var("AURAD_TOKEN")
             .ok()
             .filter(|t| !t.is_empty())
-            .or_else(|| access.map(|a| a.token)),
+            .or_else(|| access.ok().map(|a| a.token)),
+        looked,
     };
     let code = runtime.block_on(trigger(
         &request,
@@ -113,8 +115,9 @@ pub fn run(root: &Path, args: TriggerArgs) -> i32 {
 }
 
 /// `--url`, or `http://` + `listen` of aurad.yaml; `Err` holds the exit
-/// code after saying why not.
-fn base_url(root: &Path, url: Option<&str>) -> Result<Url, i32> {
+/// code after saying why not (`looked`: why the running daemon's record
+/// was not used).
+fn base_url(root: &Path, url: Option<&str>, looked: Option<&str>) -> Result<Url, i32> {
     let text = match url {
         Some(url) if url.contains("://") => url.to_string(),
         Some(url) => format!("http://{url}"),
@@ -127,17 +130,15 @@ fn base_url(root: &Path, url: Option<&str>) -> Result<Url, i32> {
                 );
                 return Err(EXIT_CONFIG);
             }
-            let mut listen = settings.listen;
-            // A daemon listening on every interface answers on loopback.
-            if listen.ip().is_unspecified() {
-                let loopback: std::net::IpAddr = if listen.is_ipv4() {
-                    std::net::Ipv4Addr::LOCALHOST.into()
-                } else {
-                    std::net::Ipv6Addr::LOCALHOST.into()
-                };
-                listen.set_ip(loopback);
+            if settings.listen.port() == 0 {
+                eprintln!(
+                    "error: aurad.yaml says `listen: {}` (any free port), so only a running daemon's record says where it listens, and {}: the daemon is not running: start it with `aurad serve`, or pass --url (or set AURAD_URL) if it runs elsewhere",
+                    settings.listen,
+                    looked.unwrap_or("there is none")
+                );
+                return Err(EXIT_FAILED);
             }
-            format!("http://{listen}")
+            format!("http://{}", loopback(settings.listen))
         }
     };
     match Url::parse(&text) {
@@ -149,10 +150,27 @@ fn base_url(root: &Path, url: Option<&str>) -> Result<Url, i32> {
     }
 }
 
+/// `listen` as a client reaches it: a daemon listening on every interface
+/// answers on loopback.
+fn loopback(mut listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    if listen.ip().is_unspecified() {
+        let loopback: std::net::IpAddr = if listen.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        };
+        listen.set_ip(loopback);
+    }
+    listen
+}
+
 /// Where the daemon is, and the token it may require.
 struct Request {
     base: Url,
     token: Option<String>,
+    /// When the address is aurad.yaml's: why the running daemon's record
+    /// was not used (where it was looked for, stale records).
+    looked: Option<String>,
 }
 
 impl Request {
@@ -182,10 +200,16 @@ impl Request {
         match self.authorize(request).send().await {
             Ok(response) => Ok(response),
             Err(e) if e.is_connect() => {
-                eprintln!(
-                    "error: no aurad serve is answering at {}; start it with aurad serve (or pass --url)",
-                    self.shown()
-                );
+                match &self.looked {
+                    Some(looked) => eprintln!(
+                        "error: no aurad serve is answering at {} (`listen` of aurad.yaml, 127.0.0.1:7777 unless set), and {looked}: the daemon is not running: start it with `aurad serve`, or pass --url (or set AURAD_URL) if it runs elsewhere",
+                        self.shown()
+                    ),
+                    None => eprintln!(
+                        "error: no aurad serve is answering at {}; start it with `aurad serve` (or pass --url)",
+                        self.shown()
+                    ),
+                }
                 Err(EXIT_FAILED)
             }
             Err(e) if e.is_timeout() => {
@@ -380,6 +404,7 @@ mod tests {
         let request = Request {
             base: Url::parse("http://127.0.0.1:7777/aurad/").unwrap(),
             token: None,
+            looked: None,
         };
         assert_eq!(
             request.url(&["v1", "agents", "a b", "runs"]).as_str(),
@@ -388,6 +413,7 @@ mod tests {
         let request = Request {
             base: Url::parse("http://127.0.0.1:7777").unwrap(),
             token: None,
+            looked: None,
         };
         assert_eq!(
             request.url(&["v1", "runs", "x", "events"]).as_str(),
@@ -399,9 +425,9 @@ mod tests {
     fn a_url_without_scheme_means_http() {
         let dir = std::path::Path::new("/nonexistent");
         assert_eq!(
-            base_url(dir, Some("127.0.0.1:9")).unwrap().as_str(),
+            base_url(dir, Some("127.0.0.1:9"), None).unwrap().as_str(),
             "http://127.0.0.1:9/"
         );
-        assert_eq!(base_url(dir, Some("ftp://x")), Err(EXIT_CONFIG));
+        assert_eq!(base_url(dir, Some("ftp://x"), None), Err(EXIT_CONFIG));
     }
 }

@@ -7,11 +7,14 @@
 //! ignored with a note ([`dialect`]). Every problem is reported at its
 //! `file:line:column`, and a broken entry only leaves out that server.
 //! The files may be JSONC, as VS Code and Zed write them: comments and
-//! trailing commas are blanked out first ([`blank_jsonc`]).
+//! trailing commas are blanked out first ([`blank_jsonc`]). With none of
+//! these files, other editors' files it does not read are named, with how
+//! to use them ([`elsewhere`]).
 //! Depends on `types` only (and its `config` siblings) and
 //! `json-strip-comments`.
 
 mod dialect;
+mod elsewhere;
 mod envfile;
 mod fields;
 mod json;
@@ -112,7 +115,7 @@ pub fn mcp_file(root: &Path) -> Option<&'static str> {
 pub fn load_mcp(root: &Path, env: EnvLookup) -> (Vec<McpServerConfig>, Vec<Diagnostic>) {
     let present = mcp_files_present(root);
     let Some(&used) = present.first() else {
-        return (Vec::new(), Vec::new());
+        return (Vec::new(), elsewhere::other_editors_files(root));
     };
     let rel = Path::new(used);
     let mut diags = Vec::new();
@@ -276,6 +279,10 @@ impl Parser<'_> {
                     "`sandbox` (VS Code) is accepted and ignored: aurad does not sandbox MCP servers, they run with the daemon user's rights",
                 ),
                 "$schema" => {}
+                "mcp" => self.error(
+                    m.key_offset,
+                    "unknown field `mcp`: `{\"mcp\": {\"servers\": {...}}}` is the shape of VS Code's settings.json; an MCP file holds the servers at its top: write `{\"servers\": {...}}` (what is inside `mcp`, one level up)",
+                ),
                 other => self.error(
                     m.key_offset,
                     format!("unknown field `{other}`; valid top-level fields: `mcpServers` (an object by name), `servers` (an object by name, or aurad's list), `context_servers` (Zed), `inputs` (VS Code)"),

@@ -45,37 +45,88 @@ pub fn api_file(root: &Path, port: u16, env: EnvLookup) -> PathBuf {
     project_dir(root, env).join(format!("api-{port}.json"))
 }
 
-/// What the running daemons of the project at `root` wrote: the one whose
-/// process still runs and wrote last. An error when none runs.
-pub fn running_api(root: &Path, env: EnvLookup) -> std::io::Result<ApiAccess> {
+/// What the running daemons of the project at `root` wrote: the one that
+/// wrote last among those still running (each holds a lock on its record
+/// while it runs, so a record left by a daemon killed with `kill -9` is
+/// told apart from a live one without trusting its pid, which may be
+/// reused or belong to another pid namespace). [`NoDaemon`] when none runs.
+pub fn running_api(root: &Path, env: EnvLookup) -> Result<ApiAccess, NoDaemon> {
     let dir = project_dir(root, env);
+    let mut not = NoDaemon {
+        dir: dir.clone(),
+        stale: Vec::new(),
+    };
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(_) => return Err(not),
+    };
     let mut found: Vec<(std::time::SystemTime, ApiAccess)> = Vec::new();
-    for entry in std::fs::read_dir(&dir)?.flatten() {
+    for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if !(name.starts_with("api-") && name.ends_with(".json")) {
             continue;
         }
-        let Ok(access) = read_api_file(&entry.path()) else {
+        let path = entry.path();
+        let Ok(access) = read_api_file(&path) else {
             continue;
         };
-        // SAFETY: signal 0 only asks whether the process exists.
-        let alive = i32::try_from(access.pid).is_ok_and(|pid| unsafe { libc::kill(pid, 0) } == 0);
         let written = entry.metadata().and_then(|m| m.modified());
-        if let (true, Ok(written)) = (alive, written) {
-            found.push((written, access));
+        match (is_held(&path, access.pid), written) {
+            (true, Ok(written)) => found.push((written, access)),
+            (false, _) => not.stale.push((path, access)),
+            (true, Err(_)) => {}
         }
     }
     found.sort_by_key(|(written, _)| *written);
-    found.pop().map(|(_, access)| access).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!(
-                "no running aurad serve wrote its address in {}",
-                dir.display()
-            ),
-        )
-    })
+    found.pop().map(|(_, access)| access).ok_or(not)
+}
+
+/// Whether the daemon that wrote the record at `path` still holds its lock.
+/// Where the file system has no locks, whether process `pid` exists.
+fn is_held(path: &Path, pid: u32) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    match file.try_lock_shared() {
+        Ok(()) => false,
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        // SAFETY: signal 0 only asks whether the process exists.
+        Err(std::fs::TryLockError::Error(_)) => {
+            i32::try_from(pid).is_ok_and(|pid| unsafe { libc::kill(pid, 0) } == 0)
+        }
+    }
+}
+
+/// No `aurad serve` of a project records its address: where the records
+/// were looked for, and those whose daemon is gone.
+#[derive(Debug)]
+pub struct NoDaemon {
+    /// The project's private folder.
+    pub dir: PathBuf,
+    /// Records whose daemon no longer holds their lock (killed without a
+    /// clean stop).
+    pub stale: Vec<(PathBuf, ApiAccess)>,
+}
+
+impl std::fmt::Display for NoDaemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no running daemon's address is recorded in {}",
+            self.dir.display()
+        )?;
+        for (path, access) in &self.stale {
+            write!(
+                f,
+                "; {} is stale: the daemon that listened on {} (pid {}) is not running (it stopped without cleaning up, e.g. killed)",
+                path.display(),
+                access.listen,
+                access.pid
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// What `api.json` holds.
@@ -105,8 +156,12 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Writes `access` to `path`, readable by the user only (the folders
-/// `0700`, the file `0600`), replacing what was there in one step.
-pub fn write_api_file(path: &Path, access: &ApiAccess) -> std::io::Result<()> {
+/// `0700`, the file `0600`), replacing what was there in one step, and
+/// locks it: the record counts as a running daemon's while the returned
+/// file stays open (the kernel drops the lock when the process ends in any
+/// way). It is locked before it takes its name, so no reader sees it
+/// unlocked while its writer runs.
+pub fn write_api_file(path: &Path, access: &ApiAccess) -> std::io::Result<std::fs::File> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -122,7 +177,14 @@ pub fn write_api_file(path: &Path, access: &ApiAccess) -> std::io::Result<()> {
         .open(&temporary)?;
     file.write_all(text.as_bytes())?;
     file.sync_all()?;
-    std::fs::rename(&temporary, path)
+    match file.try_lock() {
+        Ok(()) => {}
+        // Without locks, readers fall back on the pid.
+        Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {}
+        Err(e) => return Err(std::io::Error::other(e.to_string())),
+    }
+    std::fs::rename(&temporary, path)?;
+    Ok(file)
 }
 
 /// Reads `api.json` at `path`.
@@ -177,27 +239,35 @@ mod tests {
     }
 
     #[test]
-    fn the_running_daemon_is_the_newest_whose_process_lives() {
+    fn the_running_daemon_is_the_newest_whose_lock_is_held() {
         let state = tempfile::tempdir().unwrap();
         let path = state.path().to_string_lossy().into_owned();
         let env = move |name: &str| (name == "XDG_STATE_HOME").then(|| path.clone());
         let root = Path::new("/nonexistent/project");
-        assert_eq!(
-            running_api(root, &env).unwrap_err().kind(),
-            std::io::ErrorKind::NotFound
+        let none = running_api(root, &env).unwrap_err();
+        assert!(none.stale.is_empty());
+        assert!(
+            none.to_string()
+                .contains(&state.path().display().to_string()),
+            "{none}"
         );
+        // A record whose lock went with its writer, although its pid is ours.
         let gone = ApiAccess {
             listen: "127.0.0.1:1".parse().unwrap(),
             token: "gone".into(),
-            pid: u32::MAX - 1,
+            pid: std::process::id(),
         };
-        write_api_file(&api_file(root, 1, &env), &gone).unwrap();
+        drop(write_api_file(&api_file(root, 1, &env), &gone).unwrap());
+        let stale = running_api(root, &env).unwrap_err();
+        assert_eq!(stale.stale.len(), 1, "{stale}");
+        assert!(stale.to_string().contains("127.0.0.1:1 (pid"), "{stale}");
+        assert!(stale.to_string().contains("is not running"), "{stale}");
         let me = ApiAccess {
             listen: "127.0.0.1:2".parse().unwrap(),
             token: "mine".into(),
             pid: std::process::id(),
         };
-        write_api_file(&api_file(root, 2, &env), &me).unwrap();
+        let _held = write_api_file(&api_file(root, 2, &env), &me).unwrap();
         assert_eq!(running_api(root, &env).unwrap(), me);
     }
 }

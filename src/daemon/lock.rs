@@ -1,8 +1,13 @@
-//! One daemon per project directory: an exclusive lock on
-//! `<root>/.aurad.lock` (std's `File::try_lock`, which is `flock` on Linux),
-//! held for the life of the process.
+//! One daemon per project directory when the store is a SQLite file: an
+//! exclusive lock on `<root>/.aurad.lock` (std's `File::try_lock`, which is
+//! `flock` on Linux), held for the life of the process. With PostgreSQL the
+//! daemons are nodes that coordinate through the database, so several may
+//! serve one project directory (a shared volume, or a read-only one such as
+//! a Kubernetes ConfigMap): nothing is locked or written in the project;
+//! each daemon's own lock is on its address record in its private folder
+//! (`config::private`).
 //!
-//! May depend on std and the `config` constant of its name. The
+//! May depend on std, the `config` constant of its name and `types`' `Database`. The
 //! lock belongs to the open file, so the kernel releases it when the process
 //! ends in any way (crash, `kill -9`);
 //! there is no stale lock to clean up. The file is opened close-on-exec (std
@@ -13,6 +18,8 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::types::Database;
+
 /// The lock file's name inside the project directory.
 pub use crate::config::settings::LOCK_FILE;
 
@@ -22,22 +29,31 @@ pub use crate::config::settings::LOCK_FILE;
 #[derive(Debug)]
 pub struct ProjectLock {
     /// Kept open: closing it releases the lock.
-    _file: File,
-    path: PathBuf,
+    _file: Option<File>,
+    path: Option<PathBuf>,
 }
 
 impl ProjectLock {
+    /// The lock `database` calls for: the project's (`acquire`) for a
+    /// SQLite file, none for PostgreSQL (`root` must still be a directory).
+    pub fn for_store(root: &Path, database: &Database) -> Result<ProjectLock, String> {
+        match database {
+            Database::Sqlite(_) => ProjectLock::acquire(root),
+            Database::Postgres(_) => {
+                must_be_dir(root)?;
+                Ok(ProjectLock {
+                    _file: None,
+                    path: None,
+                })
+            }
+        }
+    }
+
     /// Takes the lock of the project at `root` without waiting, and writes
     /// our pid into the lock file. Fails with a message naming the other
     /// daemon's pid when the project is already served.
     pub fn acquire(root: &Path) -> Result<ProjectLock, String> {
-        if !root.is_dir() {
-            return Err(format!(
-                "project directory {} does not exist or is not a directory; create it, \
-                 or pass --dir with an existing project",
-                root.display()
-            ));
-        }
+        must_be_dir(root)?;
         let path = root.join(LOCK_FILE);
         // No truncation here: the file may hold the running daemon's pid,
         // which the error message below reads.
@@ -50,7 +66,9 @@ impl ProjectLock {
             .map_err(|e| {
                 format!(
                     "cannot open the lock file {}: {e}; check that the project directory is \
-                     writable",
+                     writable (with a SQLite store one daemon per project directory holds \
+                     it; with `database: postgres://...` several nodes may share a \
+                     read-only project directory)",
                     path.display()
                 )
             })?;
@@ -84,13 +102,27 @@ impl ProjectLock {
                     path.display()
                 )
             })?;
-        Ok(ProjectLock { _file: file, path })
+        Ok(ProjectLock {
+            _file: Some(file),
+            path: Some(path),
+        })
     }
 
-    /// The lock file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The lock file's path; `None` when the store needs no project lock.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
+}
+
+fn must_be_dir(root: &Path) -> Result<(), String> {
+    if root.is_dir() {
+        return Ok(());
+    }
+    Err(format!(
+        "project directory {} does not exist or is not a directory; create it, \
+         or pass --dir with an existing project",
+        root.display()
+    ))
 }
 
 /// The pid the lock holder wrote, if the file holds one.
@@ -108,8 +140,11 @@ mod tests {
     fn a_second_acquire_fails_naming_our_pid_until_the_first_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let first = ProjectLock::acquire(dir.path()).unwrap();
-        assert_eq!(first.path(), dir.path().join(LOCK_FILE));
-        let written = std::fs::read_to_string(first.path()).unwrap();
+        assert_eq!(first.path().unwrap(), dir.path().join(LOCK_FILE));
+        let sqlite = Database::Sqlite(dir.path().join("aurad.db"));
+        let err = ProjectLock::for_store(dir.path(), &sqlite).unwrap_err();
+        assert!(err.contains("already running"), "{err}");
+        let written = std::fs::read_to_string(first.path().unwrap()).unwrap();
         assert_eq!(written, format!("{}\n", std::process::id()));
 
         let err = ProjectLock::acquire(dir.path()).unwrap_err();
@@ -123,18 +158,21 @@ mod tests {
         assert!(err.contains(&dir.path().display().to_string()), "{err}");
         assert!(err.contains("--dir"), "{err}");
         // A failed attempt leaves the holder's pid in place.
-        assert_eq!(std::fs::read_to_string(first.path()).unwrap(), written);
+        assert_eq!(
+            std::fs::read_to_string(first.path().unwrap()).unwrap(),
+            written
+        );
 
         drop(first);
         let again = ProjectLock::acquire(dir.path()).unwrap();
-        assert!(again.path().exists(), "the lock file stays");
+        assert!(again.path().unwrap().exists(), "the lock file stays");
     }
 
     #[test]
     fn an_unreadable_pid_says_another_process() {
         let dir = tempfile::tempdir().unwrap();
         let first = ProjectLock::acquire(dir.path()).unwrap();
-        std::fs::write(first.path(), "garbage").unwrap();
+        std::fs::write(first.path().unwrap(), "garbage").unwrap();
         let err = ProjectLock::acquire(dir.path()).unwrap_err();
         assert!(
             err.starts_with("another process is already running on"),
@@ -147,8 +185,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(LOCK_FILE), "999999999\n").unwrap();
         let lock = ProjectLock::acquire(dir.path()).unwrap();
-        let written = std::fs::read_to_string(lock.path()).unwrap();
+        let written = std::fs::read_to_string(lock.path().unwrap()).unwrap();
         assert_eq!(written, format!("{}\n", std::process::id()));
+    }
+
+    #[test]
+    fn with_postgresql_nothing_is_locked_or_written_in_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let pg = Database::from_setting("postgres://127.0.0.1/x", dir.path());
+        let first = ProjectLock::for_store(dir.path(), &pg).unwrap();
+        let second = ProjectLock::for_store(dir.path(), &pg).unwrap();
+        assert_eq!((first.path(), second.path()), (None, None));
+        assert!(!dir.path().join(LOCK_FILE).exists());
+        let missing = dir.path().join("gone");
+        let err = ProjectLock::for_store(&missing, &pg).unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
     }
 
     #[test]

@@ -68,7 +68,10 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     let root = options.root.clone();
-    let lock = ProjectLock::acquire(&root)?;
+    // SQLite: one daemon per project; PostgreSQL: the nodes coordinate
+    // through the database, and the project may be shared or read-only.
+    let (early, _) = crate::config::load_settings(&root, &*options.env);
+    let lock = ProjectLock::for_store(&root, &early.database)?;
     let mut reloader = Reloader::new(root.clone(), options.env.clone());
     let loaded = reloader.load(None).await;
     let (snapshot, warnings) = match loaded {
@@ -172,7 +175,9 @@ pub async fn serve(
         token: token.clone(),
         pid: std::process::id(),
     };
-    if let Err(e) = crate::config::private::write_api_file(&api_file, &access) {
+    // Held open: the lock on it says this daemon runs (`config::private`).
+    let record = crate::config::private::write_api_file(&api_file, &access);
+    if let Err(e) = &record {
         let message = format!(
             "cannot write the API's credential to {}: {e}",
             api_file.display()
@@ -320,6 +325,7 @@ pub async fn serve(
     if crate::config::private::read_api_file(&api_file).is_ok_and(|a| a.pid == std::process::id()) {
         let _ = std::fs::remove_file(&api_file);
     }
+    drop(record);
     if store.is_shared()
         && let Err(e) = store.node_stopped(&node.id).await
     {
