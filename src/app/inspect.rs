@@ -25,6 +25,10 @@ pub struct Validation {
     pub schedules: Vec<ScheduleNote>,
     /// How many MCP servers the project's MCP file has.
     pub mcp_servers: usize,
+    /// How many skills, `tools.d` plugins and channels load.
+    pub skills: usize,
+    pub plugins: usize,
+    pub channels: usize,
 }
 
 /// One schedule of an agent, explained.
@@ -74,6 +78,9 @@ pub fn validate(root: &Path) -> Validation {
         agents: snapshot.project.agents.len(),
         schedules,
         mcp_servers: snapshot.project.mcp_servers.len(),
+        skills: snapshot.skills.len(),
+        plugins: snapshot.project.plugins.len(),
+        channels: snapshot.project.channels.len(),
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod agents;
 pub mod cases;
 pub mod chat;
+pub mod doctor;
 pub mod inspect;
 pub mod mcp_serve;
 mod offline;

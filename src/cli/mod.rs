@@ -30,6 +30,7 @@ mod approve;
 mod chat;
 mod completions;
 mod dashboard;
+mod doctor;
 mod follow;
 mod mcp;
 mod memory;
@@ -158,6 +159,8 @@ pub enum Command {
     Dashboard(dashboard::DashboardArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(completions::CompletionsArgs),
+    /// What this machine and project can do and what is wrong, each with its fix.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Logs go to stderr: readable lines (coloured on a terminal) or, with
@@ -247,6 +250,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Skills(args) => skills::run(&root, args),
         Command::Status(args) => status::run(&root, args),
         Command::Dashboard(args) => dashboard::run(&root, args),
+        Command::Doctor(args) => doctor::run(&root, args),
         Command::Completions(_) => unreachable!("answered before the project is read"),
     }
 }
