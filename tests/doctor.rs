@@ -99,7 +99,7 @@ fn doctor(root: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, Str
 }
 
 /// `aurad doctor --json`: (exit code, the report).
-fn report(root: &Path, env: &[(&str, &str)]) -> (i32, Value) {
+fn doctor_json(root: &Path, env: &[(&str, &str)]) -> (i32, Value) {
     let (code, stdout, stderr) = doctor(root, &["--json"], env);
     let report: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not one JSON object ({e}):\n{stdout}\nstderr:\n{stderr}"));
@@ -129,7 +129,7 @@ fn run_once(root: &Path) {
 #[test]
 fn a_fresh_project_without_a_key_exits_0_with_every_check() {
     let project = init_like();
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 0, "{report:#}");
     let names: Vec<&str> = report["checks"]
         .as_array()
@@ -206,7 +206,7 @@ fn a_fresh_project_without_a_key_exits_0_with_every_check() {
 #[test]
 fn an_empty_folder_is_told_to_run_init() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, report) = report(dir.path(), &[]);
+    let (code, report) = doctor_json(dir.path(), &[]);
     assert_eq!(code, 0, "{report:#}");
     let project = check(&report, "project");
     assert_eq!(project["status"], "warn", "{report:#}");
@@ -220,7 +220,7 @@ fn an_empty_folder_is_told_to_run_init() {
 fn a_store_with_garbage_in_it_is_an_error_with_the_fix() {
     let project = init_like();
     run_once(project.path());
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 0, "a sound store first: {report:#}");
     let store = check(&report, "store");
     assert!(
@@ -228,6 +228,12 @@ fn a_store_with_garbage_in_it_is_an_error_with_the_fix() {
         "{report:#}"
     );
     let db = project.path().join("aurad.db");
+    // The runs are in the write-ahead log until a checkpoint: move them
+    // into the file, then damage it.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(conn);
     let mut bytes = std::fs::read(&db).unwrap();
     assert!(bytes.len() > 3 * 4096, "{} bytes", bytes.len());
     // Every page after the first (the header stays readable).
@@ -235,7 +241,7 @@ fn a_store_with_garbage_in_it_is_an_error_with_the_fix() {
         *b = (i * 7 % 251) as u8;
     }
     std::fs::write(&db, &bytes).unwrap();
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 1, "{report:#}");
     let store = check(&report, "store");
     assert_eq!(store["status"], "error", "{report:#}");
@@ -262,7 +268,7 @@ fn a_store_from_a_newer_aurad_is_an_error() {
         .unwrap();
     conn.pragma_update(None, "user_version", known + 1).unwrap();
     drop(conn);
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 1, "{report:#}");
     let store = check(&report, "store");
     assert_eq!(store["status"], "error", "{report:#}");
@@ -294,7 +300,7 @@ fn a_missing_mcp_command_is_a_warning_and_strict_makes_it_fail() {
     )
     .unwrap();
     let key = [("OPENAI_API_KEY", "sk-doctor-test-key-0000")];
-    let (code, report) = report(project.path(), &key);
+    let (code, report) = doctor_json(project.path(), &key);
     assert_eq!(code, 0, "{report:#}");
     let mcp = check(&report, "mcp");
     assert_eq!(mcp["status"], "warn", "{report:#}");
@@ -346,7 +352,7 @@ fn a_key_that_is_set_is_named_and_never_shown() {
         "{stdout}{stderr}"
     );
     // Without it: the agents that need it, by name.
-    let (_, report) = report(project.path(), &[("OPENAI_API_KEY", sentinel)]);
+    let (_, report) = doctor_json(project.path(), &[("OPENAI_API_KEY", sentinel)]);
     let keys = check(&report, "keys");
     assert_eq!(keys["status"], "warn", "{report:#}");
     assert!(
@@ -366,7 +372,7 @@ fn an_agent_file_with_an_error_is_located() {
         "model: test\nprompt: Hi.\nmax_stpes: 3\n",
     )
     .unwrap();
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 1, "{report:#}");
     let check = check(&report, "project");
     assert_eq!(check["status"], "error", "{report:#}");
@@ -393,7 +399,7 @@ fn a_listen_port_taken_by_another_socket_is_an_error() {
         format!("listen: {addr}\n"),
     )
     .unwrap();
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 1, "{report:#}");
     let listen = check(&report, "listen");
     assert_eq!(listen["status"], "error", "{report:#}");
@@ -410,7 +416,7 @@ fn a_listen_port_taken_by_another_socket_is_an_error() {
         "{report:#}"
     );
     drop(taken);
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 0, "free again: {report:#}");
 }
 
@@ -418,7 +424,7 @@ fn a_listen_port_taken_by_another_socket_is_an_error() {
 fn listening_beyond_loopback_needs_a_token() {
     let project = init_like();
     std::fs::write(project.path().join("aurad.yaml"), "listen: 0.0.0.0:0\n").unwrap();
-    let (code, report) = report(project.path(), &[]);
+    let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 1, "{report:#}");
     let listen = check(&report, "listen");
     assert_eq!(listen["status"], "error", "{report:#}");
@@ -438,7 +444,7 @@ fn an_unreachable_postgres_store_is_an_error() {
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = free.local_addr().unwrap().port();
     drop(free);
-    let (code, report) = report(
+    let (code, report) = doctor_json(
         project.path(),
         &[(
             "AURAD_DATABASE_URL",
@@ -464,7 +470,7 @@ fn a_postgres_store_reports_its_schema_and_refuses_a_newer_one() {
     };
     let project = init_like();
     let url = [("AURAD_DATABASE_URL", db.url.as_str())];
-    let (code, report) = report(project.path(), &url);
+    let (code, report) = doctor_json(project.path(), &url);
     assert_eq!(code, 0, "{report:#}");
     let finding = check(&report, "store")["finding"]
         .as_str()
@@ -478,7 +484,7 @@ fn a_postgres_store_reports_its_schema_and_refuses_a_newer_one() {
         .env("AURAD_DATABASE_URL", &db.url)
         .assert()
         .success();
-    let (code, report) = report(project.path(), &url);
+    let (code, report) = doctor_json(project.path(), &url);
     assert_eq!(code, 0, "{report:#}");
     let store = check(&report, "store");
     assert_eq!(store["status"], "ok", "{report:#}");
@@ -486,7 +492,7 @@ fn a_postgres_store_reports_its_schema_and_refuses_a_newer_one() {
     assert!(finding.contains(": schema "), "{finding}");
     assert!(!finding.contains("migrated"), "{finding}");
     db.query("INSERT INTO aurad_schema (version, name) VALUES (9999, 'from the future')");
-    let (code, report) = report(project.path(), &url);
+    let (code, report) = doctor_json(project.path(), &url);
     assert_eq!(code, 1, "{report:#}");
     assert!(
         check(&report, "store")["finding"]
