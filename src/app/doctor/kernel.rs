@@ -371,7 +371,12 @@ mod tests {
         assert_eq!(check.status, Status::Warn, "{check:?}");
         assert!(check.finding.contains("no cgroup v2"), "{check:?}");
         assert!(check.finding.contains("rlimits"), "{check:?}");
-        assert!(check.fix.unwrap().contains("Delegate=yes"));
+        assert!(
+            check
+                .fix
+                .unwrap()
+                .contains("systemd.unified_cgroup_hierarchy=1")
+        );
     }
 
     #[test]
