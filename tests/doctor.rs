@@ -7,7 +7,8 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
-    reason = "a test: a panic is its failure report"
+    clippy::print_stderr,
+    reason = "a test: a panic is its failure report, and the PostgreSQL helper says when it skips"
 )]
 
 #[path = "support/postgres.rs"]
