@@ -503,3 +503,48 @@ fn a_postgres_store_reports_its_schema_and_refuses_a_newer_one() {
         "{report:#}"
     );
 }
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_projects_own_daemon_on_the_listen_port_is_named_not_blamed() {
+    let project = init_like();
+    let root = project.path();
+    let serve = Killed(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin!("aurad"))
+            .arg("serve")
+            .current_dir(root)
+            .env("XDG_STATE_HOME", root.join(".state"))
+            .env_remove("AURAD_TOKEN")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = serve.0.id();
+    let expected = format!("is served by this project's daemon (pid {pid})");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (code, report) = doctor_json(root, &[]);
+        let listen = check(&report, "listen");
+        if listen["finding"].as_str().unwrap().contains(&expected) {
+            assert_eq!(listen["status"], "ok", "{report:#}");
+            assert_eq!(code, 0, "{report:#}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never showed as serving: {report:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(serve);
+}
