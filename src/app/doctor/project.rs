@@ -242,29 +242,28 @@ pub fn clock(
         );
     }
     let tz = env("TZ").filter(|v| !v.is_empty());
+    let mut findings = Vec::new();
+    let mut fixes = Vec::new();
     if let Some(tz) = &tz
         && !tz_valid(tz)
     {
-        return Check::warn(
-            CheckName::Clock,
-            format!(
-                "TZ={tz:?} is not a known zone: local times (logs, `aurad runs`) fall back to UTC"
-            ),
-            "export TZ=Europe/Paris (an IANA name), or unset TZ",
-        );
+        findings.push(format!(
+            "TZ={tz:?} is not a known zone: local times (logs, `aurad runs`) fall back to UTC"
+        ));
+        fixes.push("export TZ=Europe/Paris (an IANA name), or unset TZ");
     }
     if let Some(newest) = newest_run
         && newest > now + chrono::Duration::minutes(1)
     {
-        return Check::warn(
-            CheckName::Clock,
-            format!(
-                "the clock ({}) is behind the newest stored run ({}): it went back; schedules may fire again",
-                now.format("%Y-%m-%d %H:%M:%S UTC"),
-                newest.format("%Y-%m-%d %H:%M:%S UTC")
-            ),
-            "set the clock right and keep it synchronised: timedatectl set-ntp true",
-        );
+        findings.push(format!(
+            "the clock ({}) is behind the newest stored run ({}): it went back; schedules may fire again",
+            now.format("%Y-%m-%d %H:%M:%S UTC"),
+            newest.format("%Y-%m-%d %H:%M:%S UTC")
+        ));
+        fixes.push("set the clock right and keep it synchronised: timedatectl set-ntp true");
+    }
+    if !findings.is_empty() {
+        return Check::warn(CheckName::Clock, findings.join("; "), fixes.join("; "));
     }
     let mut zones: Vec<&str> = project
         .agents
@@ -308,7 +307,37 @@ fn tz_valid(tz: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{command_found, tz_valid};
+    #![allow(clippy::unwrap_used, reason = "a test")]
+
+    use chrono::{Duration, Utc};
+
+    use super::{clock, command_found, tz_valid};
+    use crate::app::doctor::Status;
+
+    #[test]
+    fn a_clock_behind_the_newest_run_and_a_bad_tz_are_both_warned() {
+        let root = tempfile::tempdir().unwrap();
+        let project = crate::config::load(root.path(), &|_| None).project;
+        let now = Utc::now();
+        let fine = clock(
+            &project,
+            &[],
+            &|_| None,
+            Some(now - Duration::hours(1)),
+            now,
+        );
+        assert_eq!(fine.status, Status::Ok, "{fine:?}");
+        let env = |name: &str| (name == "TZ").then(|| "Nowhere/Land".to_string());
+        let both = clock(&project, &[], &env, Some(now + Duration::hours(2)), now);
+        assert_eq!(both.status, Status::Warn, "{both:?}");
+        assert!(
+            both.finding
+                .contains("TZ=\"Nowhere/Land\" is not a known zone"),
+            "{both:?}"
+        );
+        assert!(both.finding.contains("it went back"), "{both:?}");
+        assert!(both.fix.unwrap().contains("timedatectl set-ntp true"));
+    }
 
     #[test]
     fn commands_are_found_on_the_path_or_as_files() {
