@@ -79,16 +79,16 @@ pub fn cgroup(machine: &Machine) -> Check {
 
 /// What the limits are for tools in every case: aurad sets no cgroup
 /// limit of its own.
-const LIMITS: &str = "resource limits are the rlimits aurad inherits (aurad sets no cgroup limits)";
+const LIMITS: &str = "limits: the rlimits aurad inherits (it sets no cgroup limits)";
 
 fn judge_cgroup(cgroup2: bool, probe: &CgroupProbe) -> Check {
-    let fallback = "tool processes are tracked by an environment marker and the subreaper instead: a process that clears its environment and detaches can outlive its call";
+    let fallback = "tool processes are tracked by an environment marker and the subreaper instead (one that clears its environment and detaches can outlive its call)";
     let delegate = "run aurad under systemd with Delegate=yes (the unit `aurad service` prints has it), or start it with `systemd-run --user -p Delegate=yes aurad serve`";
     match probe {
         CgroupProbe::Usable(own) => Check::ok(
             CheckName::Cgroup,
             format!(
-                "cgroup v2, {} writable: each tool call gets a cgroup, killed whole when it ends; {LIMITS}",
+                "cgroup v2, {} writable: each tool call gets a cgroup, killed whole at its end; {LIMITS}",
                 own.display()
             ),
         ),
