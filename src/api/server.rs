@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 pub const MAX_CONNECTIONS: usize = 4096;
 /// Descriptors kept for everything but connections when the open-file
 /// limit is what bounds them.
-const RESERVED_FILES: u64 = 256;
+pub const RESERVED_FILES: u64 = 256;
 /// How long a request's headers, or the next request on an open
 /// connection, may take to arrive.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);

@@ -14,6 +14,7 @@ pub mod agents;
 pub mod cases;
 pub mod chat;
 pub mod complete;
+pub mod doctor;
 pub mod init;
 pub mod inspect;
 pub mod mcp_serve;

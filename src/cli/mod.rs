@@ -30,6 +30,7 @@ mod approve;
 mod chat;
 mod completions;
 mod dashboard;
+mod doctor;
 mod follow;
 mod init;
 mod mcp;
@@ -165,6 +166,8 @@ pub enum Command {
     /// Print the shell code that completes aurad (bash, zsh, fish, powershell, elvish):
     /// commands, options, agent names and run ids.
     Completions(completions::CompletionsArgs),
+    /// What this machine and project can do and what is wrong, each with its fix.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Logs go to stderr: readable lines (coloured on a terminal) or, with
@@ -258,6 +261,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Skills(args) => skills::run(&root, args),
         Command::Status(args) => status::run(&root, args),
         Command::Dashboard(args) => dashboard::run(&root, args),
+        Command::Doctor(args) => doctor::run(&root, args),
         Command::Completions(_) | Command::Init(_) => {
             unreachable!("answered before the project is read")
         }

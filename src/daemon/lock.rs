@@ -125,6 +125,18 @@ fn must_be_dir(root: &Path) -> Result<(), String> {
     ))
 }
 
+/// Whether a daemon holds the lock of the project at `root`, without
+/// taking it for longer than the question (a shared lock, released at
+/// once, so a daemon starting meanwhile is not refused): `Some` with the
+/// pid it wrote (if readable) when one runs, `None` when none does.
+pub fn holder(root: &Path) -> Option<Option<u32>> {
+    let mut file = File::open(root.join(LOCK_FILE)).ok()?;
+    match file.try_lock_shared() {
+        Err(TryLockError::WouldBlock) => Some(read_pid(&mut file)),
+        Ok(()) | Err(TryLockError::Error(_)) => None,
+    }
+}
+
 /// The pid the lock holder wrote, if the file holds one.
 fn read_pid(file: &mut File) -> Option<u32> {
     let mut text = String::new();
@@ -166,6 +178,18 @@ mod tests {
         drop(first);
         let again = ProjectLock::acquire(dir.path()).unwrap();
         assert!(again.path().unwrap().exists(), "the lock file stays");
+    }
+
+    #[test]
+    fn the_holder_is_named_while_the_lock_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(holder(dir.path()), None, "no lock file");
+        let lock = ProjectLock::acquire(dir.path()).unwrap();
+        assert_eq!(holder(dir.path()), Some(Some(std::process::id())));
+        drop(lock);
+        assert_eq!(holder(dir.path()), None);
+        // Asking took no lock that a daemon would trip over.
+        ProjectLock::acquire(dir.path()).unwrap();
     }
 
     #[test]

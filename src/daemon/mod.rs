@@ -35,7 +35,7 @@ pub use crate::api::{
     AfterInfo, AgentInfo, CancelAnswer, RunAsk, ScheduleInfo, SubmitError, TriggerError,
 };
 pub use crate::scheduler::clock::{Clock, ManualClock, SystemClock};
-pub use serve::{ServeOptions, serve};
+pub use serve::{MIN_TOKEN_CHARS, ServeOptions, serve};
 pub use supervisor::{CancelOutcome, Env};
 
 use crate::config::WebhookSignature;

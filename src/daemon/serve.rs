@@ -488,7 +488,7 @@ fn log_diagnostics(diagnostics: &[Diagnostic]) {
 
 /// The fewest characters an `AURAD_TOKEN` may have: a one-character token
 /// was accepted before, and is guessed in a few requests.
-const MIN_TOKEN_CHARS: usize = 16;
+pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// A new random API token: 32 bytes from the system's generator, in hex.
 fn new_token() -> String {

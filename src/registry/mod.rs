@@ -491,8 +491,7 @@ pub fn provider_for(
         .and_then(env)
         .filter(|k| !k.is_empty());
     if api_key.is_none()
-        && let Some(var) = &config.api_key_env
-        && (base_url == vendor_url || name != config.kind.as_str())
+        && let Some(var) = key_required(name, config, &base_url)
     {
         return Err(if base_url == vendor_url {
             format!(
@@ -534,6 +533,29 @@ pub fn provider_for(
         ToolCallMode::Text => Arc::new(TextTools::new(provider)),
     };
     Ok((provider, model_name.to_string()))
+}
+
+/// The variable provider `name` cannot run without, if any: its
+/// `api_key_env`, unless it is a built-in provider pointed at another
+/// server than its vendor's (a local OpenAI-compatible server through
+/// `OPENAI_BASE_URL` may need no key).
+fn key_required<'a>(
+    name: &str,
+    config: &'a crate::config::ProviderConfig,
+    base_url: &str,
+) -> Option<&'a str> {
+    let var = config.api_key_env.as_deref()?;
+    (base_url == vendor_url(config.kind) || name != config.kind.as_str()).then_some(var)
+}
+
+/// The key variable the runs of `model` (`provider/model`) need set here,
+/// as [`provider_for`] requires it: `None` for `test`, unknown providers
+/// and providers that need no key. Names only; the value is never read
+/// out.
+pub fn key_variable<'a>(model: &str, settings: &'a Settings, env: EnvLookup) -> Option<&'a str> {
+    let (name, _) = model.split_once('/')?;
+    let config = settings.providers.get(name)?;
+    key_required(name, config, &base_url_of(name, config, env))
 }
 
 /// The default base URL of a provider of `kind`.

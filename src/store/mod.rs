@@ -52,6 +52,7 @@ mod error;
 mod fires;
 #[cfg(test)]
 mod fires_tests;
+pub mod health;
 mod memory;
 pub mod memory_score;
 mod nodes;

@@ -278,7 +278,12 @@ pub(crate) async fn get(pool: &Pool, url: &DatabaseUrl) -> Result<Object, StoreE
     })
 }
 
-fn connect_hint(e: &tokio_postgres::Error) -> &'static str {
+/// The schema version this build writes (the highest row of
+/// `aurad_schema` after its migrations).
+pub(super) const SCHEMA_VERSION: i64 = schema::MIGRATIONS.len() as i64;
+
+/// What to do about a failed connection, as a clause to append.
+pub(super) fn connect_hint(e: &tokio_postgres::Error) -> &'static str {
     match e.code() {
         Some(c)
             if *c == SqlState::INVALID_PASSWORD

@@ -74,6 +74,10 @@ use rusqlite::{Connection, OpenFlags};
 pub(crate) use super::{NewRun, RunFilter, RunRecord, StoreError};
 use worker::{Role, Worker};
 
+/// The schema version this build writes (`PRAGMA user_version` after its
+/// migrations).
+pub(super) const SCHEMA_VERSION: i64 = migrations::MIGRATIONS.len() as i64;
+
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -211,6 +211,46 @@ impl Sandbox {
     }
 }
 
+/// The Landlock ABI the sandbox's modes need ([`LANDLOCK_ABI`]).
+pub const REQUIRED_LANDLOCK_ABI: i32 = LANDLOCK_ABI as i32;
+
+/// What the running kernel offers of Landlock, for `aurad doctor` to
+/// report. The sandbox never decides by it: it asks the kernel for what it
+/// needs ([`check_available`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LandlockSupport {
+    /// Landlock is on; its ABI version.
+    Abi(i32),
+    /// Built into the kernel but not enabled at boot (`EOPNOTSUPP`).
+    NotEnabled,
+    /// Not built into the kernel (`ENOSYS`).
+    NotImplemented,
+}
+
+/// Asks the kernel which Landlock ABI it has
+/// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
+pub fn landlock_support() -> LandlockSupport {
+    /// `LANDLOCK_CREATE_RULESET_VERSION` (linux/landlock.h).
+    const VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute, size 0 and the version flag the call
+    // reads nothing and only returns a number.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            VERSION,
+        )
+    };
+    if abi > 0 {
+        return LandlockSupport::Abi(i32::try_from(abi).unwrap_or(i32::MAX));
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EOPNOTSUPP) => LandlockSupport::NotEnabled,
+        _ => LandlockSupport::NotImplemented,
+    }
+}
+
 /// Checks that this system can enforce `mode`; the error says what to do.
 pub fn check_available(mode: SandboxMode) -> Result<(), String> {
     if mode == SandboxMode::None {

@@ -31,13 +31,23 @@ pub fn create_beneath_own(name: &str) -> Option<PathBuf> {
 
 /// This process's cgroup directory in the cgroup2 hierarchy.
 pub fn own_cgroup() -> Option<PathBuf> {
+    own_cgroup_under(Path::new("/"))
+}
+
+/// [`own_cgroup`] with `/sys` and `/proc` looked for beneath `system`
+/// (`/`, or a fake tree in a test).
+pub fn own_cgroup_under(system: &Path) -> Option<PathBuf> {
     let mount = MOUNTS
         .iter()
-        .map(Path::new)
+        .map(|m| system.join(m.trim_start_matches('/')))
         .find(|m| m.join("cgroup.procs").is_file() && m.join("cgroup.subtree_control").is_file())?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = std::fs::read_to_string(system.join("proc/self/cgroup")).ok()?;
     let relative = own.lines().find_map(|line| line.strip_prefix("0::"))?;
-    let path = mount.join(relative.trim_start_matches('/'));
+    let relative = relative.trim_start_matches('/');
+    let path = match relative {
+        "" => mount,
+        _ => mount.join(relative),
+    };
     path.is_dir().then_some(path)
 }
 

@@ -111,6 +111,37 @@ fn reap_dead_cgroups(key: &str, reap: bool) -> usize {
     killed
 }
 
+/// Whether the processes of tool calls can be scoped in cgroups here, as
+/// [`start`] would try: what `aurad doctor` reports. `system` is where
+/// `/sys` and `/proc` are looked for (`/`, or a fake tree in a test).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupProbe {
+    /// A child cgroup was made (and removed) beneath this process's own.
+    Usable(PathBuf),
+    /// This process's cgroup exists but no child can be made beneath it.
+    NotWritable(PathBuf, String),
+    /// No cgroup v2 hierarchy holds this process.
+    NoCgroup2,
+}
+
+/// Makes and removes a child cgroup beneath this process's own (see
+/// [`CgroupProbe`]).
+pub fn probe_cgroup(system: &Path) -> CgroupProbe {
+    let Some(own) = cgroup::own_cgroup_under(system) else {
+        return CgroupProbe::NoCgroup2;
+    };
+    let name = format!("aurad-probe.{}", std::process::id());
+    match cgroup::create(&own, &name) {
+        Ok(made) => {
+            if let Err(e) = cgroup::remove(&made) {
+                tracing::debug!(path = %made.display(), error = %e, "cannot remove the probe cgroup");
+            }
+            CgroupProbe::Usable(own)
+        }
+        Err(e) => CgroupProbe::NotWritable(own, e.to_string()),
+    }
+}
+
 fn make_instance(key: &str, records: Option<&Path>, subreaper: bool) -> Instance {
     let pid = std::process::id() as i32;
     let start = procfs::stat(pid).map_or(0, |s| s.start);
