@@ -6,9 +6,8 @@
 
 use super::migrations::{MIGRATIONS, migrate_with};
 use super::tests::{db, raw, user_version};
-use super::*;
 use crate::store::runs::encode_events;
-use crate::types::{RunEvent, RunState};
+use crate::types::RunEvent;
 
 fn has_table(conn: &rusqlite::Connection, name: &str) -> bool {
     conn.query_row(
@@ -68,36 +67,19 @@ fn every_released_schema_version_upgrades_with_its_rows_readable() {
             }
             (runs, memories)
         };
-        let store = Sqlite::open(&path)
+        assert_eq!(
+            user_version(&path),
+            version as i64,
+            "before opening, at {version}"
+        );
+        let store = crate::store::Store::open(&path)
             .unwrap_or_else(|e| panic!("a store at schema version {version} did not open: {e}"));
         assert_eq!(
             user_version(&path),
             MIGRATIONS.len() as i64,
             "from version {version}"
         );
-        if runs {
-            let run = store
-                .get_run_blocking("old-run")
-                .unwrap_or_else(|e| panic!("from version {version}: {e}"))
-                .unwrap_or_else(|| panic!("from version {version}: the run is gone"));
-            assert_eq!(run.state, RunState::Succeeded, "from version {version}");
-            assert_eq!(run.input, "the input", "from version {version}");
-            assert!(run.finished_at.is_some(), "from version {version}");
-            let events = store
-                .run_events_blocking("old-run")
-                .unwrap_or_else(|e| panic!("from version {version}: {e}"));
-            assert_eq!(events, [event.clone()], "from version {version}");
-        }
-        if memories {
-            let kept = store
-                .memory_list_blocking("digest", 10)
-                .unwrap_or_else(|e| panic!("from version {version}: {e}"));
-            assert_eq!(kept.len(), 1, "from version {version}");
-            assert_eq!(
-                kept[0].content, "the user prefers short answers",
-                "from version {version}"
-            );
-        }
+        crate::store::testing::assert_upgraded(&store, version, runs, memories, &event);
         store.close().unwrap();
     }
 }
