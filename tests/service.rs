@@ -4,7 +4,8 @@
 //! writes it once and never over a different unit, and a real `aurad serve`
 //! child with `NOTIFY_SOCKET` pointing at a datagram socket this test binds
 //! sends READY=1 once its API answers, WATCHDOG=1 every half
-//! `WATCHDOG_USEC`, and STOPPING=1 at SIGTERM.
+//! `WATCHDOG_USEC`, RELOADING=1 and READY=1 around a hot reload, and
+//! STOPPING=1 at SIGTERM.
 
 #![allow(
     clippy::unwrap_used,
@@ -223,7 +224,7 @@ fn serve_tells_systemd_it_is_ready_alive_and_stopping() {
         ready.contains(&format!("STATUS=serving 1 agent(s) on {addr}")),
         "{got:?}"
     );
-    // Pings every 200 ms (half of WATCHDOG_USEC): five within two seconds.
+    // Pings every 200 ms (half of WATCHDOG_USEC): five take about a second.
     let started = Instant::now();
     let mut pings = 0;
     receive_until(&socket, &serve, "five WATCHDOG=1", |m| {
@@ -231,9 +232,25 @@ fn serve_tells_systemd_it_is_ready_alive_and_stopping() {
         pings == 5
     });
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(5),
         "5 pings took {:?}",
         started.elapsed()
+    );
+    // A hot reload: RELOADING=1, then READY=1 with the new status.
+    std::fs::write(
+        dir.path().join("agents/second.yaml"),
+        "description: Another.\nmodel: test\nprompt: hi\n",
+    )
+    .unwrap();
+    receive_until(&socket, &serve, "RELOADING=1", |m| {
+        m.lines().any(|l| l == "RELOADING=1")
+    });
+    let got = receive_until(&socket, &serve, "READY=1 after the reload", |m| {
+        m.lines().any(|l| l == "READY=1")
+    });
+    assert!(
+        got.last().unwrap().contains("STATUS=serving 2 agent(s)"),
+        "{got:?}"
     );
     serve.signal(libc::SIGTERM);
     let got = receive_until(&socket, &serve, "STOPPING=1", |m| {
