@@ -11,6 +11,7 @@
 //! May depend on everything below `cli`; only `cli` depends on it.
 
 pub mod agents;
+pub mod backup;
 pub mod cases;
 pub mod chat;
 pub mod complete;
@@ -24,6 +25,7 @@ mod project;
 pub mod replay;
 pub mod run_or_agent;
 pub mod serve;
+pub mod service;
 
 pub use crate::api::AgentInfo;
 pub use crate::store::{

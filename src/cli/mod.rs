@@ -27,6 +27,7 @@ macro_rules! say_err {
 
 mod agents;
 mod approve;
+mod backup;
 mod chat;
 mod completions;
 mod dashboard;
@@ -41,6 +42,7 @@ mod replay;
 mod run;
 mod runs;
 mod serve;
+mod service;
 mod skills;
 mod status;
 mod steps;
@@ -130,6 +132,10 @@ pub enum Command {
     Init(init::InitArgs),
     /// Run the daemon: schedules, the HTTP API, hot reload, until SIGINT or SIGTERM.
     Serve(serve::ServeArgs),
+    /// Copy the project's SQLite store to FILE, consistent while `aurad serve` writes.
+    Backup(backup::BackupArgs),
+    /// Print (or --install) a systemd unit that runs `aurad serve` for this project.
+    Service(service::ServiceArgs),
     /// List the agents with their schedules, next fire, last run and backoff.
     Agents(agents::AgentsArgs),
     /// Ask the running daemon (`aurad serve`) to start a run of an agent.
@@ -245,6 +251,8 @@ pub fn run(cli: Cli) -> i32 {
     };
     match cli.command {
         Command::Serve(args) => serve::run(&root, args),
+        Command::Backup(args) => backup::run(&root, args),
+        Command::Service(args) => service::run(&root, args, cli.log_format),
         Command::Agents(args) => agents::run(&root, args),
         Command::Trigger(args) => trigger::run(&root, args),
         Command::Run(args) => run::run(&root, args),

@@ -15,6 +15,7 @@ pub mod channels;
 pub mod cluster;
 mod follow_ups;
 pub mod lock;
+mod notify;
 pub mod reload;
 pub mod retention;
 pub mod scheduler;

@@ -8,7 +8,9 @@
 //! the scheduler, the `watch:` file triggers, the watcher, the API and the sweep that interrupts runs
 //! of other processes (`aurad run`) that died, the retention pruner, and on the shutdown signal
 //! stop accepting, let runs finish for the grace period, cancel the rest
-//! and flush the store.
+//! and flush the store. Under systemd (`NOTIFY_SOCKET`) it says when it is
+//! ready, reloading and stopping, and pings the watchdog while its parts
+//! answer (`notify.rs`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::Daemon;
 use super::cluster::takeover::{Liveness, sweep_dead_owners, take_over};
 use super::lock::ProjectLock;
+use super::notify::Notifier;
 use super::reload::{Reloader, describe_changes};
 use super::scheduler::Scheduler;
 use super::supervisor::{Env, Health, Supervisor};
@@ -68,6 +71,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     let root = options.root.clone();
+    let notifier = Notifier::from_env(&*options.env);
     // SQLite: one daemon per project; PostgreSQL: the nodes coordinate
     // through the database, and the project may be shared or read-only.
     let (early, _) = crate::config::load_settings(&root, &*options.env);
@@ -269,6 +273,7 @@ pub async fn serve(
     if let Some(tx) = options.on_listening {
         let _ = tx.send(bound);
     }
+    notifier.ready(&serving_status(&daemon));
     let watcher = if options.watch {
         match Watcher::start(&root, options.debounce) {
             Ok(w) => Some(w),
@@ -280,11 +285,52 @@ pub async fn serve(
     } else {
         None
     };
-    let reload_loop = reload_loop(daemon.clone(), reloader, watcher, stop.child_token());
+    let reload_loop = reload_loop(
+        daemon.clone(),
+        reloader,
+        watcher,
+        notifier.clone(),
+        stop.child_token(),
+    );
     let reload_task = tokio::spawn(reload_loop);
 
-    shutdown.await;
+    // The watchdog's pings come from here, the loop that owns the daemon's
+    // parts: one goes out only when the API and scheduler tasks still run,
+    // the store answers a read and the supervisor's lock is free.
+    let alive = || {
+        let tasks = [
+            ("the HTTP API", api_task.is_finished()),
+            ("the scheduler", scheduler_task.is_finished()),
+            ("the reload loop", reload_task.is_finished()),
+        ];
+        let (store, supervisor) = (&store, &supervisor);
+        async move {
+            if let Some((part, _)) = tasks.iter().find(|(_, ended)| *ended) {
+                return Err(format!("{part} stopped"));
+            }
+            let probe = crate::store::RunFilter {
+                parent: None,
+                agent: None,
+                state: None,
+                limit: 1,
+            };
+            store
+                .list_runs(&probe)
+                .await
+                .map_err(|e| format!("the store does not answer: {e}"))?;
+            supervisor.counts();
+            Ok(())
+        }
+    };
+    notifier
+        .until_shutdown(shutdown, alive, || serving_status(&daemon))
+        .await;
     tracing::info!("shutting down: no new runs are accepted");
+    let (running, queued) = supervisor.counts();
+    notifier.stopping(&format!(
+        "shutting down: {running} run(s) running, {queued} queued; waiting up to {}s for them",
+        daemon.snapshot().project.settings.shutdown_grace.as_secs()
+    ));
     stop.cancel();
     supervisor.close();
     let _ = scheduler_task.await;
@@ -359,6 +405,7 @@ async fn reload_loop(
     daemon: Arc<Daemon>,
     mut reloader: Reloader,
     mut watcher: Option<Watcher>,
+    notifier: Notifier,
     stop: CancellationToken,
 ) -> Reloader {
     let mcp_changes = reloader.changes();
@@ -399,8 +446,20 @@ async fn reload_loop(
             }
             () = stop.cancelled() => return reloader,
         }
+        notifier.reloading();
         reload(&daemon, &mut reloader).await;
+        notifier.reloaded(&serving_status(&daemon));
     }
+}
+
+/// The status line systemd shows (`systemctl status`).
+fn serving_status(daemon: &Daemon) -> String {
+    let (running, queued) = daemon.supervisor.counts();
+    format!(
+        "serving {} agent(s) on {}; {running} run(s) running, {queued} queued",
+        daemon.snapshot().project.agents.len(),
+        daemon.listen
+    )
 }
 
 /// Loads a new snapshot and swaps it in, or logs why the old one stays.

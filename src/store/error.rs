@@ -17,9 +17,12 @@ pub enum StoreError {
     /// The file or its directory could not be created.
     #[error("{0}")]
     Io(String),
+    /// This build would not know the newer tables: it neither reads nor
+    /// migrates them (a downgrade needs the copy taken before the upgrade).
     #[error(
         "the database was created by a newer aurad (schema {found}, this build knows {known}): \
-         upgrade aurad, or point `database:` in aurad.yaml at another file"
+         upgrade aurad to that version or later; to stay on this one, restore the copy \
+         `aurad backup` made before the upgrade, or point `database:` in aurad.yaml at another file"
     )]
     NewerSchema { found: i64, known: i64 },
     /// An id prefix (or end) matches several runs; `matches` holds the

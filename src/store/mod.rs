@@ -105,6 +105,7 @@ pub use sessions::{
     SessionDeletion, SessionHistory, SessionMessage, SessionRecord, SessionSummary, SessionTurn,
     SessionsPruned, TITLE_CHARS,
 };
+pub use sqlite::backup::{BackupCopy, backup as backup_sqlite};
 pub use steps::{StepEnd, StepRecord};
 pub use watched_files::TriggerClaim;
 

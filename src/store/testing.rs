@@ -183,3 +183,49 @@ macro_rules! store_test {
     };
 }
 pub(crate) use store_test;
+
+/// What an older aurad's rows look like after this build opened (and
+/// migrated) its store: the finished run `old-run` with `event` when
+/// `runs`, the memory of namespace `digest` when `memories`. Both
+/// backends' upgrade walks (`sqlite/upgrade_tests.rs`,
+/// `postgres/upgrade_tests.rs`) check with it; `version` is where it
+/// started, for the messages.
+pub(crate) fn assert_upgraded(
+    store: &Store,
+    version: usize,
+    runs: bool,
+    memories: bool,
+    event: &crate::types::RunEvent,
+) {
+    if runs {
+        let run = store
+            .get_run_blocking("old-run")
+            .unwrap_or_else(|e| panic!("from version {version}: {e}"))
+            .unwrap_or_else(|| panic!("from version {version}: the run is gone"));
+        assert_eq!(
+            run.state,
+            crate::types::RunState::Succeeded,
+            "from version {version}"
+        );
+        assert_eq!(run.input, "the input", "from version {version}");
+        assert!(run.finished_at.is_some(), "from version {version}");
+        let events = store
+            .run_events_blocking("old-run")
+            .unwrap_or_else(|e| panic!("from version {version}: {e}"));
+        assert_eq!(
+            events,
+            std::slice::from_ref(event),
+            "from version {version}"
+        );
+    }
+    if memories {
+        let kept = store
+            .memory_list_blocking("digest", 10)
+            .unwrap_or_else(|e| panic!("from version {version}: {e}"));
+        assert_eq!(kept.len(), 1, "from version {version}");
+        assert_eq!(
+            kept[0].content, "the user prefers short answers",
+            "from version {version}"
+        );
+    }
+}

@@ -52,6 +52,8 @@ mod sessions;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upgrade_tests;
 // Approvals, pipeline steps, schedule watches, retention.
 mod approvals;
 #[cfg(test)]

@@ -53,6 +53,23 @@ impl TestDb {
         Some(TestDb { admin, name, url })
     }
 
+    /// A client of a one-connection pool on this database, which
+    /// [`Postgres::connect`](super::Postgres::connect) would migrate: for
+    /// building a database as an older aurad left it. Keep the pool while
+    /// the client is used.
+    pub(crate) async fn unmigrated_client(
+        &self,
+    ) -> (deadpool_postgres::Pool, deadpool_postgres::Object) {
+        let config: tokio_postgres::Config = self.url().secret().parse().unwrap();
+        let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(config, NoTls))
+            .max_size(1)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .unwrap();
+        let client = pool.get().await.unwrap();
+        (pool, client)
+    }
+
     pub(crate) fn url(&self) -> &DatabaseUrl {
         &self.url
     }

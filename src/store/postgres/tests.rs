@@ -158,13 +158,7 @@ fn at_schema_1(db: &TestDb, entries: Vec<NewMemory>, saves: &[NewMemory], now: D
         .build()
         .unwrap();
     rt.block_on(async {
-        let config: tokio_postgres::Config = db.url().secret().parse().unwrap();
-        let pool = Pool::builder(Manager::new(config, NoTls))
-            .max_size(1)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .unwrap();
-        let mut client = pool.get().await.unwrap();
+        let (_pool, mut client) = db.unmigrated_client().await;
         schema::migrate_with(&mut client, &schema::MIGRATIONS[..1])
             .await
             .unwrap();

@@ -33,6 +33,7 @@
 //! the database file ([`settle_wal`]).
 
 mod approvals;
+pub(super) mod backup;
 mod channels;
 mod file_guard;
 use file_guard::FileGuard;
@@ -56,6 +57,8 @@ mod sessions;
 mod steps;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upgrade_tests;
 mod watched_files;
 mod watches;
 mod worker;
