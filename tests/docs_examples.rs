@@ -135,6 +135,9 @@ fn examples(page: &str) -> Vec<Example> {
 /// A fresh project made of these files.
 fn write_project(files: &[&Example]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
+    // A project, even when a page's blocks are only an MCP file: `aurad
+    // validate` refuses a folder with neither agents/ nor aurad.yaml.
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
     for file in files {
         assert!(
             !file.path.starts_with('/') && !file.path.contains(".."),

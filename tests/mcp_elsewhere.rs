@@ -18,9 +18,10 @@ use std::path::Path;
 
 use support::serve::{free_port, run, show, text};
 
-/// A project with `files` (relative path, text) and nothing else.
+/// A project with `files` (relative path, text) and an empty agents/.
 fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
     for (path, body) in files {
         let path = dir.path().join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

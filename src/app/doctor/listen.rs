@@ -52,13 +52,10 @@ pub fn check(root: &Path, listen: SocketAddr, env: EnvLookup) -> Check {
             };
             Check::ok(CheckName::Listen, format!("{listen} is free{daemon}"))
         }
-        Err(e) if e.kind() == ErrorKind::AddrInUse => match served {
-            Some(pid) if serves(root, listen, env, pid) => Check::ok(
+        Err(e) if e.kind() == ErrorKind::AddrInUse => match serving(root, listen, env, served) {
+            Some(pid) => Check::ok(
                 CheckName::Listen,
-                format!(
-                    "{listen} is served by this project's daemon ({})",
-                    pid.map_or_else(|| "pid unknown".to_string(), |pid| format!("pid {pid}"))
-                ),
+                format!("{listen} is served by this project's daemon (pid {pid})"),
             ),
             _ => Check::error(
                 CheckName::Listen,
@@ -83,10 +80,18 @@ pub fn check(root: &Path, listen: SocketAddr, env: EnvLookup) -> Check {
     }
 }
 
-/// Whether the daemon holding the project's lock (its `pid` if known) is
-/// the one listening on `listen`, by the address it wrote.
-fn serves(root: &Path, listen: SocketAddr, env: EnvLookup, pid: Option<u32>) -> bool {
-    crate::config::private::running_api(root, env).is_ok_and(|access| {
-        access.listen.port() == listen.port() && pid.is_none_or(|pid| access.pid == pid)
-    })
+/// The pid of this project's daemon listening on `listen`, by the address
+/// it recorded: the one holding the project lock (`locked`, with the pid
+/// it wrote if readable) or, with PostgreSQL, which takes no project lock,
+/// any live daemon of the project.
+fn serving(
+    root: &Path,
+    listen: SocketAddr,
+    env: EnvLookup,
+    locked: Option<Option<u32>>,
+) -> Option<u32> {
+    let access = crate::config::private::running_api(root, env).ok()?;
+    let same = access.listen.port() == listen.port()
+        && locked.is_none_or(|pid| pid.is_none_or(|pid| access.pid == pid));
+    same.then_some(access.pid)
 }
