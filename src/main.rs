@@ -18,6 +18,9 @@ fn main() {
     // answered and exited here, before the arguments are parsed.
     aurad::cli::complete_if_asked();
     let cli = Cli::parse();
+    if cli.command.starts_no_process() {
+        die_on_closed_pipe();
+    }
     aurad::cli::init_tracing(&cli);
     std::process::exit(aurad::cli::run(cli));
 }
@@ -38,5 +41,18 @@ fn make_non_dumpable() {
             "warning: cannot make aurad non-dumpable ({}); tool processes may be able to read its environment",
             std::io::Error::last_os_error()
         );
+    }
+}
+
+/// A listing piped into `head` ends quietly when `head` has read enough,
+/// as other Unix tools do, instead of panicking in `println!` on the
+/// broken pipe: SIGPIPE is restored to its default (Rust ignores it).
+/// Only for commands that start no process and talk to none over a pipe:
+/// a daemon or a run writing to a tool that exited must get EPIPE, not die.
+fn die_on_closed_pipe() {
+    // SAFETY: resetting a signal's disposition to its default, before any
+    // thread exists; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -268,7 +268,7 @@ fn runs_fit_their_columns_sub_runs_sit_under_their_parent_and_the_deadline_is_ah
         assert_eq!(code, 0, "{err}");
     }
     // A run left waiting for approval, in a process of its own.
-    let mut waiting = Command::new(assert_cmd::cargo::cargo_bin!("aurad"))
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_aurad"))
         .arg("--dir")
         .arg(dir.path())
         .args(["run", "gated"])
@@ -519,5 +519,40 @@ fn validate_in_an_empty_folder_says_there_is_no_project() {
     assert!(
         err.contains("ok: 1 agent(s), 0 warning(s); 0 channel(s), 0 MCP server(s), 0 tool plugin(s), 1 skill(s), 0 test file(s)"),
         "{err}"
+    );
+}
+
+/// `aurad agents | head -1`: the listing ends quietly when its reader has
+/// had enough (SIGPIPE, as other Unix tools), instead of panicking in
+/// `println!` on the broken pipe.
+#[test]
+fn a_listing_piped_into_a_reader_that_stops_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let agents: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("agent{i:03}"), PLAIN.to_string()))
+        .collect();
+    let refs: Vec<(&str, &str)> = agents
+        .iter()
+        .map(|(n, y)| (n.as_str(), y.as_str()))
+        .collect();
+    let dir = project(&refs);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aurad"))
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("agents")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before reading anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {err}",
+        out.status
     );
 }

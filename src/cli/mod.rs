@@ -100,6 +100,38 @@ pub enum LogFormat {
     Json,
 }
 
+impl Command {
+    /// Whether the command only reads the project and the store and
+    /// prints: it starts no tool, MCP server or daemon, so a closed stdout
+    /// may end it (see `main.rs`).
+    pub fn starts_no_process(&self) -> bool {
+        match self {
+            Command::Init(_)
+            | Command::Validate
+            | Command::Doctor(_)
+            | Command::Agents(_)
+            | Command::Runs(_)
+            | Command::Logs(_)
+            | Command::Approve(_)
+            | Command::Memory(_)
+            | Command::Skills(_)
+            | Command::Status(_)
+            | Command::Dashboard(_)
+            | Command::Service(_)
+            | Command::Backup(_)
+            | Command::Completions(_) => true,
+            Command::Run(_)
+            | Command::Chat(_)
+            | Command::Serve(_)
+            | Command::Trigger(_)
+            | Command::Replay(_)
+            | Command::Test(_)
+            | Command::Mcp(_)
+            | Command::Tools(_) => false,
+        }
+    }
+}
+
 impl Cli {
     /// The log filter used when RUST_LOG is unset: `info` for the daemon,
     /// warnings for the other commands; each `-v` one level more. Below
@@ -130,22 +162,20 @@ pub fn colour_allowed(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> 
 pub enum Command {
     /// Create a new project: aurad.yaml, a first agent, a skill, a .gitignore.
     Init(init::InitArgs),
-    /// Run the daemon: schedules, the HTTP API, hot reload, until SIGINT or SIGTERM.
-    Serve(serve::ServeArgs),
-    /// Copy the project's SQLite store to FILE, consistent while `aurad serve` writes.
-    Backup(backup::BackupArgs),
-    /// Print (or --install) a systemd unit that runs `aurad serve` for this project.
-    Service(service::ServiceArgs),
-    /// List the agents with their schedules, next fire, last run and backoff.
-    Agents(agents::AgentsArgs),
-    /// Ask the running daemon (`aurad serve`) to start a run of an agent.
-    Trigger(trigger::TriggerArgs),
     /// Run one agent now and stream it to the terminal.
     Run(run::RunArgs),
     /// Talk with an agent: a conversation kept as a session (`--continue`, `--session ID`).
     Chat(chat::ChatArgs),
     /// Check every file of the project and print all problems.
     Validate,
+    /// What this machine and project can do and what is wrong, each with its fix.
+    Doctor(doctor::DoctorArgs),
+    /// Run the daemon: schedules, the HTTP API, hot reload, until SIGINT or SIGTERM.
+    Serve(serve::ServeArgs),
+    /// List the agents with their schedules, next fire, last run and backoff.
+    Agents(agents::AgentsArgs),
+    /// Ask the running daemon (`aurad serve`) to start a run of an agent.
+    Trigger(trigger::TriggerArgs),
     /// List stored runs, newest first.
     Runs(runs::RunsArgs),
     /// Replay a stored run's events; `--follow` waits for the rest.
@@ -169,11 +199,13 @@ pub enum Command {
     Status(status::StatusArgs),
     /// The dashboard's address with the token that lets the browser in.
     Dashboard(dashboard::DashboardArgs),
+    /// Print (or --install) a systemd unit that runs `aurad serve` for this project.
+    Service(service::ServiceArgs),
+    /// Copy the project's SQLite store to FILE, consistent while `aurad serve` writes.
+    Backup(backup::BackupArgs),
     /// Print the shell code that completes aurad (bash, zsh, fish, powershell, elvish):
     /// commands, options, agent names and run ids.
     Completions(completions::CompletionsArgs),
-    /// What this machine and project can do and what is wrong, each with its fix.
-    Doctor(doctor::DoctorArgs),
 }
 
 /// Logs go to stderr: readable lines (coloured on a terminal) or, with
