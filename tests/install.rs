@@ -80,7 +80,7 @@ fn cargo_install_then_init_run_and_doctor() {
     assert!(out.status.success(), "{}", show("aurad run hello", &out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("called 2 tool(s)") && stdout.contains("calculator: ok: 14"),
+        stdout.contains("calculator: ok: 14") && stdout.contains("load_skill: ok: [Skill: arithmetic]"),
         "{}",
         show("aurad run hello", &out)
     );

@@ -90,7 +90,12 @@ fn trigger_then_runs_and_logs_follow_see_the_run() {
     let id = triggered(&out);
 
     let runs = run(dir.path(), &["runs"]);
-    assert!(text(&runs.stdout).contains(&id), "{}", show(&runs));
+    // Listed by its short id, the random end of the id.
+    assert!(
+        text(&runs.stdout).contains(&id[id.len() - 8..]),
+        "{}",
+        show(&runs)
+    );
 
     let logs = run(dir.path(), &["logs", &id, "--follow"]);
     assert_eq!(logs.status.code(), Some(0), "{}", show(&logs));
@@ -139,7 +144,7 @@ fn trigger_without_a_daemon_says_how_to_start_one() {
     assert_eq!(
         text(&out.stderr).trim(),
         format!(
-            "error: no aurad serve is answering at {url}; start it with aurad serve (or pass --url)"
+            "error: no aurad serve is answering at {url}; start it with `aurad serve` (or pass --url)"
         )
     );
 }
