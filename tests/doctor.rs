@@ -118,6 +118,16 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 }
 
 /// Runs `hello` once with the test model, which creates the store.
+/// Asserts that `check`'s `field` (`finding` or `fix`) holds `text`.
+#[track_caller]
+fn says(check: &Value, field: &str, text: &str) {
+    let said = check[field].as_str().unwrap_or_default();
+    assert!(
+        said.contains(text),
+        "`{text}` not in the {field} of {check:#}"
+    );
+}
+
 fn run_once(root: &Path) {
     cargo_bin_cmd!("aurad")
         .args(["run", "hello", "--model", "test"])
@@ -162,29 +172,15 @@ fn a_fresh_project_without_a_key_exits_0_with_every_check() {
     );
     let keys = check(&report, "keys");
     assert_eq!(keys["status"], "warn", "{report:#}");
-    assert!(
-        keys["finding"]
-            .as_str()
-            .unwrap()
-            .contains("OPENAI_API_KEY is not set: needed by hello"),
-        "{report:#}"
+    says(
+        keys,
+        "finding",
+        "OPENAI_API_KEY is not set: needed by hello",
     );
-    assert!(
-        keys["fix"]
-            .as_str()
-            .unwrap()
-            .contains("export OPENAI_API_KEY="),
-        "{report:#}"
-    );
+    says(keys, "fix", "export OPENAI_API_KEY=");
     let store = check(&report, "store");
     assert_eq!(store["status"], "ok", "{report:#}");
-    assert!(
-        store["finding"]
-            .as_str()
-            .unwrap()
-            .contains("created at the first run"),
-        "{report:#}"
-    );
+    says(store, "finding", "created at the first run");
     assert_eq!(check(&report, "listen")["status"], "ok", "{report:#}");
     // The human form: one line per check, the fixes indented, exit 0.
     let (code, stdout, _) = doctor(project.path(), &[], &[]);
@@ -211,10 +207,7 @@ fn an_empty_folder_is_told_to_run_init() {
     assert_eq!(code, 0, "{report:#}");
     let project = check(&report, "project");
     assert_eq!(project["status"], "warn", "{report:#}");
-    assert!(
-        project["fix"].as_str().unwrap().contains("aurad init"),
-        "{report:#}"
-    );
+    says(project, "fix", "aurad init");
 }
 
 #[test]
@@ -224,10 +217,7 @@ fn a_store_with_garbage_in_it_is_an_error_with_the_fix() {
     let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 0, "a sound store first: {report:#}");
     let store = check(&report, "store");
-    assert!(
-        store["finding"].as_str().unwrap().contains("integrity ok"),
-        "{report:#}"
-    );
+    says(store, "finding", "integrity ok");
     let db = project.path().join("aurad.db");
     // The runs are in the write-ahead log until a checkpoint: move them
     // into the file, then damage it.
@@ -251,10 +241,7 @@ fn a_store_with_garbage_in_it_is_an_error_with_the_fix() {
         finding.contains("damaged") || finding.contains("cannot be read"),
         "{report:#}"
     );
-    assert!(
-        store["fix"].as_str().unwrap().contains(".recover"),
-        "{report:#}"
-    );
+    says(store, "fix", ".recover");
     assert_eq!(report["errors"], 1, "{report:#}");
 }
 
@@ -273,17 +260,15 @@ fn a_store_from_a_newer_aurad_is_an_error() {
     assert_eq!(code, 1, "{report:#}");
     let store = check(&report, "store");
     assert_eq!(store["status"], "error", "{report:#}");
-    assert!(
-        store["finding"].as_str().unwrap().contains(&format!(
+    says(
+        store,
+        "finding",
+        &format!(
             "created by a newer aurad (schema {}, this build knows {known})",
             known + 1
-        )),
-        "{report:#}"
+        ),
     );
-    assert!(
-        store["fix"].as_str().unwrap().contains("upgrade aurad"),
-        "{report:#}"
-    );
+    says(store, "fix", "upgrade aurad");
     // The doctor changed nothing.
     let conn = rusqlite::Connection::open(&db).unwrap();
     let after: i64 = conn
@@ -338,13 +323,7 @@ fn a_key_that_is_set_is_named_and_never_shown() {
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let keys = check(&report, "keys");
     assert_eq!(keys["status"], "ok", "{report:#}");
-    assert!(
-        keys["finding"]
-            .as_str()
-            .unwrap()
-            .contains("ANTHROPIC_API_KEY, OPENAI_API_KEY"),
-        "{report:#}"
-    );
+    says(keys, "finding", "ANTHROPIC_API_KEY, OPENAI_API_KEY");
     assert!(!stdout.contains(sentinel) && !stderr.contains(sentinel));
     let (code, stdout, stderr) = doctor(project.path(), &[], &env);
     assert_eq!(code, 0, "{stdout}");
@@ -356,12 +335,10 @@ fn a_key_that_is_set_is_named_and_never_shown() {
     let (_, report) = doctor_json(project.path(), &[("OPENAI_API_KEY", sentinel)]);
     let keys = check(&report, "keys");
     assert_eq!(keys["status"], "warn", "{report:#}");
-    assert!(
-        keys["finding"]
-            .as_str()
-            .unwrap()
-            .contains("ANTHROPIC_API_KEY is not set: needed by claude (provider anthropic)"),
-        "{report:#}"
+    says(
+        keys,
+        "finding",
+        "ANTHROPIC_API_KEY is not set: needed by claude (provider anthropic)",
     );
 }
 
@@ -377,17 +354,12 @@ fn an_agent_file_with_an_error_is_located() {
     assert_eq!(code, 1, "{report:#}");
     let check = check(&report, "project");
     assert_eq!(check["status"], "error", "{report:#}");
-    assert!(
-        check["finding"]
-            .as_str()
-            .unwrap()
-            .contains("agents/broken.yaml:3:1: unknown field `max_stpes`"),
-        "{report:#}"
+    says(
+        check,
+        "finding",
+        "agents/broken.yaml:3:1: unknown field `max_stpes`",
     );
-    assert!(
-        check["fix"].as_str().unwrap().contains("aurad validate"),
-        "{report:#}"
-    );
+    says(check, "fix", "aurad validate");
 }
 
 #[test]
@@ -409,13 +381,7 @@ fn a_listen_port_taken_by_another_socket_is_an_error() {
         format!("{addr} is taken by another program: `aurad serve` cannot listen there"),
         "{report:#}"
     );
-    assert!(
-        listen["fix"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("sport = :{}", addr.port())),
-        "{report:#}"
-    );
+    says(listen, "fix", &format!("sport = :{}", addr.port()));
     drop(taken);
     let (code, report) = doctor_json(project.path(), &[]);
     assert_eq!(code, 0, "free again: {report:#}");
@@ -429,10 +395,7 @@ fn listening_beyond_loopback_needs_a_token() {
     assert_eq!(code, 1, "{report:#}");
     let listen = check(&report, "listen");
     assert_eq!(listen["status"], "error", "{report:#}");
-    assert!(
-        listen["fix"].as_str().unwrap().contains("AURAD_TOKEN"),
-        "{report:#}"
-    );
+    says(listen, "fix", "AURAD_TOKEN");
     let token = "doctor-token-0123456789abcdef";
     let (code, stdout, stderr) = doctor(project.path(), &["--json"], &[("AURAD_TOKEN", token)]);
     assert_eq!(code, 0, "{stdout}");
@@ -455,13 +418,7 @@ fn an_unreachable_postgres_store_is_an_error() {
     assert_eq!(code, 1, "{report:#}");
     let store = check(&report, "store");
     assert_eq!(store["status"], "error", "{report:#}");
-    assert!(
-        store["finding"]
-            .as_str()
-            .unwrap()
-            .contains("is unreachable"),
-        "{report:#}"
-    );
+    says(store, "finding", "is unreachable");
 }
 
 #[test]

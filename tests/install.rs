@@ -80,7 +80,8 @@ fn cargo_install_then_init_run_and_doctor() {
     assert!(out.status.success(), "{}", show("aurad run hello", &out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("calculator: ok: 14") && stdout.contains("load_skill: ok: [Skill: arithmetic]"),
+        stdout.contains("calculator: ok: 14")
+            && stdout.contains("load_skill: ok: [Skill: arithmetic]"),
         "{}",
         show("aurad run hello", &out)
     );
