@@ -57,7 +57,8 @@ pub fn find(program: &OsStr, search_path: &OsStr) -> Option<PathBuf> {
     None
 }
 
-fn is_executable_file(path: &Path) -> bool {
+/// Whether `path` is a file someone may execute.
+pub fn is_executable_file(path: &Path) -> bool {
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -208,16 +208,12 @@ pub fn mcp(project: &Project, env: EnvLookup) -> Check {
 /// against the project root) that exists, or a bare name found in a
 /// directory of `search_path`.
 fn command_found(command: &str, search_path: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |path: &Path| {
-        path.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
+    use crate::tools::program_path::is_executable_file;
     if command.contains('/') {
-        return executable(Path::new(command));
+        return is_executable_file(Path::new(command));
     }
     !command.is_empty()
-        && std::env::split_paths(search_path).any(|dir| executable(&dir.join(command)))
+        && std::env::split_paths(search_path).any(|dir| is_executable_file(&dir.join(command)))
 }
 
 /// The schedules' time zones, `TZ`, and a clock not behind the newest
