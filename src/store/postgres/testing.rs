@@ -53,12 +53,14 @@ impl TestDb {
         Some(TestDb { admin, name, url })
     }
 
-    /// A client of a one-connection pool on this database, which
-    /// [`Postgres::connect`](super::Postgres::connect) would migrate: for
-    /// building a database as an older aurad left it. Keep the pool while
-    /// the client is used.
-    pub(crate) async fn unmigrated_client(
+    /// A client of a one-connection pool on this database with only the
+    /// first `version` migrations applied (where
+    /// [`Postgres::connect`](super::Postgres::connect) would apply all):
+    /// for building a database as an older aurad left it. Keep the pool
+    /// while the client is used.
+    pub(crate) async fn client_at_schema(
         &self,
+        version: usize,
     ) -> (deadpool_postgres::Pool, deadpool_postgres::Object) {
         let config: tokio_postgres::Config = self.url().secret().parse().unwrap();
         let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(config, NoTls))
@@ -66,7 +68,10 @@ impl TestDb {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .unwrap();
-        let client = pool.get().await.unwrap();
+        let mut client = pool.get().await.unwrap();
+        super::schema::migrate_with(&mut client, &super::schema::MIGRATIONS[..version])
+            .await
+            .unwrap();
         (pool, client)
     }
 

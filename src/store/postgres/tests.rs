@@ -158,10 +158,7 @@ fn at_schema_1(db: &TestDb, entries: Vec<NewMemory>, saves: &[NewMemory], now: D
         .build()
         .unwrap();
     rt.block_on(async {
-        let (_pool, mut client) = db.unmigrated_client().await;
-        schema::migrate_with(&mut client, &schema::MIGRATIONS[..1])
-            .await
-            .unwrap();
+        let (_pool, mut client) = db.client_at_schema(1).await;
         let checked: Vec<_> = entries
             .into_iter()
             .map(|e| memory::check(e, now, "entry").unwrap())

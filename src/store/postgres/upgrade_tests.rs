@@ -20,10 +20,7 @@ fn at_version(db: &TestDb, version: usize, event: &RunEvent) -> (bool, bool) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let (_pool, mut client) = db.unmigrated_client().await;
-        schema::migrate_with(&mut client, &schema::MIGRATIONS[..version])
-            .await
-            .unwrap();
+        let (_pool, client) = db.client_at_schema(version).await;
         let has = |rows: &[tokio_postgres::Row]| rows.first().is_some_and(|r| r.get::<_, bool>(0));
         let exists = "SELECT to_regclass($1) IS NOT NULL";
         let runs = has(&client.query(exists, &[&"runs"]).await.unwrap());
